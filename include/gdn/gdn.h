@@ -1,0 +1,173 @@
+// gdn: Gated DeltaNet kernels (the chunked gated delta rule), CPU and CUDA.
+//
+// One framework-free C++ API over raw pointers, element strides and a stream. Nothing here
+// allocates behind the caller's back or synchronizes the device: scratch memory comes from the
+// caller (query its size with the *_workspace_size functions, which depend only on host-known
+// numbers), and every call is validated before anything is written. A rejected call throws
+// gdn::Error whose message names the argument and the expected value.
+//
+// Definitions (see SPEC.md): per sequence and value head `hv` a fp32 state S [K, V] and, per token,
+//   S = exp(g_t) S;  v' = beta_t (v_t - S^T k_t);  S += k_t v'^T;  o_t = scale S^T q_t
+// with q/k head hk = hv / (HV / H).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace gdn {
+
+constexpr int kChunkSize = 64;  // C: tokens per chunk of the chunked algorithm
+
+enum class DType : int { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
+enum class IndexType : int { kInt32 = 0, kInt64 = 1 };
+// K-major: state [.., K, V] (flash-linear-attention's default). V-major: [.., V, K] (vLLM's cache).
+enum class StateLayout : int { kKMajor = 0, kVMajor = 1 };
+enum class Backend : int { kCPU = 0, kCUDA = 1 };
+
+// Every rejected call throws this; what() names the argument and what was expected.
+class Error : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+const char* dtype_name(DType dtype);
+size_t dtype_size(DType dtype);
+const char* backend_name(Backend backend);
+// True when the library was built with the CUDA backend and a CUDA device is visible.
+bool cuda_available();
+
+// A token-major tensor [T, heads, dim] whose innermost dimension is contiguous.
+// Strides are in elements; 0 means packed (stride_token = heads * dim, stride_head = dim).
+struct ConstTensor {
+  const void* data = nullptr;
+  int64_t stride_token = 0;
+  int64_t stride_head = 0;
+};
+struct MutTensor {
+  void* data = nullptr;
+  int64_t stride_token = 0;
+  int64_t stride_head = 0;
+};
+
+// fp32 recurrent states, contiguous: [num_slots, HV, K, V] (kKMajor) or [num_slots, HV, V, K].
+// Sequence n uses row indices[n] (row n when indices is null). A negative index means "no state":
+// the sequence starts from zero (initial) or its final state is not written (final).
+// For the pool of a serving engine, pass the same data and indices as initial and final state:
+// the update happens in place. Indices must be in [-inf, num_slots) and the non-negative ones
+// distinct among the sequences of one call.
+struct StateRef {
+  float* data = nullptr;  // null: no state (zeros in, nothing out)
+  int64_t num_slots = 0;  // rows of data; for a dense per-sequence array, N
+  const void* indices = nullptr;       // [N] on the backend's device, IndexType below
+  const void* indices_host = nullptr;  // optional host copy of indices, for validation (CUDA)
+  IndexType index_type = IndexType::kInt32;
+};
+
+// What a call computes, shared by the forward, the decode step and the stages.
+struct Problem {
+  int64_t num_tokens = 0;  // T: tokens of all sequences, packed
+  int64_t num_seqs = 0;    // N
+  int num_qk_heads = 0;    // H
+  int num_v_heads = 0;     // HV, a multiple of H
+  int head_k = 0;          // K
+  int head_v = 0;          // V
+  DType dtype = DType::kBFloat16;       // q, k, v and o
+  DType gate_dtype = DType::kFloat32;   // g and beta: kFloat32 or dtype
+  float scale = 0.0f;                   // 0: K^-0.5
+  bool use_qk_l2norm = false;           // q, k <- x / sqrt(sum(x^2) + 1e-6) in fp32
+  StateLayout state_layout = StateLayout::kKMajor;
+  // Gate fusion: g holds `a` and beta holds `b` (pre-sigmoid); then
+  // g = -exp(A_log[hv]) * softplus(a + dt_bias[hv]) and beta = sigmoid(b).
+  bool fused_gate = false;
+  // [N + 1] sequence boundaries on the backend's device (cumulative, starting at 0, ending at T).
+  // Null: a fixed-length batch of N sequences of T / N tokens.
+  const void* cu_seqlens = nullptr;
+  // Optional host copy of cu_seqlens (same IndexType). The CPU backend validates cu_seqlens
+  // itself; the CUDA backend validates this copy when given and otherwise clamps on the device,
+  // so that malformed boundaries can never cause an out-of-bounds access (see docs/api.md).
+  const void* cu_seqlens_host = nullptr;
+  IndexType cu_seqlens_type = IndexType::kInt32;
+};
+
+// Where and how a call runs.
+struct Exec {
+  Backend backend = Backend::kCPU;
+  void* stream = nullptr;         // cudaStream_t for kCUDA; null = the default stream
+  void* workspace = nullptr;      // caller-provided scratch, at least *_workspace_size bytes
+  size_t workspace_bytes = 0;
+  int num_threads = 0;            // kCPU: worker threads; 0 = all hardware threads
+};
+
+// ---------------------------------------------------------------------------------------------
+// The composed forward and the decode step.
+
+struct ForwardArgs {
+  Problem problem;
+  ConstTensor q;     // [T, H, K]   dtype
+  ConstTensor k;     // [T, H, K]   dtype
+  ConstTensor v;     // [T, HV, V]  dtype
+  ConstTensor g;     // [T, HV]     gate_dtype: log decay <= 0 (or `a` with fused_gate)
+  ConstTensor beta;  // [T, HV]     gate_dtype: in [0, 2] (or `b` with fused_gate)
+  const float* A_log = nullptr;    // [HV] fp32, fused_gate only
+  const float* dt_bias = nullptr;  // [HV] fp32, fused_gate only
+  MutTensor o;       // [T, HV, V]  dtype
+  StateRef initial_state;
+  StateRef final_state;
+};
+
+// The chunked forward (prefill). Returns o and (if final_state.data) the final states.
+size_t chunk_gated_delta_rule_workspace_size(const Problem& problem, const Exec& exec);
+void chunk_gated_delta_rule(const ForwardArgs& args, const Exec& exec);
+
+// The decode step: the token-by-token recurrence, for one or a few tokens per sequence (any
+// length works; the chunked forward is faster past a few tokens). Updates pool rows in place
+// when initial_state and final_state are the same pool. Needs no workspace.
+void recurrent_gated_delta_rule(const ForwardArgs& args, const Exec& exec);
+
+// ---------------------------------------------------------------------------------------------
+// The stages of the chunked forward, each callable on its own (SPEC.md section 3). They take q/k
+// as given (run l2norm first when needed; problem.use_qk_l2norm must be false) and plain g/beta
+// (problem.fused_gate must be false). Intermediates are fp32 and packed. Chunks are numbered
+// globally: sequence n's chunk c is chunk chunk_offset(n) + c, where chunk_offset(n) sums
+// ceil(len_m / 64) over the sequences m < n; max_num_chunks(T, N) bounds their count.
+
+int64_t max_num_chunks(int64_t num_tokens, int64_t num_seqs);
+
+struct StageBuffers {
+  ConstTensor q, k, v, g, beta;  // as in ForwardArgs
+  float* G = nullptr;      // [T, HV]            chunk-local cumulative sum of g (natural log)
+  float* L = nullptr;      // [T, HV, 64]        row i of its chunk: beta_i (k_i.k_j) exp(G_i-G_j), j<i
+  float* A = nullptr;      // [T, HV, 64]        row i of (I + L)^-1 of its chunk
+  float* w = nullptr;      // [T, HV, K]         A (beta exp(G) k)
+  float* u = nullptr;      // [T, HV, V]         A (beta v)
+  float* h = nullptr;      // [max_num_chunks, HV, K, V]  state at each chunk's start (K-major)
+  float* v_new = nullptr;  // [T, HV, V]         u - w h
+  MutTensor o;             // [T, HV, V] dtype
+  StateRef initial_state;  // read by chunk_fwd_h
+  StateRef final_state;    // written by chunk_fwd_h when data is set
+};
+
+// Stage 0: y = x / sqrt(sum(x^2) + 1e-6) per token and head, computed in fp32.
+struct L2NormArgs {
+  int64_t num_tokens = 0;
+  int num_heads = 0;
+  int dim = 0;
+  DType dtype = DType::kBFloat16;
+  ConstTensor x;  // [T, heads, dim]
+  MutTensor y;    // [T, heads, dim], same dtype
+};
+void l2norm(const L2NormArgs& args, const Exec& exec);
+
+void chunk_local_cumsum(const Problem& p, const StageBuffers& b, const Exec& exec);    // g -> G
+void chunk_scaled_dot_kkt(const Problem& p, const StageBuffers& b, const Exec& exec);  // k, beta, G -> L
+void solve_tril(const Problem& p, const StageBuffers& b, const Exec& exec);            // L -> A
+void recompute_w_u(const Problem& p, const StageBuffers& b, const Exec& exec);  // A, k, v, beta, G -> w, u
+// k, w, u, G, initial_state -> h, v_new, final_state. Workspace: stage_workspace_size.
+void chunk_fwd_h(const Problem& p, const StageBuffers& b, const Exec& exec);
+void chunk_fwd_o(const Problem& p, const StageBuffers& b, const Exec& exec);  // q, k, v_new, h, G -> o
+// Scratch that the stages need (chunk offsets on the device); 0 on the CPU.
+size_t stage_workspace_size(const Problem& problem, const Exec& exec);
+
+}  // namespace gdn
