@@ -167,7 +167,8 @@ void recompute_w_u(const Problem& p, const StageBuffers& b, const Exec& exec);  
 // k, w, u, G, initial_state -> h, v_new, final_state. Workspace: stage_workspace_size.
 void chunk_fwd_h(const Problem& p, const StageBuffers& b, const Exec& exec);
 void chunk_fwd_o(const Problem& p, const StageBuffers& b, const Exec& exec);  // q, k, v_new, h, G -> o
-// Scratch that the stages need (chunk offsets on the device); 0 on the CPU.
+// Scratch that the stages need: the chunk offset of each sequence, and on the CPU per-thread
+// chunk buffers (sized for exec.num_threads).
 size_t stage_workspace_size(const Problem& problem, const Exec& exec);
 
 }  // namespace gdn

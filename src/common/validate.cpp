@@ -1,0 +1,255 @@
+#include "common/validate.h"
+
+#include <cmath>
+#include <sstream>
+#include <unordered_set>
+
+namespace gdn {
+namespace {
+
+template <typename... Parts>
+[[noreturn]] void fail(const char* op, const Parts&... parts) {
+  std::ostringstream os;
+  os << "gdn." << op << ": ";
+  (os << ... << parts);
+  throw Error(os.str());
+}
+
+int64_t read_index(const void* base, int64_t i, IndexType type) {
+  return type == IndexType::kInt32 ? static_cast<const int32_t*>(base)[i]
+                                   : static_cast<const int64_t*>(base)[i];
+}
+
+bool valid_dtype(DType d) {
+  return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16;
+}
+
+// Head sizes each backend supports. The CPU backend takes any multiple of 16 up to 256 (so a
+// size that is not a power of two, such as 96, works); the CUDA kernels are specialized.
+bool head_dim_supported(int d, Backend backend) {
+  if (backend == Backend::kCUDA) return d == 64 || d == 128 || d == 256;
+  return d >= 16 && d <= 256 && d % 16 == 0;
+}
+const char* head_dims_expected(Backend backend) {
+  return backend == Backend::kCUDA ? "one of 64, 128, 256 on the CUDA backend"
+                                   : "a multiple of 16 in [16, 256] on the CPU backend";
+}
+
+// Host-readable copy of a device array: the array itself on the CPU, the optional host copy else.
+const void* host_view(const void* device_ptr, const void* host_copy, Backend backend) {
+  return backend == Backend::kCPU ? device_ptr : host_copy;
+}
+
+void fill_strides(ConstTensor& t, int heads, int dim) {
+  if (t.stride_head == 0) t.stride_head = dim;
+  if (t.stride_token == 0) t.stride_token = static_cast<int64_t>(heads) * t.stride_head;
+}
+void fill_strides(MutTensor& t, int heads, int dim) {
+  if (t.stride_head == 0) t.stride_head = dim;
+  if (t.stride_token == 0) t.stride_token = static_cast<int64_t>(heads) * t.stride_head;
+}
+
+template <typename TensorT>
+void check_tensor(const char* op, const char* name, const TensorT& t, int heads, int dim) {
+  if (t.data == nullptr) fail(op, name, " is null; expected a pointer to [T, ", heads, ", ", dim, "]");
+  if (t.stride_token < 0 || t.stride_head < 0)
+    fail(op, name, " has a negative stride (token ", t.stride_token, ", head ", t.stride_head,
+         "); expected non-negative element strides");
+  if (heads > 1 && t.stride_head < dim)
+    fail(op, name, ".stride_head (", t.stride_head, ") overlaps rows; expected 0 or >= ", dim);
+  if (t.stride_token != 0 && t.stride_token < static_cast<int64_t>(heads - 1) * t.stride_head + dim)
+    fail(op, name, ".stride_token (", t.stride_token, ") overlaps tokens; expected 0 or >= ",
+         static_cast<int64_t>(heads - 1) * t.stride_head + dim);
+}
+
+void check_state(const char* op, const char* name, const StateRef& s, const Problem& p, Backend backend,
+                 bool written) {
+  if (s.data == nullptr) return;
+  if (s.num_slots <= 0) fail(op, name, ".num_slots is ", s.num_slots, "; expected > 0");
+  if (s.index_type != IndexType::kInt32 && s.index_type != IndexType::kInt64)
+    fail(op, name, ".index_type is invalid; expected kInt32 or kInt64");
+  if (s.indices == nullptr) {
+    if (s.num_slots < p.num_seqs)
+      fail(op, name, ".num_slots is ", s.num_slots, "; expected at least N = ", p.num_seqs,
+           " when indices is null (row n per sequence)");
+    return;
+  }
+  const void* idx = host_view(s.indices, s.indices_host, backend);
+  if (idx == nullptr) return;  // CUDA without a host copy: clamped on the device
+  std::unordered_set<int64_t> seen;
+  for (int64_t n = 0; n < p.num_seqs; ++n) {
+    int64_t row = read_index(idx, n, s.index_type);
+    if (row >= s.num_slots)
+      fail(op, name, ".indices[", n, "] is ", row, "; expected < num_slots = ", s.num_slots,
+           " (or negative for none)");
+    if (row >= 0 && !seen.insert(row).second)
+      fail(op, name, ".indices[", n, "] repeats row ", row, "; expected distinct rows",
+           written ? " (two sequences would write one row)" : "");
+  }
+}
+
+}  // namespace
+
+std::vector<int64_t> host_seq_bounds(const Problem& p, const void* cu_seqlens_host) {
+  std::vector<int64_t> bounds(static_cast<size_t>(p.num_seqs) + 1);
+  if (p.cu_seqlens == nullptr) {
+    const int64_t len = p.num_seqs > 0 ? p.num_tokens / p.num_seqs : 0;
+    for (int64_t n = 0; n <= p.num_seqs; ++n) bounds[n] = n * len;
+  } else {
+    for (int64_t n = 0; n <= p.num_seqs; ++n) bounds[n] = read_index(cu_seqlens_host, n, p.cu_seqlens_type);
+  }
+  return bounds;
+}
+
+int64_t max_num_chunks(int64_t num_tokens, int64_t num_seqs) {
+  // sum ceil(len_n / C) <= sum (len_n / C + 1) = T / C + N
+  return num_tokens / kChunkSize + num_seqs;
+}
+
+Problem normalize_problem(const Problem& p) {
+  Problem out = p;
+  if (out.scale == 0.0f) out.scale = 1.0f / std::sqrt(static_cast<float>(p.head_k));
+  return out;
+}
+
+void validate_problem(const char* op, const Problem& p, Backend backend) {
+  if (backend != Backend::kCPU && backend != Backend::kCUDA) fail(op, "exec.backend is invalid");
+  if (p.num_tokens < 0) fail(op, "num_tokens (T) is ", p.num_tokens, "; expected >= 0");
+  if (p.num_seqs < 1) fail(op, "num_seqs (N) is ", p.num_seqs, "; expected >= 1");
+  if (p.num_qk_heads < 1) fail(op, "num_qk_heads (H) is ", p.num_qk_heads, "; expected >= 1");
+  if (p.num_v_heads < 1) fail(op, "num_v_heads (HV) is ", p.num_v_heads, "; expected >= 1");
+  if (p.num_v_heads % p.num_qk_heads != 0)
+    fail(op, "num_v_heads (HV = ", p.num_v_heads, ") must be a multiple of num_qk_heads (H = ",
+         p.num_qk_heads, ")");
+  if (!head_dim_supported(p.head_k, backend))
+    fail(op, "head_k (K = ", p.head_k, ") is unsupported; expected ", head_dims_expected(backend));
+  if (!head_dim_supported(p.head_v, backend))
+    fail(op, "head_v (V = ", p.head_v, ") is unsupported; expected ", head_dims_expected(backend));
+  if (!valid_dtype(p.dtype)) fail(op, "dtype is invalid; expected kFloat32, kFloat16 or kBFloat16");
+  if (p.gate_dtype != DType::kFloat32 && p.gate_dtype != p.dtype)
+    fail(op, "gate_dtype is ", valid_dtype(p.gate_dtype) ? dtype_name(p.gate_dtype) : "invalid",
+         "; expected float32 or the input dtype (", dtype_name(p.dtype), ")");
+  if (!std::isfinite(p.scale)) fail(op, "scale is not finite; expected a finite number (0 for K^-0.5)");
+  if (p.state_layout != StateLayout::kKMajor && p.state_layout != StateLayout::kVMajor)
+    fail(op, "state_layout is invalid; expected kKMajor or kVMajor");
+  if (p.cu_seqlens == nullptr) {
+    if (p.num_tokens % p.num_seqs != 0)
+      fail(op, "num_tokens (T = ", p.num_tokens, ") is not a multiple of num_seqs (N = ", p.num_seqs,
+           "); expected cu_seqlens for sequences of different lengths");
+    return;
+  }
+  if (p.cu_seqlens_type != IndexType::kInt32 && p.cu_seqlens_type != IndexType::kInt64)
+    fail(op, "cu_seqlens_type is invalid; expected kInt32 or kInt64");
+  const void* cu = host_view(p.cu_seqlens, p.cu_seqlens_host, backend);
+  if (cu == nullptr) return;  // CUDA without a host copy: clamped on the device
+  const int64_t first = read_index(cu, 0, p.cu_seqlens_type);
+  if (first != 0) fail(op, "cu_seqlens[0] is ", first, "; expected 0");
+  int64_t prev = 0;
+  for (int64_t n = 1; n <= p.num_seqs; ++n) {
+    const int64_t b = read_index(cu, n, p.cu_seqlens_type);
+    if (b < prev)
+      fail(op, "cu_seqlens[", n, "] is ", b, ", less than cu_seqlens[", n - 1, "] = ", prev,
+           "; expected non-decreasing boundaries");
+    prev = b;
+  }
+  if (prev != p.num_tokens)
+    fail(op, "cu_seqlens[N = ", p.num_seqs, "] is ", prev, "; expected num_tokens (T = ", p.num_tokens, ")");
+}
+
+void validate_exec(const char* op, const Exec& exec, size_t workspace_needed) {
+  if (exec.num_threads < 0) fail(op, "exec.num_threads is ", exec.num_threads, "; expected >= 0");
+  if (workspace_needed > 0 && (exec.workspace == nullptr || exec.workspace_bytes < workspace_needed))
+    fail(op, "exec.workspace holds ", exec.workspace == nullptr ? 0 : exec.workspace_bytes,
+         " bytes; expected at least ", workspace_needed, " (see the *_workspace_size query)");
+#ifndef GDN_WITH_CUDA
+  if (exec.backend == Backend::kCUDA) fail(op, "exec.backend is kCUDA, but gdn was built without CUDA");
+#endif
+}
+
+ForwardArgs validate_forward(const char* op, const ForwardArgs& args, const Exec& exec) {
+  const Problem& p = args.problem;
+  validate_problem(op, p, exec.backend);
+  ForwardArgs a = args;
+  a.problem = normalize_problem(p);
+  const int H = p.num_qk_heads, HV = p.num_v_heads;
+  fill_strides(a.q, H, p.head_k);
+  fill_strides(a.k, H, p.head_k);
+  fill_strides(a.v, HV, p.head_v);
+  fill_strides(a.g, HV, 1);
+  fill_strides(a.beta, HV, 1);
+  fill_strides(a.o, HV, p.head_v);
+  check_tensor(op, "q", a.q, H, p.head_k);
+  check_tensor(op, "k", a.k, H, p.head_k);
+  check_tensor(op, "v", a.v, HV, p.head_v);
+  check_tensor(op, p.fused_gate ? "g (a, fused gate)" : "g", a.g, HV, 1);
+  check_tensor(op, p.fused_gate ? "beta (b, fused gate)" : "beta", a.beta, HV, 1);
+  check_tensor(op, "o", a.o, HV, p.head_v);
+  if (p.fused_gate) {
+    if (args.A_log == nullptr) fail(op, "A_log is null; expected [HV = ", HV, "] fp32 with fused_gate");
+    if (args.dt_bias == nullptr) fail(op, "dt_bias is null; expected [HV = ", HV, "] fp32 with fused_gate");
+  }
+  check_state(op, "initial_state", a.initial_state, p, exec.backend, false);
+  check_state(op, "final_state", a.final_state, p, exec.backend, true);
+  return a;
+}
+
+StageBuffers validate_stage(const char* op, const Problem& p, const StageBuffers& b, unsigned needs,
+                            const Exec& exec) {
+  validate_problem(op, p, exec.backend);
+  if (p.use_qk_l2norm)
+    fail(op, "problem.use_qk_l2norm is set; expected false for a stage (run gdn::l2norm on q and k first)");
+  if (p.fused_gate)
+    fail(op, "problem.fused_gate is set; expected false for a stage (stages take plain g and beta)");
+  StageBuffers s = b;
+  const int H = p.num_qk_heads, HV = p.num_v_heads;
+  fill_strides(s.q, H, p.head_k);
+  fill_strides(s.k, H, p.head_k);
+  fill_strides(s.v, HV, p.head_v);
+  fill_strides(s.g, HV, 1);
+  fill_strides(s.beta, HV, 1);
+  fill_strides(s.o, HV, p.head_v);
+  if (needs & kNeedQ) check_tensor(op, "q", s.q, H, p.head_k);
+  if (needs & kNeedK) check_tensor(op, "k", s.k, H, p.head_k);
+  if (needs & kNeedV) check_tensor(op, "v", s.v, HV, p.head_v);
+  if (needs & kNeedG) check_tensor(op, "g", s.g, HV, 1);
+  if (needs & kNeedBeta) check_tensor(op, "beta", s.beta, HV, 1);
+  if (needs & kNeedO) check_tensor(op, "o", s.o, HV, p.head_v);
+  struct Named {
+    unsigned bit;
+    const float* ptr;
+    const char* what;
+  };
+  const Named buffers[] = {
+      {kNeedGcum, s.G, "G; expected fp32 [T, HV]"},
+      {kNeedL, s.L, "L; expected fp32 [T, HV, 64]"},
+      {kNeedA, s.A, "A; expected fp32 [T, HV, 64]"},
+      {kNeedW, s.w, "w; expected fp32 [T, HV, K]"},
+      {kNeedU, s.u, "u; expected fp32 [T, HV, V]"},
+      {kNeedH, s.h, "h; expected fp32 [max_num_chunks(T, N), HV, K, V]"},
+      {kNeedVNew, s.v_new, "v_new; expected fp32 [T, HV, V]"},
+  };
+  for (const Named& n : buffers)
+    if ((needs & n.bit) && n.ptr == nullptr) fail(op, "buffer ", n.what, " (it is null)");
+  if (needs & kNeedStates) {
+    check_state(op, "initial_state", s.initial_state, p, exec.backend, false);
+    check_state(op, "final_state", s.final_state, p, exec.backend, true);
+  }
+  return s;
+}
+
+L2NormArgs validate_l2norm(const L2NormArgs& args, const Exec& exec) {
+  const char* op = "l2norm";
+  if (args.num_tokens < 0) fail(op, "num_tokens is ", args.num_tokens, "; expected >= 0");
+  if (args.num_heads < 1) fail(op, "num_heads is ", args.num_heads, "; expected >= 1");
+  if (!head_dim_supported(args.dim, exec.backend))
+    fail(op, "dim (", args.dim, ") is unsupported; expected ", head_dims_expected(exec.backend));
+  if (!valid_dtype(args.dtype)) fail(op, "dtype is invalid; expected kFloat32, kFloat16 or kBFloat16");
+  L2NormArgs a = args;
+  fill_strides(a.x, a.num_heads, a.dim);
+  fill_strides(a.y, a.num_heads, a.dim);
+  check_tensor(op, "x", a.x, a.num_heads, a.dim);
+  check_tensor(op, "y", a.y, a.num_heads, a.dim);
+  return a;
+}
+
+}  // namespace gdn

@@ -1,0 +1,36 @@
+// Argument checks shared by every backend (SPEC.md section 5), and the normalization that lets
+// backends trust what they get: explicit strides, a set scale.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "gdn/gdn.h"
+
+namespace gdn {
+
+// Sequence boundaries read on the host: [N + 1] int64, from cu_seqlens (or the fixed-length rule).
+std::vector<int64_t> host_seq_bounds(const Problem& p, const void* cu_seqlens_host);
+
+// Validates the problem description itself (sizes, dtypes, head dims for the backend, the
+// boundaries when a host copy is readable). `op` prefixes every message.
+void validate_problem(const char* op, const Problem& p, Backend backend);
+
+// Validates and normalizes the arguments of the forward / decode step. Returns the normalized copy.
+ForwardArgs validate_forward(const char* op, const ForwardArgs& args, const Exec& exec);
+
+// Stage checks: `needs` lists the buffers that the stage reads or writes.
+enum StageBuffer : unsigned {
+  kNeedQ = 1u << 0, kNeedK = 1u << 1, kNeedV = 1u << 2, kNeedG = 1u << 3, kNeedBeta = 1u << 4,
+  kNeedGcum = 1u << 5, kNeedL = 1u << 6, kNeedA = 1u << 7, kNeedW = 1u << 8, kNeedU = 1u << 9,
+  kNeedH = 1u << 10, kNeedVNew = 1u << 11, kNeedO = 1u << 12, kNeedStates = 1u << 13,
+};
+StageBuffers validate_stage(const char* op, const Problem& p, const StageBuffers& b, unsigned needs,
+                            const Exec& exec);
+Problem normalize_problem(const Problem& p);
+
+L2NormArgs validate_l2norm(const L2NormArgs& args, const Exec& exec);
+
+void validate_exec(const char* op, const Exec& exec, size_t workspace_needed);
+
+}  // namespace gdn

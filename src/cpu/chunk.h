@@ -1,0 +1,161 @@
+// One chunk of the chunked algorithm on the CPU: the scratch a thread works in and the steps
+// that the fused forward (forward.cpp) and the stage operations (stages.cpp) share.
+// Chunks are always 64 rows: rows past the end of a sequence are zero (k, q, v, w, u) with g = 0
+// and beta = 0, so they add nothing to the state and the products need no masking.
+#pragma once
+
+#include "cpu/common.h"
+#include "cpu/gemm.h"
+
+namespace gdn {
+namespace cpu {
+
+struct ChunkScratch {
+  float* S;   // [K, V]   running state, K-major
+  float* X;   // [3C, K]  rows [0, C): k, [C, 2C): q, [2C, 3C): w  (so [k; q] and [q; w] are contiguous)
+  float* kT;  // [K, C]   k transposed
+  float* KQ;  // [2C, C]  [k k^T; q k^T], then [L; P] in place
+  float* A;   // [C, C]   (I + L)^-1
+  float* kb;  // [C, K]   beta exp(G) k
+  float* vb;  // [C, V]   beta v
+  float* u;   // [C, V]   u, then v_new in place
+  float* QW;  // [2C, V]  [q S; w S], then o in rows [0, C)
+  float* vd;  // [C, V]   exp(G_last - G) v_new
+  float* G;   // [C]      chunk-local cumulative gate (natural log)
+  float* beta;  // [C]
+
+  static size_t bytes(int K, int V) {
+    const size_t floats[] = {size_t(K) * V, 3u * C * K, size_t(K) * C, 2u * C * C, C * C, size_t(C) * K,
+                             size_t(C) * V, size_t(C) * V, 2u * C * V, size_t(C) * V, C, C};
+    size_t total = 0;
+    for (size_t f : floats) total += align_up(f * sizeof(float), 64);
+    return total;
+  }
+
+  // Lays the buffers out in `base` (64-byte aligned, ChunkScratch::bytes(K, V) long).
+  static ChunkScratch carve(void* base, int K, int V) {
+    char* p = static_cast<char*>(base);
+    auto take = [&](size_t n) {
+      float* f = reinterpret_cast<float*>(p);
+      p += align_up(n * sizeof(float), 64);
+      return f;
+    };
+    ChunkScratch s;
+    s.S = take(size_t(K) * V);
+    s.X = take(3u * C * K);
+    s.kT = take(size_t(K) * C);
+    s.KQ = take(2u * C * C);
+    s.A = take(C * C);
+    s.kb = take(size_t(C) * K);
+    s.vb = take(size_t(C) * V);
+    s.u = take(size_t(C) * V);
+    s.QW = take(2u * C * V);
+    s.vd = take(size_t(C) * V);
+    s.G = take(C);
+    s.beta = take(C);
+    return s;
+  }
+};
+
+// Per-thread scratch carved from the caller's workspace.
+inline size_t per_thread_bytes(int K, int V) { return align_up(ChunkScratch::bytes(K, V), 4096); }
+inline ChunkScratch thread_scratch(void* workspace, int thread, int K, int V) {
+  char* base = static_cast<char*>(workspace);
+  // Align the caller's pointer up to 64 bytes (the workspace size includes the slack).
+  base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
+  return ChunkScratch::carve(base + size_t(thread) * per_thread_bytes(K, V), K, V);
+}
+inline size_t threads_workspace_bytes(int threads, int K, int V) { return 64 + size_t(threads) * per_thread_bytes(K, V); }
+
+// Loads `rows` token rows of head `head` of a [T, heads, dim] tensor into dst[C, dim] (fp32),
+// optionally l2-normalized, zero-filling rows [rows, C).
+inline void load_rows(const ConstTensor& t, DType dtype, int64_t t0, int rows, int head, int dim, bool normalize,
+                      float* dst) {
+  for (int i = 0; i < rows; ++i) {
+    load_row(t.data, (t0 + i) * t.stride_token + head * t.stride_head, dtype, dim, dst + i * dim);
+    if (normalize) l2norm_row(dst + i * dim, dim);
+  }
+  for (int i = rows * dim; i < C * dim; ++i) dst[i] = 0.0f;
+}
+
+// Same for fp32 packed intermediates [T, heads, dim].
+inline void load_rows_f32(const float* base, int64_t t0, int rows, int heads, int head, int dim, float* dst) {
+  for (int i = 0; i < rows; ++i) {
+    const float* src = base + ((t0 + i) * heads + head) * int64_t{dim};
+    for (int x = 0; x < dim; ++x) dst[i * dim + x] = src[x];
+  }
+  for (int i = rows * dim; i < C * dim; ++i) dst[i] = 0.0f;
+}
+inline void store_rows_f32(const float* src, int64_t t0, int rows, int heads, int head, int dim, float* base) {
+  for (int i = 0; i < rows; ++i) {
+    float* d = base + ((t0 + i) * heads + head) * int64_t{dim};
+    for (int x = 0; x < dim; ++x) d[x] = src[i * dim + x];
+  }
+}
+
+// G[i] = g_0 + ... + g_i for the valid rows; padded rows repeat G_last (their g is 0).
+inline void chunk_cumsum(const float* g, int rows, float* G) {
+  float acc = 0;
+  for (int i = 0; i < C; ++i) {
+    if (i < rows) acc += g[i];
+    G[i] = acc;
+  }
+}
+
+// X[i, j] <- coef_i X[i, j] exp(G_i - G_j) for j < i (strict) or j <= i, else 0.
+// Masked before exponentiating: exp(G_i - G_j) overflows for j > i.
+inline void gate_lower(float* X, const float* G, const float* coef, bool strict) {
+  for (int i = 0; i < C; ++i) {
+    const int last = strict ? i : i + 1;
+    const float c = coef ? coef[i] : 1.0f;
+    for (int j = 0; j < last; ++j) X[i * C + j] *= c * std::exp(G[i] - G[j]);
+    for (int j = last; j < C; ++j) X[i * C + j] = 0.0f;
+  }
+}
+
+// A = (I + L)^-1 for a strictly lower triangular L [C, C], by forward substitution row by row:
+// A_i = e_i - sum_{j < i} L_ij A_j (A_j vanishes past column j).
+inline void invert_unit_lower(const float* L, float* A) {
+  constexpr int kVecs = C / 16;
+  for (int i = 0; i < C; ++i) {
+    f32x16 acc[kVecs] = {};
+    for (int j = 0; j < i; ++j) {
+      const float l = L[i * C + j];
+      const int vecs = j / 16 + 1;
+      for (int v = 0; v < vecs; ++v) acc[v] -= l * load16(A + j * C + 16 * v);
+    }
+    for (int v = 0; v < kVecs; ++v) store16(A + i * C + 16 * v, acc[v]);
+    A[i * C + i] = 1.0f;
+  }
+}
+
+// kb_j = beta_j exp(G_j) k_j; vb_j = beta_j v_j (vb holds v on entry).
+inline void scale_rows_for_w_u(const float* k, const float* G, const float* beta, int K, int V, float* kb, float* vb) {
+  for (int j = 0; j < C; ++j) {
+    const float fk = beta[j] * std::exp(G[j]);
+    for (int x = 0; x < K; ++x) kb[j * K + x] = fk * k[j * K + x];
+    for (int x = 0; x < V; ++x) vb[j * V + x] *= beta[j];
+  }
+}
+
+// w = A kb, u = A vb (A lower triangular).
+inline void chunk_w_u(const float* A, const float* kb, const float* vb, int K, int V, float* w, float* u) {
+  gemm<Shape::kLowerA>(C, K, C, A, C, kb, K, w, K, false);
+  gemm<Shape::kLowerA>(C, V, C, A, C, vb, V, u, V, false);
+}
+
+// S <- exp(G_last) S + sum_i exp(G_last - G_i) k_i v_new_i^T  (kT: [K, C], v_new: [C, V]).
+inline void chunk_state_update(float* S, const float* kT, const float* v_new, const float* G, int K, int V,
+                               float* vd) {
+  const float G_last = G[C - 1];
+  for (int i = 0; i < C; ++i) {
+    const float f = std::exp(G_last - G[i]);
+    for (int x = 0; x < V; ++x) vd[i * V + x] = f * v_new[i * V + x];
+  }
+  const float decay = std::exp(G_last);
+  for (int64_t i = 0; i < int64_t{K} * V; ++i) S[i] *= decay;
+  gemm(K, V, C, kT, C, vd, V, S, V, true);
+}
+
+}  // namespace cpu
+}  // namespace gdn

@@ -1,0 +1,145 @@
+// Shared pieces of the CPU backend: sequence boundaries, dtype-aware row loads and stores, the
+// thread pool (OpenMP), and the per-thread chunk scratch.
+#pragma once
+
+#include <omp.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "common/host_dtype.h"
+#include "gdn/gdn.h"
+
+namespace gdn {
+namespace cpu {
+
+constexpr int C = kChunkSize;
+
+// Sequence boundaries read straight from cu_seqlens (validated by the API layer) or the
+// fixed-length rule; no copy.
+struct Sequences {
+  const void* cu_seqlens;
+  IndexType type;
+  int64_t num_tokens, num_seqs;
+  explicit Sequences(const Problem& p)
+      : cu_seqlens(p.cu_seqlens), type(p.cu_seqlens_type), num_tokens(p.num_tokens), num_seqs(p.num_seqs) {}
+  int64_t begin(int64_t n) const { return bound(n); }
+  int64_t end(int64_t n) const { return bound(n + 1); }
+  int64_t bound(int64_t n) const {
+    if (cu_seqlens == nullptr) return n * (num_tokens / num_seqs);
+    return type == IndexType::kInt32 ? static_cast<const int32_t*>(cu_seqlens)[n]
+                                     : static_cast<const int64_t*>(cu_seqlens)[n];
+  }
+  int64_t num_chunks(int64_t n) const { return (end(n) - begin(n) + C - 1) / C; }
+};
+
+// Row `index` of a pool (initial or final state), or -1 for "none".
+inline int64_t state_row(const StateRef& s, int64_t n) {
+  if (s.data == nullptr) return -1;
+  if (s.indices == nullptr) return n;
+  return s.index_type == IndexType::kInt32 ? static_cast<const int32_t*>(s.indices)[n]
+                                           : static_cast<const int64_t*>(s.indices)[n];
+}
+
+// dst[0, n) = src[offset, offset + n) converted to fp32.
+inline void load_row(const void* base, int64_t offset, DType dtype, int n, float* dst) {
+  switch (dtype) {
+    case DType::kFloat32: {
+      const float* s = static_cast<const float*>(base) + offset;
+      for (int i = 0; i < n; ++i) dst[i] = s[i];
+      break;
+    }
+    case DType::kBFloat16: {
+      const uint16_t* s = static_cast<const uint16_t*>(base) + offset;
+      for (int i = 0; i < n; ++i) dst[i] = bf16_to_float(s[i]);
+      break;
+    }
+    default: {
+      const uint16_t* s = static_cast<const uint16_t*>(base) + offset;
+      for (int i = 0; i < n; ++i) dst[i] = fp16_to_float(s[i]);
+      break;
+    }
+  }
+}
+
+inline void store_row(void* base, int64_t offset, DType dtype, int n, const float* src, float scale) {
+  switch (dtype) {
+    case DType::kFloat32: {
+      float* d = static_cast<float*>(base) + offset;
+      for (int i = 0; i < n; ++i) d[i] = src[i] * scale;
+      break;
+    }
+    case DType::kBFloat16: {
+      uint16_t* d = static_cast<uint16_t*>(base) + offset;
+      for (int i = 0; i < n; ++i) d[i] = float_to_bf16(src[i] * scale);
+      break;
+    }
+    default: {
+      uint16_t* d = static_cast<uint16_t*>(base) + offset;
+      for (int i = 0; i < n; ++i) d[i] = float_to_fp16(src[i] * scale);
+      break;
+    }
+  }
+}
+
+inline float load_scalar(const ConstTensor& t, int64_t token, int head, DType dtype) {
+  return load_as_float(t.data, token * t.stride_token + head * t.stride_head, dtype);
+}
+
+// x <- x / sqrt(sum(x^2) + 1e-6)
+inline void l2norm_row(float* x, int n) {
+  float ss = 0;
+  for (int i = 0; i < n; ++i) ss += x[i] * x[i];
+  const float inv = 1.0f / std::sqrt(ss + 1e-6f);
+  for (int i = 0; i < n; ++i) x[i] *= inv;
+}
+
+// Gate of token t, value head hv: plain g/beta, or fused from a, b, A_log and dt_bias.
+inline void load_gates(const Problem& p, const ConstTensor& g, const ConstTensor& beta, const float* A_log,
+                       const float* dt_bias, int64_t t, int hv, float* g_out, float* beta_out) {
+  const float gv = load_scalar(g, t, hv, p.gate_dtype);
+  const float bv = load_scalar(beta, t, hv, p.gate_dtype);
+  if (!p.fused_gate) {
+    *g_out = gv;
+    *beta_out = bv;
+    return;
+  }
+  const float x = gv + dt_bias[hv];
+  const float softplus = x > 20.0f ? x : std::log1p(std::exp(x));
+  *g_out = -std::exp(A_log[hv]) * softplus;
+  *beta_out = 1.0f / (1.0f + std::exp(-bv));
+}
+
+// Copies a [K, V] state between a pool row of either layout and a K-major scratch buffer.
+inline void load_state(const float* src, StateLayout layout, int K, int V, float* S) {
+  if (layout == StateLayout::kKMajor) {
+    for (int64_t i = 0; i < int64_t{K} * V; ++i) S[i] = src[i];
+  } else {
+    for (int j = 0; j < V; ++j)
+      for (int i = 0; i < K; ++i) S[i * V + j] = src[j * K + i];
+  }
+}
+inline void store_state(const float* S, StateLayout layout, int K, int V, float* dst) {
+  if (layout == StateLayout::kKMajor) {
+    for (int64_t i = 0; i < int64_t{K} * V; ++i) dst[i] = S[i];
+  } else {
+    for (int j = 0; j < V; ++j)
+      for (int i = 0; i < K; ++i) dst[j * K + i] = S[i * V + j];
+  }
+}
+
+// Splits `num_tasks` over the threads with dynamic balancing; fn(thread, task).
+template <typename Fn>
+void parallel_for(int64_t num_tasks, int num_threads, Fn&& fn) {
+  if (num_threads <= 1 || num_tasks <= 1) {
+    for (int64_t t = 0; t < num_tasks; ++t) fn(0, t);
+    return;
+  }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(num_threads)
+  for (int64_t t = 0; t < num_tasks; ++t) fn(omp_get_thread_num(), t);
+}
+
+inline size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+}  // namespace cpu
+}  // namespace gdn

@@ -1,0 +1,105 @@
+// The decode step on the CPU: the recurrence itself, token by token, one task per
+// (sequence, value head). The state is worked on in place in its own layout, so a decode step
+// reads each state row once and writes it once.
+#include <vector>
+
+#include "backend.h"
+#include "cpu/common.h"
+#include "cpu/gemm.h"
+
+namespace gdn {
+namespace cpu {
+namespace {
+
+constexpr int kMaxDim = 256;
+
+// One token on a K-major state S [K, V]:  S = e S;  err = beta (v - S^T k);  S += k err^T;  o = S^T q.
+void token_k_major(float* S, int K, int V, const float* k, const float* q, const float* v, float decay, float beta,
+                   float* o) {
+  float kS[kMaxDim] = {};
+  for (int i = 0; i < K; ++i) {
+    float* row = S + i * V;
+    for (int j = 0; j < V; ++j) {
+      row[j] *= decay;
+      kS[j] += k[i] * row[j];
+    }
+  }
+  float err[kMaxDim];
+  for (int j = 0; j < V; ++j) err[j] = beta * (v[j] - kS[j]);
+  for (int j = 0; j < V; ++j) o[j] = 0.0f;
+  for (int i = 0; i < K; ++i) {
+    float* row = S + i * V;
+    for (int j = 0; j < V; ++j) {
+      row[j] += k[i] * err[j];
+      o[j] += q[i] * row[j];
+    }
+  }
+}
+
+// The same on a V-major state S [V, K]: each row j is the column S[:, j] of the K-major form.
+void token_v_major(float* S, int K, int V, const float* k, const float* q, const float* v, float decay, float beta,
+                   float* o) {
+  for (int j = 0; j < V; ++j) {
+    float* row = S + j * K;
+    float kS = 0;
+    for (int i = 0; i < K; ++i) {
+      row[i] *= decay;
+      kS += k[i] * row[i];
+    }
+    const float err = beta * (v[j] - kS);
+    float acc = 0;
+    for (int i = 0; i < K; ++i) {
+      row[i] += k[i] * err;
+      acc += q[i] * row[i];
+    }
+    o[j] = acc;
+  }
+}
+
+}  // namespace
+
+void recurrent_gated_delta_rule(const ForwardArgs& a, const Exec& exec) {
+  const Problem& p = a.problem;
+  const Sequences seqs(p);
+  const int K = p.head_k, V = p.head_v, H = p.num_qk_heads, HV = p.num_v_heads;
+  const int64_t head_elems = int64_t{K} * V;
+  parallel_for(p.num_seqs * HV, resolve_num_threads(exec.num_threads), [&](int, int64_t task) {
+    const int64_t n = task / HV;
+    const int hv = static_cast<int>(task % HV), hk = hv / (HV / H);
+    // Work in the final row when there is one (in place when it is also the initial row),
+    // otherwise in a per-thread buffer (sized once per thread, on the first such call).
+    const int64_t in_row = state_row(a.initial_state, n), out_row = state_row(a.final_state, n);
+    thread_local std::vector<float> local;
+    float* S;
+    if (out_row >= 0) {
+      S = a.final_state.data + (out_row * HV + hv) * head_elems;
+    } else {
+      if (local.size() < static_cast<size_t>(head_elems)) local.resize(head_elems);
+      S = local.data();
+    }
+    const float* init = in_row >= 0 ? a.initial_state.data + (in_row * HV + hv) * head_elems : nullptr;
+    if (init != S) {
+      for (int64_t i = 0; i < head_elems; ++i) S[i] = init ? init[i] : 0.0f;
+    }
+    float k[kMaxDim], q[kMaxDim], v[kMaxDim], o[kMaxDim];
+    for (int64_t t = seqs.begin(n); t < seqs.end(n); ++t) {
+      load_row(a.k.data, t * a.k.stride_token + hk * a.k.stride_head, p.dtype, K, k);
+      load_row(a.q.data, t * a.q.stride_token + hk * a.q.stride_head, p.dtype, K, q);
+      load_row(a.v.data, t * a.v.stride_token + hv * a.v.stride_head, p.dtype, V, v);
+      if (p.use_qk_l2norm) {
+        l2norm_row(k, K);
+        l2norm_row(q, K);
+      }
+      float g, beta;
+      load_gates(p, a.g, a.beta, a.A_log, a.dt_bias, t, hv, &g, &beta);
+      if (p.state_layout == StateLayout::kKMajor)
+        token_k_major(S, K, V, k, q, v, std::exp(g), beta, o);
+      else
+        token_v_major(S, K, V, k, q, v, std::exp(g), beta, o);
+      store_row(a.o.data, t * a.o.stride_token + hv * a.o.stride_head, p.dtype, V, o, p.scale);
+    }
+  });
+}
+
+}  // namespace cpu
+}  // namespace gdn

@@ -1,0 +1,205 @@
+// The stages of the chunked forward on the CPU, each on its own over fp32 intermediates (SPEC.md
+// section 3). They share the chunk steps of chunk.h with the fused forward; each task is one
+// (sequence, value head), and chunk-parallel stages walk its chunks in order.
+#include "backend.h"
+#include "cpu/chunk.h"
+
+namespace gdn {
+namespace cpu {
+namespace {
+
+// Workspace: [chunk offsets, N + 1 int64][per-thread chunk scratch].
+int64_t* chunk_offsets(void* workspace) { return static_cast<int64_t*>(workspace); }
+void* scratch_base(void* workspace, int64_t num_seqs) {
+  return static_cast<char*>(workspace) + align_up((num_seqs + 1) * sizeof(int64_t), 64);
+}
+
+void fill_chunk_offsets(const Sequences& seqs, int64_t* offsets) {
+  offsets[0] = 0;
+  for (int64_t n = 0; n < seqs.num_seqs; ++n) offsets[n + 1] = offsets[n] + seqs.num_chunks(n);
+}
+
+// fn(scratch, n, hv) for every (sequence, value head), spread over the threads.
+template <typename Fn>
+void for_each_sequence_head(const Problem& p, const Exec& exec, Fn&& fn) {
+  const int HV = p.num_v_heads;
+  void* base = scratch_base(exec.workspace, p.num_seqs);
+  parallel_for(p.num_seqs * HV, resolve_num_threads(exec.num_threads), [&](int thread, int64_t task) {
+    ChunkScratch s = thread_scratch(base, thread, p.head_k, p.head_v);
+    fn(s, task / HV, static_cast<int>(task % HV));
+  });
+}
+
+// G of one chunk from the [T, HV] buffer; padded rows repeat G_last.
+void load_chunk_G(const float* G, int64_t t0, int rows, int HV, int hv, float* dst) {
+  for (int i = 0; i < C; ++i) dst[i] = G[(t0 + std::min(i, rows - 1)) * HV + hv];
+}
+
+void load_chunk_beta(const Problem& p, const ConstTensor& beta, int64_t t0, int rows, int hv, float* dst) {
+  for (int i = 0; i < C; ++i) dst[i] = i < rows ? load_scalar(beta, t0 + i, hv, p.gate_dtype) : 0.0f;
+}
+
+// Rows of a [T, HV, 64] matrix buffer (L or A) for one chunk, zero-padded to 64 x 64.
+void load_chunk_square(const float* base, int64_t t0, int rows, int HV, int hv, float* dst) {
+  load_rows_f32(base, t0, rows, HV, hv, C, dst);
+}
+
+}  // namespace
+
+size_t stage_workspace_size(const Problem& p, int num_threads) {
+  return align_up((p.num_seqs + 1) * sizeof(int64_t), 64) +
+         threads_workspace_bytes(resolve_num_threads(num_threads), p.head_k, p.head_v);
+}
+
+void l2norm(const L2NormArgs& a, const Exec& exec) {
+  const int64_t rows = a.num_tokens * a.num_heads;
+  const int64_t block = 256;  // rows per task
+  parallel_for((rows + block - 1) / block, resolve_num_threads(exec.num_threads), [&](int, int64_t task) {
+    float x[256];
+    for (int64_t r = task * block; r < std::min(rows, (task + 1) * block); ++r) {
+      const int64_t t = r / a.num_heads;
+      const int h = static_cast<int>(r % a.num_heads);
+      load_row(a.x.data, t * a.x.stride_token + h * a.x.stride_head, a.dtype, a.dim, x);
+      l2norm_row(x, a.dim);
+      store_row(a.y.data, t * a.y.stride_token + h * a.y.stride_head, a.dtype, a.dim, x, 1.0f);
+    }
+  });
+}
+
+void chunk_local_cumsum(const Problem& p, const StageBuffers& b, const Exec& exec) {
+  const Sequences seqs(p);
+  const int HV = p.num_v_heads;
+  for_each_sequence_head(p, exec, [&](ChunkScratch&, int64_t n, int hv) {
+    float acc = 0;
+    for (int64_t t = seqs.begin(n); t < seqs.end(n); ++t) {
+      if ((t - seqs.begin(n)) % C == 0) acc = 0;
+      acc += load_scalar(b.g, t, hv, p.gate_dtype);
+      b.G[t * HV + hv] = acc;
+    }
+  });
+}
+
+void chunk_scaled_dot_kkt(const Problem& p, const StageBuffers& b, const Exec& exec) {
+  const Sequences seqs(p);
+  const int K = p.head_k, HV = p.num_v_heads, hk_ratio = HV / p.num_qk_heads;
+  for_each_sequence_head(p, exec, [&](ChunkScratch& s, int64_t n, int hv) {
+    for (int64_t t0 = seqs.begin(n); t0 < seqs.end(n); t0 += C) {
+      const int rows = static_cast<int>(std::min<int64_t>(C, seqs.end(n) - t0));
+      load_rows(b.k, p.dtype, t0, rows, hv / hk_ratio, K, false, s.X);
+      load_chunk_G(b.G, t0, rows, HV, hv, s.G);
+      load_chunk_beta(p, b.beta, t0, rows, hv, s.beta);
+      transpose(C, K, s.X, K, s.kT, C);
+      gemm(C, C, K, s.X, K, s.kT, C, s.KQ, C, false);
+      gate_lower(s.KQ, s.G, s.beta, true);
+      store_rows_f32(s.KQ, t0, rows, HV, hv, C, b.L);
+    }
+  });
+}
+
+void solve_tril(const Problem& p, const StageBuffers& b, const Exec& exec) {
+  const Sequences seqs(p);
+  const int HV = p.num_v_heads;
+  for_each_sequence_head(p, exec, [&](ChunkScratch& s, int64_t n, int hv) {
+    for (int64_t t0 = seqs.begin(n); t0 < seqs.end(n); t0 += C) {
+      const int rows = static_cast<int>(std::min<int64_t>(C, seqs.end(n) - t0));
+      load_chunk_square(b.L, t0, rows, HV, hv, s.KQ);
+      // Only the strict lower triangle of L is defined; the padded rows are zero.
+      for (int i = 0; i < C; ++i)
+        for (int j = i; j < C; ++j) s.KQ[i * C + j] = 0.0f;
+      invert_unit_lower(s.KQ, s.A);
+      store_rows_f32(s.A, t0, rows, HV, hv, C, b.A);
+    }
+  });
+}
+
+void recompute_w_u(const Problem& p, const StageBuffers& b, const Exec& exec) {
+  const Sequences seqs(p);
+  const int K = p.head_k, V = p.head_v, HV = p.num_v_heads, hk_ratio = HV / p.num_qk_heads;
+  for_each_sequence_head(p, exec, [&](ChunkScratch& s, int64_t n, int hv) {
+    float* w = s.X + 2 * C * K;
+    for (int64_t t0 = seqs.begin(n); t0 < seqs.end(n); t0 += C) {
+      const int rows = static_cast<int>(std::min<int64_t>(C, seqs.end(n) - t0));
+      load_rows(b.k, p.dtype, t0, rows, hv / hk_ratio, K, false, s.X);
+      load_rows(b.v, p.dtype, t0, rows, hv, V, false, s.vb);
+      load_chunk_G(b.G, t0, rows, HV, hv, s.G);
+      load_chunk_beta(p, b.beta, t0, rows, hv, s.beta);
+      load_chunk_square(b.A, t0, rows, HV, hv, s.A);
+      // Entries of A past the diagonal and past the sequence end are not part of the chunk.
+      for (int i = 0; i < C; ++i)
+        for (int j = i + 1; j < C; ++j) s.A[i * C + j] = 0.0f;
+      scale_rows_for_w_u(s.X, s.G, s.beta, K, V, s.kb, s.vb);
+      chunk_w_u(s.A, s.kb, s.vb, K, V, w, s.u);
+      store_rows_f32(w, t0, rows, HV, hv, K, b.w);
+      store_rows_f32(s.u, t0, rows, HV, hv, V, b.u);
+    }
+  });
+}
+
+void chunk_fwd_h(const Problem& p, const StageBuffers& b, const Exec& exec) {
+  const Sequences seqs(p);
+  const int K = p.head_k, V = p.head_v, HV = p.num_v_heads, hk_ratio = HV / p.num_qk_heads;
+  const int64_t head_elems = int64_t{K} * V;
+  int64_t* offsets = chunk_offsets(exec.workspace);
+  fill_chunk_offsets(seqs, offsets);
+  for_each_sequence_head(p, exec, [&](ChunkScratch& s, int64_t n, int hv) {
+    const int64_t in_row = state_row(b.initial_state, n);
+    if (in_row >= 0) {
+      load_state(b.initial_state.data + (in_row * HV + hv) * head_elems, p.state_layout, K, V, s.S);
+    } else {
+      for (int64_t i = 0; i < head_elems; ++i) s.S[i] = 0.0f;
+    }
+    float* w = s.X + 2 * C * K;
+    int64_t chunk = offsets[n];
+    for (int64_t t0 = seqs.begin(n); t0 < seqs.end(n); t0 += C, ++chunk) {
+      const int rows = static_cast<int>(std::min<int64_t>(C, seqs.end(n) - t0));
+      float* h = b.h + (chunk * HV + hv) * head_elems;
+      for (int64_t i = 0; i < head_elems; ++i) h[i] = s.S[i];
+      load_rows(b.k, p.dtype, t0, rows, hv / hk_ratio, K, false, s.X);
+      load_rows_f32(b.w, t0, rows, HV, hv, K, w);
+      load_rows_f32(b.u, t0, rows, HV, hv, V, s.u);
+      load_chunk_G(b.G, t0, rows, HV, hv, s.G);
+      gemm(C, V, K, w, K, s.S, V, s.QW, V, false);
+      for (int i = 0; i < C * V; ++i) s.u[i] -= s.QW[i];
+      store_rows_f32(s.u, t0, rows, HV, hv, V, b.v_new);
+      transpose(C, K, s.X, K, s.kT, C);
+      chunk_state_update(s.S, s.kT, s.u, s.G, K, V, s.vd);
+    }
+    const int64_t out_row = state_row(b.final_state, n);
+    if (out_row >= 0)
+      store_state(s.S, p.state_layout, K, V, b.final_state.data + (out_row * HV + hv) * head_elems);
+  });
+}
+
+void chunk_fwd_o(const Problem& p, const StageBuffers& b, const Exec& exec) {
+  const Sequences seqs(p);
+  const int K = p.head_k, V = p.head_v, HV = p.num_v_heads, hk_ratio = HV / p.num_qk_heads;
+  const int64_t head_elems = int64_t{K} * V;
+  int64_t* offsets = chunk_offsets(exec.workspace);
+  fill_chunk_offsets(seqs, offsets);
+  for_each_sequence_head(p, exec, [&](ChunkScratch& s, int64_t n, int hv) {
+    float* k = s.X;
+    float* q = s.X + C * K;
+    int64_t chunk = offsets[n];
+    for (int64_t t0 = seqs.begin(n); t0 < seqs.end(n); t0 += C, ++chunk) {
+      const int rows = static_cast<int>(std::min<int64_t>(C, seqs.end(n) - t0));
+      load_rows(b.k, p.dtype, t0, rows, hv / hk_ratio, K, false, k);
+      load_rows(b.q, p.dtype, t0, rows, hv / hk_ratio, K, false, q);
+      load_rows_f32(b.v_new, t0, rows, HV, hv, V, s.u);
+      load_chunk_G(b.G, t0, rows, HV, hv, s.G);
+      transpose(C, K, k, K, s.kT, C);
+      gemm(C, C, K, q, K, s.kT, C, s.KQ, C, false);
+      gate_lower(s.KQ, s.G, nullptr, false);
+      gemm(C, V, K, q, K, b.h + (chunk * HV + hv) * head_elems, V, s.QW, V, false);
+      for (int i = 0; i < C; ++i) {
+        const float f = std::exp(s.G[i]);
+        for (int x = 0; x < V; ++x) s.QW[i * V + x] *= f;
+      }
+      gemm<Shape::kLowerA>(C, V, C, s.KQ, C, s.u, V, s.QW, V, true);
+      for (int i = 0; i < rows; ++i)
+        store_row(b.o.data, (t0 + i) * b.o.stride_token + hv * b.o.stride_head, p.dtype, V, s.QW + i * V, p.scale);
+    }
+  });
+}
+
+}  // namespace cpu
+}  // namespace gdn
