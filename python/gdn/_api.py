@@ -1,0 +1,161 @@
+"""The public functions: flash-linear-attention 0.6 compatible chunk_gated_delta_rule and
+fused_recurrent_gated_delta_rule, and the in-place engine variants prefill_ / decode_."""
+
+from __future__ import annotations
+
+from ._forward import pop_fla_kwargs, run_forward
+
+
+def chunk_gated_delta_rule(
+    q,
+    k,
+    v,
+    g,
+    beta,
+    scale=None,
+    initial_state=None,
+    output_final_state: bool = False,
+    use_qk_l2norm_in_kernel: bool = False,
+    use_beta_sigmoid_in_kernel: bool = False,
+    allow_neg_eigval: bool = False,
+    state_v_first: bool = False,
+    cu_seqlens=None,
+    cu_seqlens_cpu=None,
+    chunk_indices=None,
+    cp_context=None,
+    **kwargs,
+):
+    r"""The chunked gated delta rule (prefill), a drop-in for
+    ``fla.ops.gated_delta_rule.chunk_gated_delta_rule`` (fla 0.6): same signature, shapes and results.
+
+    Args:
+        q, k: ``[B, T, H, K]`` (or packed ``[T, H, K]``), bf16 / fp16 / fp32.
+        v: ``[B, T, HV, V]``, the dtype of q. GVA when ``HV > H`` (``HV % H == 0``).
+        g: ``[B, T, HV]`` log decay (``<= 0``), fp32 or the dtype of q; with ``use_gate_in_kernel=True``
+            the raw gate input ``a``: ``g = -exp(A_log) * softplus(a + dt_bias)``.
+        beta: ``[B, T, HV]``; with ``use_beta_sigmoid_in_kernel=True`` the logits ``b``:
+            ``beta = sigmoid(b)`` (``2 * sigmoid(b)`` with ``allow_neg_eigval``).
+        scale: defaults to ``K ** -0.5``.
+        initial_state: ``[N, HV, K, V]`` (``[N, HV, V, K]`` with ``state_v_first``); fp32 (others are
+            converted). With ``state_indices``: a state pool ``[slots, HV, ...]`` fp32, read in place.
+        output_final_state: return the final states ``[N, HV, K, V]`` (fp32).
+        use_qk_l2norm_in_kernel: l2-normalize q and k per head inside the kernel.
+        state_v_first: states in the V-major ``[.., V, K]`` layout (vLLM's cache).
+        cu_seqlens: ``[N + 1]`` int32/int64 boundaries on q's device (varlen; then ``B == 1``).
+        cu_seqlens_cpu: optional host copy of cu_seqlens: validated on the host. Without it, malformed
+            boundaries on the CUDA backend are clamped on the device (never read out of bounds); no
+            host synchronization happens either way, so calls can be captured in CUDA graphs.
+        chunk_indices, cp_context: fla's; chunk_indices is ignored (gdn computes its own), context
+            parallelism is not supported.
+
+    Keyword-only extras (fla's and gdn's engine variants):
+        use_gate_in_kernel, A_log, dt_bias: the fused gate (fla's names). The fastest path is
+            ``use_gate_in_kernel=True`` together with ``use_beta_sigmoid_in_kernel=True``.
+        chunk_size: accepted for fla compatibility (16, 32, 64); gdn always uses 64.
+        state_indices (aliases ``ssm_state_indices``, ``initial_state_indices``): ``[N]`` int32/int64 on
+            q's device; sequence n uses pool row ``state_indices[n]`` of ``initial_state``; a negative
+            index means no state (start from zeros, write nothing back).
+        state_indices_cpu: optional host copy of state_indices (validated on the host).
+        inplace_final_state: write the final states back into ``initial_state`` (pool rows, or the
+            dense fp32 array) in place; the returned final state is then ``initial_state`` itself.
+        out: preallocated ``o`` (the shape of v, the dtype of q); written and returned.
+
+    Returns:
+        ``(o, final_state)``: o ``[B, T, HV, V]`` in q's dtype; final_state or None.
+
+    Raises ValueError / TypeError naming the argument for inconsistent inputs. Backward is not
+    implemented (inference only).
+    """
+    if cp_context is not None:
+        raise ValueError("gdn.chunk_gated_delta_rule: cp_context (context parallelism) is not supported")
+    del chunk_indices
+    state_v_first, extra = pop_fla_kwargs("chunk_gated_delta_rule", kwargs, state_v_first)
+    return run_forward(
+        "chunk_gated_delta_rule", q, k, v, g, beta, scale=scale, initial_state=initial_state,
+        output_final_state=output_final_state, use_qk_l2norm=use_qk_l2norm_in_kernel,
+        use_beta_sigmoid=use_beta_sigmoid_in_kernel, allow_neg_eigval=allow_neg_eigval,
+        state_v_first=state_v_first, cu_seqlens=cu_seqlens, cu_seqlens_cpu=cu_seqlens_cpu, recurrent=False,
+        **extra)
+
+
+def fused_recurrent_gated_delta_rule(
+    q,
+    k,
+    v,
+    g=None,
+    gk=None,
+    gv=None,
+    beta=None,
+    scale=None,
+    initial_state=None,
+    output_final_state: bool = False,
+    use_qk_l2norm_in_kernel: bool = False,
+    use_gate_in_kernel: bool = False,
+    A_log=None,
+    dt_bias=None,
+    use_beta_sigmoid_in_kernel: bool = False,
+    allow_neg_eigval: bool = False,
+    state_v_first: bool = False,
+    cu_seqlens=None,
+    **kwargs,
+):
+    r"""The token-by-token recurrence (decode), a drop-in for
+    ``fla.ops.gated_delta_rule.fused_recurrent_gated_delta_rule`` (fla 0.6). Arguments as in
+    :func:`chunk_gated_delta_rule`; ``g`` defaults to 0 (no decay) and ``beta`` to 1. Per-key and
+    per-value gates (``gk``, ``gv``) are not supported. Also takes ``cu_seqlens_cpu``,
+    ``state_indices``, ``state_indices_cpu``, ``inplace_final_state`` and ``out`` (keywords)."""
+    if gk is not None or gv is not None:
+        raise ValueError("gdn.fused_recurrent_gated_delta_rule: gk / gv (per-key or per-value gates) are not "
+                         "supported; expected g [B, T, HV]")
+    cu_seqlens_cpu = kwargs.pop("cu_seqlens_cpu", None)
+    kwargs["use_gate_in_kernel"] = use_gate_in_kernel
+    kwargs["A_log"] = A_log
+    kwargs["dt_bias"] = dt_bias
+    state_v_first, extra = pop_fla_kwargs("fused_recurrent_gated_delta_rule", kwargs, state_v_first)
+    return run_forward(
+        "fused_recurrent_gated_delta_rule", q, k, v, g, beta, scale=scale, initial_state=initial_state,
+        output_final_state=output_final_state, use_qk_l2norm=use_qk_l2norm_in_kernel,
+        use_beta_sigmoid=use_beta_sigmoid_in_kernel, allow_neg_eigval=allow_neg_eigval,
+        state_v_first=state_v_first, cu_seqlens=cu_seqlens, cu_seqlens_cpu=cu_seqlens_cpu, recurrent=True,
+        **extra)
+
+
+def _engine(op, recurrent, q, k, v, g, beta, state, state_indices, scale, use_qk_l2norm_in_kernel, state_v_first,
+            A_log, dt_bias, cu_seqlens, cu_seqlens_cpu, state_indices_cpu, out):
+    fused = A_log is not None
+    o, _ = run_forward(
+        op, q, k, v, g, beta, scale=scale, initial_state=state, output_final_state=False,
+        use_qk_l2norm=use_qk_l2norm_in_kernel, use_gate_in_kernel=fused, A_log=A_log, dt_bias=dt_bias,
+        use_beta_sigmoid=fused, allow_neg_eigval=False, state_v_first=state_v_first, cu_seqlens=cu_seqlens,
+        cu_seqlens_cpu=cu_seqlens_cpu, state_indices=state_indices, state_indices_cpu=state_indices_cpu,
+        inplace_final_state=True, out=out, recurrent=recurrent)
+    return o
+
+
+def prefill_(q, k, v, g, beta, state, state_indices=None, *, scale=None, use_qk_l2norm_in_kernel=False,
+             state_v_first=False, A_log=None, dt_bias=None, cu_seqlens=None, cu_seqlens_cpu=None,
+             state_indices_cpu=None, out=None):
+    r"""Serving-engine prefill: the chunked forward with states in a pool, updated in place.
+
+    ``state`` is a fp32 pool ``[slots, HV, K, V]`` (``[slots, HV, V, K]`` with ``state_v_first``);
+    sequence n starts from row ``state_indices[n]`` and its final state is written back to that row
+    (a negative index: start from zeros, write nothing). Without ``state_indices``, ``state`` is a
+    dense ``[N, ...]`` array updated in place. With ``A_log`` (and optional ``dt_bias``), ``g`` and
+    ``beta`` are the raw ``a`` and ``b``: ``g = -exp(A_log) * softplus(a + dt_bias)``,
+    ``beta = sigmoid(b)``, fused in the kernel. Returns o (``out`` when given)."""
+    return _engine("prefill_", False, q, k, v, g, beta, state, state_indices, scale, use_qk_l2norm_in_kernel,
+                   state_v_first, A_log, dt_bias, cu_seqlens, cu_seqlens_cpu, state_indices_cpu, out)
+
+
+def decode_(q, k, v, g, beta, state, state_indices=None, *, scale=None, use_qk_l2norm_in_kernel=False,
+            state_v_first=False, A_log=None, dt_bias=None, cu_seqlens=None, cu_seqlens_cpu=None,
+            state_indices_cpu=None, out=None):
+    r"""Serving-engine decode step: the recurrence (one or a few tokens per sequence) with states in a
+    pool, updated in place. Arguments as in :func:`prefill_`; typical shapes are q ``[N, 1, H, K]``
+    (one token per sequence) or ``[1, N, H, K]`` with ``cu_seqlens``. Returns o."""
+    return _engine("decode_", True, q, k, v, g, beta, state, state_indices, scale, use_qk_l2norm_in_kernel,
+                   state_v_first, A_log, dt_bias, cu_seqlens, cu_seqlens_cpu, state_indices_cpu, out)
+
+
+chunk_gdn = chunk_gated_delta_rule
+fused_recurrent_gdn = fused_recurrent_gated_delta_rule

@@ -1,0 +1,194 @@
+"""The composed forward (chunked prefill and the recurrent decode step): argument handling shared
+by the fla-compatible functions and the engine variants, dispatch to the torch custom op (torch
+tensors) or straight to the binding (numpy / cupy arrays)."""
+
+from __future__ import annotations
+
+from . import _C
+from ._env import Env, is_torch, same_framework
+
+_FLA_CHUNK_SIZES = (16, 32, 64)
+
+
+def _shape(x):
+    return tuple(int(s) for s in x.shape)
+
+
+def _check_shapes(op, q, k, v, g, beta, cu_seqlens):
+    if q.ndim not in (3, 4):
+        raise ValueError(f"gdn.{op}: q has shape {_shape(q)}; expected [B, T, H, K] (or packed [T, H, K])")
+    if k.ndim != q.ndim or k.shape[-2] != q.shape[-2]:
+        raise ValueError(f"gdn.{op}: k has shape {_shape(k)}; q and k must have the same number of heads "
+                         f"and dimensions, like q {_shape(q)}")
+    if _shape(k) != _shape(q):
+        raise ValueError(f"gdn.{op}: k has shape {_shape(k)}; expected q's shape {_shape(q)}")
+    if v.ndim != q.ndim or _shape(v)[:-2] != _shape(q)[:-2]:
+        raise ValueError(f"gdn.{op}: v has shape {_shape(v)}; expected {_shape(q)[:-2] + ('HV', 'V')}")
+    H, HV = int(q.shape[-2]), int(v.shape[-2])
+    if H < 1 or HV % H != 0:
+        raise ValueError(f"gdn.{op}: v has HV = {HV} heads and q has H = {H}; for GVA, num_v_heads (HV) "
+                         f"must be evenly divisible by num_heads (H)")
+    gshape = _shape(v)[:-1]
+    if g is not None and _shape(g) != gshape:
+        raise ValueError(f"gdn.{op}: g has shape {_shape(g)}; expected {gshape} (v's shape without V)")
+    if beta is not None and _shape(beta) != gshape:
+        raise ValueError(f"gdn.{op}: beta has shape {_shape(beta)}; expected {gshape} (v's shape without V)")
+    if cu_seqlens is not None:
+        if q.ndim == 4 and q.shape[0] != 1:
+            raise ValueError(f"gdn.{op}: q has batch size {int(q.shape[0])}; the batch size is expected to be 1 "
+                             "when using cu_seqlens (flatten variable-length inputs)")
+        if cu_seqlens.ndim != 1 or cu_seqlens.shape[0] < 2:
+            raise ValueError(f"gdn.{op}: cu_seqlens has shape {_shape(cu_seqlens)}; expected [N + 1], N >= 1")
+        return int(cu_seqlens.shape[0]) - 1
+    return int(q.shape[0]) if q.ndim == 4 else 1
+
+
+def run_forward(op, q, k, v, g, beta, *, scale, initial_state, output_final_state, use_qk_l2norm,
+                use_gate_in_kernel, A_log, dt_bias, use_beta_sigmoid, allow_neg_eigval, state_v_first,
+                cu_seqlens, cu_seqlens_cpu, state_indices, state_indices_cpu, inplace_final_state, out,
+                recurrent):
+    env = Env(q, "q")
+    kind = env.kind
+    for name, x in (("k", k), ("v", v), ("g", g), ("beta", beta), ("initial_state", initial_state),
+                    ("cu_seqlens", cu_seqlens), ("state_indices", state_indices), ("A_log", A_log),
+                    ("dt_bias", dt_bias), ("out", out)):
+        same_framework(kind, name, x)
+    N = _check_shapes(op, q, k, v, g, beta, cu_seqlens)
+    HV, K, V = int(v.shape[-2]), int(q.shape[-1]), int(v.shape[-1])
+
+    # Gates. The core fuses the gate and the beta sigmoid together (fused_gate); other combinations
+    # are computed here, in fp32, with the framework's own operations.
+    if allow_neg_eigval and not use_beta_sigmoid:
+        raise ValueError(f"gdn.{op}: allow_neg_eigval=True requires use_beta_sigmoid_in_kernel=True")
+    if use_gate_in_kernel:
+        if A_log is None:
+            raise ValueError(f"gdn.{op}: A_log is None; it must be provided ([HV] = [{HV}]) when "
+                             "use_gate_in_kernel=True")
+        if g is None:
+            raise ValueError(f"gdn.{op}: g (the raw pre-activation gate) must be provided when use_gate_in_kernel=True")
+        if _shape(A_log) != (HV,):
+            raise ValueError(f"gdn.{op}: A_log has shape {_shape(A_log)}; expected [HV] = [{HV}]")
+        if dt_bias is not None and _shape(dt_bias) != (HV,):
+            raise ValueError(f"gdn.{op}: dt_bias has shape {_shape(dt_bias)}; expected [HV] = [{HV}]")
+    else:
+        A_log = dt_bias = None
+    if g is None:
+        g = env.zeros(_shape(v)[:-1])
+    if beta is None:
+        beta = env.ones(_shape(v)[:-1])
+    for name, x in (("g", g), ("beta", beta)):
+        if not env.is_float_dtype(x):
+            raise TypeError(f"gdn.{op}: {name} has dtype {env.dtype_name(x)}; expected a floating dtype")
+    fused_gate = bool(use_gate_in_kernel and use_beta_sigmoid and not allow_neg_eigval)
+    if fused_gate:
+        A_log = env.contiguous(env.to_f32(A_log))
+        dt_bias = env.zeros((HV,)) if dt_bias is None else env.contiguous(env.to_f32(dt_bias))
+    else:
+        if use_gate_in_kernel:
+            g = env.gate(g, A_log, dt_bias)
+            A_log = dt_bias = None
+        if use_beta_sigmoid:
+            beta = env.sigmoid(beta, 2.0 if allow_neg_eigval else 1.0)
+    # g and beta share one dtype: fp32, or the input dtype.
+    if g.dtype != beta.dtype or (g.dtype != q.dtype and env.dtype_name(g) != "float32"):
+        g, beta = env.to_f32(g), env.to_f32(beta)
+
+    if scale is None:
+        scale = K ** -0.5
+    scale = float(scale)
+
+    # States.
+    initial_indices = final_indices = initial_indices_cpu = final_indices_cpu = None
+    final_state = None
+    final_is_initial = False
+    if cu_seqlens is not None and cu_seqlens_cpu is not None:
+        cu_seqlens_cpu = env.to_index_dtype_of(cu_seqlens_cpu, cu_seqlens)
+    if state_indices is not None:
+        if initial_state is None:
+            raise ValueError(f"gdn.{op}: state_indices is given without initial_state (the state pool)")
+        if state_indices.ndim != 1 or int(state_indices.shape[0]) != N:
+            raise ValueError(f"gdn.{op}: state_indices has shape {_shape(state_indices)}; expected [N] = [{N}] "
+                             "(one pool row per sequence)")
+        if state_indices_cpu is not None:
+            state_indices_cpu = env.to_index_dtype_of(state_indices_cpu, state_indices)
+    elif state_indices_cpu is not None:
+        raise ValueError(f"gdn.{op}: state_indices_cpu is given without state_indices")
+    if initial_state is not None and state_indices is None and initial_state.ndim >= 1 \
+            and int(initial_state.shape[0]) != N:
+        raise ValueError(f"gdn.{op}: initial_state has {int(initial_state.shape[0])} rows; the number of initial "
+                         f"states is expected to be equal to the number of input sequences, i.e. {N}")
+    if inplace_final_state:
+        # The final states overwrite the initial ones (pool rows, or a dense [N, ...] fp32 array).
+        if initial_state is None:
+            raise ValueError(f"gdn.{op}: inplace_final_state=True needs initial_state (the state pool)")
+        final_state = initial_state
+        final_indices, final_indices_cpu = state_indices, state_indices_cpu
+        final_is_initial = True
+        initial_state = None
+    else:
+        if initial_state is not None:
+            if state_indices is None and (env.dtype_name(initial_state) != "float32"):
+                initial_state = env.to_f32(initial_state)  # fla accepts low-precision h0; states are fp32
+            if state_indices is None:
+                initial_state = env.contiguous(initial_state)
+            initial_indices, initial_indices_cpu = state_indices, state_indices_cpu
+        if output_final_state:
+            final_state = env.empty((N, HV, V, K) if state_v_first else (N, HV, K, V), "float32")
+
+    o = out if out is not None else env.empty(_shape(v), like=q)
+
+    args = (q, k, v, g, beta, o, A_log, dt_bias, initial_state, initial_indices, initial_indices_cpu,
+            final_state, final_indices, final_indices_cpu, final_is_initial, cu_seqlens, cu_seqlens_cpu,
+            scale, bool(use_qk_l2norm), bool(state_v_first), fused_gate, bool(recurrent))
+    if kind == "torch":
+        from ._torch_ops import forward_op
+
+        forward_op(*args)
+    else:
+        call_binding(env, *args)
+    if final_is_initial:
+        return o, final_state
+    return o, (final_state if output_final_state else None)
+
+
+def call_binding(env, q, k, v, g, beta, o, A_log, dt_bias, initial_state, initial_indices, initial_indices_cpu,
+                 final_state, final_indices, final_indices_cpu, final_is_initial, cu_seqlens, cu_seqlens_cpu,
+                 scale, use_qk_l2norm, state_v_first, fused_gate, recurrent):
+    a = env.arr
+    with env.scope():
+        _C.forward(a(q), a(k), a(v), a(g), a(beta), a(o), a(A_log), a(dt_bias), a(initial_state),
+                   a(initial_indices), a(initial_indices_cpu), a(final_state), a(final_indices),
+                   a(final_indices_cpu), final_is_initial, a(cu_seqlens), a(cu_seqlens_cpu), scale, use_qk_l2norm,
+                   state_v_first, fused_gate, recurrent, env.workspace(), env.stream(), env.num_threads())
+
+
+def pop_fla_kwargs(op, kwargs, state_v_first):
+    """fla's extra keyword arguments plus gdn's engine ones; unknown names are an error."""
+    if "transpose_state_layout" in kwargs:
+        if state_v_first:
+            raise ValueError(f"gdn.{op}: cannot pass both state_v_first and the deprecated transpose_state_layout")
+        state_v_first = bool(kwargs.pop("transpose_state_layout"))
+    if "head_first" in kwargs:
+        raise ValueError(f"gdn.{op}: head_first has been removed; inputs must be in [B, T, H, ...] format")
+    chunk_size = kwargs.pop("chunk_size", 64)
+    if chunk_size not in _FLA_CHUNK_SIZES:
+        raise ValueError(f"gdn.{op}: chunk_size must be 16, 32 or 64, got {chunk_size} (gdn always uses 64; "
+                         "the result is the same function)")
+    indices = None
+    for name in ("state_indices", "ssm_state_indices", "initial_state_indices"):
+        if name in kwargs:
+            if indices is not None:
+                raise ValueError(f"gdn.{op}: pass the pool row indices once (state_indices)")
+            indices = kwargs.pop(name)
+    extra = dict(
+        use_gate_in_kernel=bool(kwargs.pop("use_gate_in_kernel", False)),
+        A_log=kwargs.pop("A_log", None),
+        dt_bias=kwargs.pop("dt_bias", None),
+        state_indices=indices,
+        state_indices_cpu=kwargs.pop("state_indices_cpu", None),
+        inplace_final_state=bool(kwargs.pop("inplace_final_state", False)),
+        out=kwargs.pop("out", None),
+    )
+    if kwargs:
+        raise TypeError(f"gdn.{op}: unexpected keyword argument(s) {sorted(kwargs)}")
+    return state_v_first, extra
