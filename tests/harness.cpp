@@ -1,0 +1,465 @@
+#include "harness.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <numeric>
+#include <sstream>
+
+#ifdef GDN_HAS_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include "common/host_dtype.h"
+
+namespace gdn {
+namespace test {
+
+uint64_t test_seed() {
+  static const uint64_t seed = [] {
+    const char* env = std::getenv("GDN_TEST_SEED");
+    const uint64_t s = env ? std::strtoull(env, nullptr, 10) : std::random_device{}();
+    std::printf("gdn tests: GDN_TEST_SEED=%llu\n", static_cast<unsigned long long>(s));
+    return s;
+  }();
+  return seed;
+}
+
+// ------------------------------------------------------------------------------------------
+// Buffers
+
+#ifdef GDN_HAS_CUDA
+static void cuda_check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+#endif
+
+Buffer::Buffer(Backend backend, size_t bytes) : backend_(backend), bytes_(bytes) {
+  const size_t n = std::max<size_t>(bytes, 1);
+  if (backend == Backend::kCPU) {
+    ptr_ = std::aligned_alloc(64, (n + 63) / 64 * 64);
+  } else {
+#ifdef GDN_HAS_CUDA
+    cuda_check(cudaMalloc(&ptr_, n), "cudaMalloc");
+#else
+    throw std::runtime_error("CUDA buffer requested without CUDA");
+#endif
+  }
+}
+
+Buffer::~Buffer() {
+  if (ptr_ == nullptr) return;
+  if (backend_ == Backend::kCPU) {
+    std::free(ptr_);
+  } else {
+#ifdef GDN_HAS_CUDA
+    cudaFree(ptr_);
+#endif
+  }
+}
+
+Buffer::Buffer(Buffer&& o) noexcept : backend_(o.backend_), ptr_(o.ptr_), bytes_(o.bytes_) {
+  o.ptr_ = nullptr;
+  o.bytes_ = 0;
+}
+
+Buffer& Buffer::operator=(Buffer&& o) noexcept {
+  std::swap(backend_, o.backend_);
+  std::swap(ptr_, o.ptr_);
+  std::swap(bytes_, o.bytes_);
+  return *this;
+}
+
+void Buffer::upload(const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  if (backend_ == Backend::kCPU) {
+    std::memcpy(ptr_, src, bytes);
+  } else {
+#ifdef GDN_HAS_CUDA
+    cuda_check(cudaMemcpy(ptr_, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+#endif
+  }
+}
+
+void Buffer::download(void* dst, size_t bytes) const {
+  if (bytes == 0) return;
+  if (backend_ == Backend::kCPU) {
+    std::memcpy(dst, ptr_, bytes);
+  } else {
+#ifdef GDN_HAS_CUDA
+    cuda_check(cudaMemcpy(dst, ptr_, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+#endif
+  }
+}
+
+std::vector<uint8_t> Buffer::to_host() const {
+  std::vector<uint8_t> out(bytes_);
+  download(out.data(), bytes_);
+  return out;
+}
+
+Buffer upload(Backend backend, const std::vector<uint8_t>& host) {
+  Buffer b(backend, host.size());
+  b.upload(host.data(), host.size());
+  return b;
+}
+
+void synchronize(Backend backend) {
+#ifdef GDN_HAS_CUDA
+  if (backend == Backend::kCUDA) {
+    cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    cuda_check(cudaGetLastError(), "kernel");
+  }
+#else
+  (void)backend;
+#endif
+}
+
+// ------------------------------------------------------------------------------------------
+// Dtypes
+
+std::vector<uint8_t> encode(const std::vector<double>& x, DType dtype) {
+  std::vector<uint8_t> out(x.size() * dtype_size(dtype));
+  for (size_t i = 0; i < x.size(); ++i) store_from_float(out.data(), static_cast<int64_t>(i), dtype, float(x[i]));
+  return out;
+}
+
+std::vector<double> decode(const uint8_t* bytes, size_t count, DType dtype) {
+  std::vector<double> out(count);
+  for (size_t i = 0; i < count; ++i) out[i] = load_as_float(bytes, static_cast<int64_t>(i), dtype);
+  return out;
+}
+
+std::vector<double> round_to(const std::vector<double>& x, DType dtype) {
+  const std::vector<uint8_t> bytes = encode(x, dtype);
+  return decode(bytes.data(), x.size(), dtype);
+}
+
+// ------------------------------------------------------------------------------------------
+// Cases and inputs
+
+std::string Case::name() const {
+  std::ostringstream os;
+  os << "N" << lens.size() << "_T";
+  int64_t T = 0;
+  for (int64_t l : lens) T += l;
+  os << T << "_H" << H << "_HV" << HV << "_K" << K << "_V" << V << "_" << dtype_name(dtype)
+     << (l2norm ? "_l2" : "") << (layout == StateLayout::kVMajor ? "_vmajor" : "") << (pool ? "_pool" : "")
+     << (initial_state ? "_h0" : "") << (fused_gate ? "_fused" : "") << "_g" << int(gate) << "x" << gate_factor
+     << "_b" << int(beta) << (strided ? "_strided" : "");
+  return os.str();
+}
+
+namespace {
+
+std::vector<double> randn(std::mt19937_64& rng, size_t n) {
+  std::normal_distribution<double> d;
+  std::vector<double> x(n);
+  for (double& v : x) v = d(rng);
+  return x;
+}
+
+void normalize_rows(std::vector<double>& x, int dim) { ref::l2norm(x, dim); }
+
+}  // namespace
+
+Inputs make_inputs(const Case& c, std::mt19937_64& rng) {
+  Inputs in;
+  in.c = c;
+  const int64_t N = static_cast<int64_t>(c.lens.size());
+  in.bounds.assign(1, 0);
+  for (int64_t l : c.lens) in.bounds.push_back(in.bounds.back() + l);
+  in.T = in.bounds.back();
+  const int64_t T = in.T;
+  in.dims.T = T;
+  in.dims.H = c.H;
+  in.dims.HV = c.HV;
+  in.dims.K = c.K;
+  in.dims.V = c.V;
+  in.dims.bounds = in.bounds;
+
+  // q and k: normalized rows unless the kernel normalizes them.
+  std::vector<double> q = randn(rng, T * c.H * c.K), k = randn(rng, T * c.H * c.K), v = randn(rng, T * c.HV * c.V);
+  if (!c.l2norm) {
+    normalize_rows(q, c.K);
+    normalize_rows(k, c.K);
+  }
+  in.qd = round_to(q, c.dtype);
+  in.kd = round_to(k, c.dtype);
+  in.vd = round_to(v, c.dtype);
+
+  const DType gate_dtype = c.gate_in_input_dtype ? c.dtype : DType::kFloat32;
+  std::vector<double> g(T * c.HV), beta(T * c.HV);
+  std::normal_distribution<double> nd;
+  std::uniform_int_distribution<int> pick(0, 2);
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (c.fused_gate) {
+      g[i] = nd(rng);     // a
+      beta[i] = nd(rng);  // b, before the sigmoid
+      continue;
+    }
+    const double x = nd(rng);
+    const double logsigmoid = -std::log1p(std::exp(-x));
+    g[i] = c.gate == GateKind::kZero ? 0.0 : c.gate == GateKind::kVeryNegative ? -1e4 : logsigmoid * c.gate_factor;
+    const double sig = 1.0 / (1.0 + std::exp(-nd(rng)));
+    switch (c.beta) {
+      case BetaKind::kSigmoid: beta[i] = sig; break;
+      case BetaKind::kZero: beta[i] = 0.0; break;
+      case BetaKind::kTwo: beta[i] = 2.0; break;
+      case BetaKind::kMixed: {
+        const int p = pick(rng);
+        beta[i] = p == 0 ? sig : p == 1 ? 0.0 : 2.0;
+        break;
+      }
+    }
+  }
+  in.gd = round_to(g, gate_dtype);
+  in.betad = round_to(beta, gate_dtype);
+  in.g = encode(in.gd, gate_dtype);
+  in.beta = encode(in.betad, gate_dtype);
+  if (c.fused_gate) {
+    std::uniform_real_distribution<double> u(1.0, 16.0);
+    for (int h = 0; h < c.HV; ++h) {
+      in.A_log.push_back(float(std::log(u(rng))));
+      in.dt_bias.push_back(float(0.5 * nd(rng)));
+    }
+  }
+
+  if (c.strided) {
+    // One fused row per token: [q (H K) | k (H K) | v (HV V)], as a projection would produce.
+    const int64_t row = 2 * int64_t{c.H} * c.K + int64_t{c.HV} * c.V;
+    std::vector<double> fused(T * row);
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t i = 0; i < int64_t{c.H} * c.K; ++i) {
+        fused[t * row + i] = in.qd[t * c.H * c.K + i];
+        fused[t * row + c.H * c.K + i] = in.kd[t * c.H * c.K + i];
+      }
+      for (int64_t i = 0; i < int64_t{c.HV} * c.V; ++i) fused[t * row + 2 * c.H * c.K + i] = in.vd[t * c.HV * c.V + i];
+    }
+    in.q = encode(fused, c.dtype);
+    in.stride_qk = in.stride_v = row;
+    in.q_off = 0;
+    in.k_off = int64_t{c.H} * c.K;
+    in.v_off = 2 * int64_t{c.H} * c.K;
+    in.o_stride_token = int64_t{c.HV} * c.V + 16;
+  } else {
+    in.q = encode(in.qd, c.dtype);
+    in.k = encode(in.kd, c.dtype);
+    in.v = encode(in.vd, c.dtype);
+    in.o_stride_token = int64_t{c.HV} * c.V;
+  }
+
+  in.slots = c.pool ? 2 * N + 1 : N;
+  const std::vector<double> s0 = randn(rng, in.slots * c.HV * c.K * c.V);
+  in.state0.assign(s0.begin(), s0.end());
+  if (c.pool) {
+    std::vector<int32_t> rows(in.slots);
+    std::iota(rows.begin(), rows.end(), 0);
+    std::shuffle(rows.begin(), rows.end(), rng);
+    std::bernoulli_distribution none(0.25);
+    for (int64_t n = 0; n < N; ++n) in.indices.push_back(none(rng) ? -1 : rows[n]);
+  }
+  return in;
+}
+
+// State element (k, v) of row `row`, head hv in the case's layout.
+static int64_t state_index(const Inputs& in, int64_t row, int hv, int k, int v) {
+  const Case& c = in.c;
+  const int64_t head = (row * c.HV + hv) * int64_t{c.K} * c.V;
+  return head + (c.layout == StateLayout::kKMajor ? int64_t{k} * c.V + v : int64_t{v} * c.K + k);
+}
+
+static int64_t row_of(const Inputs& in, int64_t n) { return in.c.pool ? in.indices[n] : n; }
+
+Expected reference(const Inputs& in) {
+  const Case& c = in.c;
+  std::vector<double> q = in.qd, k = in.kd, g = in.gd, beta = in.betad;
+  if (c.l2norm) {
+    ref::l2norm(q, c.K);
+    ref::l2norm(k, c.K);
+  }
+  if (c.fused_gate) {
+    std::vector<double> A_log(in.A_log.begin(), in.A_log.end()), dt_bias(in.dt_bias.begin(), in.dt_bias.end());
+    ref::fused_gates(in.dims, in.gd, A_log, dt_bias, in.betad, g, beta);
+  }
+  const int64_t N = in.dims.N();
+  std::vector<double> h0;
+  if (c.initial_state) {
+    h0.assign(N * c.HV * c.K * c.V, 0.0);
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t row = row_of(in, n);
+      if (row < 0) continue;
+      for (int hv = 0; hv < c.HV; ++hv)
+        for (int x = 0; x < c.K; ++x)
+          for (int y = 0; y < c.V; ++y)
+            h0[((n * c.HV + hv) * c.K + x) * c.V + y] = in.state0[state_index(in, row, hv, x, y)];
+    }
+  }
+  Expected e;
+  const double scale = 1.0 / std::sqrt(double(c.K));
+  ref::recurrence(in.dims, q, k, in.vd, g, beta, h0, scale, e.o, e.final_state);
+  return e;
+}
+
+Outputs run(const Inputs& in, Backend backend, Op op) {
+  const Case& c = in.c;
+  const int64_t N = in.dims.N(), T = in.T;
+  ForwardArgs a;
+  Problem& p = a.problem;
+  p.num_tokens = T;
+  p.num_seqs = N;
+  p.num_qk_heads = c.H;
+  p.num_v_heads = c.HV;
+  p.head_k = c.K;
+  p.head_v = c.V;
+  p.dtype = c.dtype;
+  p.gate_dtype = c.gate_in_input_dtype ? c.dtype : DType::kFloat32;
+  p.use_qk_l2norm = c.l2norm;
+  p.state_layout = c.layout;
+  p.fused_gate = c.fused_gate;
+
+  // int64 boundaries for odd batch sizes, int32 for even: both index types get exercised.
+  const bool cu64 = N % 2 == 1;
+  Buffer cu;
+  std::vector<int32_t> cu32(in.bounds.begin(), in.bounds.end());
+  if (c.varlen) {
+    cu = cu64 ? upload_vec(backend, in.bounds) : upload_vec(backend, cu32);
+    p.cu_seqlens = cu.data();
+    p.cu_seqlens_type = cu64 ? IndexType::kInt64 : IndexType::kInt32;
+    p.cu_seqlens_host = cu64 ? static_cast<const void*>(in.bounds.data()) : cu32.data();
+  }
+
+  Buffer qb = upload(backend, in.q), kb, vb;
+  if (c.strided) {
+    const DType d = c.dtype;
+    const auto at = [&](int64_t off) { return static_cast<const char*>(qb.data()) + off * dtype_size(d); };
+    a.q = {at(in.q_off), in.stride_qk, c.K};
+    a.k = {at(in.k_off), in.stride_qk, c.K};
+    a.v = {at(in.v_off), in.stride_v, c.V};
+  } else {
+    kb = upload(backend, in.k);
+    vb = upload(backend, in.v);
+    a.q.data = qb.data();
+    a.k.data = kb.data();
+    a.v.data = vb.data();
+  }
+  Buffer gb = upload(backend, in.g), bb = upload(backend, in.beta);
+  a.g.data = gb.data();
+  a.beta.data = bb.data();
+  Buffer A_log, dt_bias;
+  if (c.fused_gate) {
+    A_log = upload_vec(backend, in.A_log);
+    dt_bias = upload_vec(backend, in.dt_bias);
+    a.A_log = A_log.as<float>();
+    a.dt_bias = dt_bias.as<float>();
+  }
+
+  // o: NaN everywhere (padding of a strided o too), so an unwritten element fails.
+  const int64_t o_elems = std::max<int64_t>(T, 1) * in.o_stride_token;
+  Buffer ob = upload(backend, encode(std::vector<double>(o_elems, std::nan("")), c.dtype));
+  a.o = {ob.data(), in.o_stride_token, c.V};
+
+  // States: a pool updated in place, or a dense initial array and a NaN-filled final array.
+  const int64_t head_elems = int64_t{c.HV} * c.K * c.V;
+  Buffer s_in, s_out, idx;
+  if (c.pool) {
+    s_in = upload_vec(backend, in.state0);
+    idx = upload_vec(backend, in.indices);
+    StateRef pool;
+    pool.data = s_in.as<float>();
+    pool.num_slots = in.slots;
+    pool.indices = idx.data();
+    pool.indices_host = in.indices.data();
+    pool.index_type = IndexType::kInt32;
+    if (c.initial_state) a.initial_state = pool;
+    if (c.final_state) a.final_state = pool;
+  } else {
+    if (c.initial_state) {
+      s_in = upload_vec(backend, in.state0);
+      a.initial_state.data = s_in.as<float>();
+      a.initial_state.num_slots = N;
+    }
+    if (c.final_state) {
+      s_out = upload_vec(backend, std::vector<float>(N * head_elems, std::nanf("")));
+      a.final_state.data = s_out.as<float>();
+      a.final_state.num_slots = N;
+    }
+  }
+
+  Exec exec;
+  exec.backend = backend;
+  Buffer ws;
+  if (op == Op::kChunk) {
+    const size_t bytes = chunk_gated_delta_rule_workspace_size(p, exec);
+    ws = Buffer(backend, bytes);
+    exec.workspace = ws.data();
+    exec.workspace_bytes = bytes;
+    chunk_gated_delta_rule(a, exec);
+  } else {
+    recurrent_gated_delta_rule(a, exec);
+  }
+  synchronize(backend);
+
+  Outputs out;
+  const std::vector<uint8_t> o_bytes = ob.to_host();
+  out.o.resize(T * c.HV * c.V);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < int64_t{c.HV} * c.V; ++i)
+      out.o[t * c.HV * c.V + i] = load_as_float(o_bytes.data(), t * in.o_stride_token + i, c.dtype);
+  // A strided o's padding must stay untouched (NaN).
+  if (c.strided)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = int64_t{c.HV} * c.V; i < in.o_stride_token; ++i)
+        if (!std::isnan(load_as_float(o_bytes.data(), t * in.o_stride_token + i, c.dtype)))
+          ADD_FAILURE() << "o padding was written at token " << t;
+  const Buffer* states = c.pool ? &s_in : &s_out;
+  if (c.final_state) {
+    out.states.resize(states->bytes() / sizeof(float));
+    states->download(out.states.data(), states->bytes());
+  }
+  return out;
+}
+
+double tolerance(DType dtype, Backend backend) {
+  if (dtype != DType::kFloat32) return 5e-3;
+  return backend == Backend::kCUDA ? 2e-3 : 1e-4;
+}
+
+void expect_close(const Inputs& in, const Expected& ref, const Outputs& out, Backend backend, const char* what) {
+  const Case& c = in.c;
+  const double tol = tolerance(c.dtype, backend);
+  const double err_o = ref::rel_rms_error(out.o.data(), ref.o.data(), static_cast<int64_t>(ref.o.size()));
+  EXPECT_LE(err_o, tol) << what << " o on " << backend_name(backend) << ", case " << c.name();
+  if (!c.final_state) return;
+  const int64_t N = in.dims.N();
+  std::vector<double> got, want;
+  std::vector<bool> owned(in.slots, false);
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t row = row_of(in, n);
+    if (row < 0) continue;
+    owned[row] = true;
+    for (int hv = 0; hv < c.HV; ++hv)
+      for (int x = 0; x < c.K; ++x)
+        for (int y = 0; y < c.V; ++y) {
+          got.push_back(out.states[state_index(in, row, hv, x, y)]);
+          want.push_back(ref.final_state[((n * c.HV + hv) * c.K + x) * c.V + y]);
+        }
+  }
+  if (!want.empty()) {
+    const double err_s = ref::rel_rms_error(got.data(), want.data(), static_cast<int64_t>(want.size()));
+    EXPECT_LE(err_s, tol) << what << " final state on " << backend_name(backend) << ", case " << c.name();
+  }
+  // Pool rows that no sequence writes (including those of index -1 sequences) stay as they were.
+  if (c.pool) {
+    const int64_t head_elems = int64_t{c.HV} * c.K * c.V;
+    for (int64_t r = 0; r < in.slots; ++r) {
+      if (owned[r]) continue;
+      const bool same = std::memcmp(&out.states[r * head_elems], &in.state0[r * head_elems], head_elems * 4) == 0;
+      EXPECT_TRUE(same) << what << ": pool row " << r << " was written though no sequence owns it";
+    }
+  }
+}
+
+}  // namespace test
+}  // namespace gdn

@@ -1,0 +1,130 @@
+// Test harness: random problems, their inputs in every storage dtype, backend memory (host or
+// CUDA), and the double-precision oracle on the same rounded inputs.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gdn/gdn.h"
+#include "reference.h"
+
+namespace gdn {
+namespace test {
+
+// Fresh random seed per process, printed so that a failure can be replayed (GDN_TEST_SEED=...).
+uint64_t test_seed();
+
+// Memory on a backend's device; host memory for the CPU backend.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Backend backend, size_t bytes);
+  ~Buffer();
+  Buffer(Buffer&& other) noexcept;
+  Buffer& operator=(Buffer&& other) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void* data() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+  void upload(const void* src, size_t bytes);
+  void download(void* dst, size_t bytes) const;
+  std::vector<uint8_t> to_host() const;
+  template <typename T>
+  T* as() const { return static_cast<T*>(ptr_); }
+
+ private:
+  Backend backend_ = Backend::kCPU;
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+Buffer upload(Backend backend, const std::vector<uint8_t>& host);
+template <typename T>
+Buffer upload_vec(Backend backend, const std::vector<T>& v) {
+  std::vector<uint8_t> bytes(v.size() * sizeof(T));
+  if (!v.empty()) std::memcpy(bytes.data(), v.data(), bytes.size());
+  return upload(backend, bytes);
+}
+void synchronize(Backend backend);
+
+// Host arrays in a storage dtype, with their values as double.
+std::vector<uint8_t> encode(const std::vector<double>& x, DType dtype);
+std::vector<double> decode(const uint8_t* bytes, size_t count, DType dtype);
+std::vector<double> round_to(const std::vector<double>& x, DType dtype);  // encode + decode
+
+enum class GateKind { kLogSigmoid, kZero, kVeryNegative };
+enum class BetaKind { kSigmoid, kZero, kTwo, kMixed };
+
+struct Case {
+  std::vector<int64_t> lens{64};
+  bool varlen = true;  // false: fixed-length batch (all lens equal), cu_seqlens null
+  int H = 2, HV = 4, K = 64, V = 64;
+  DType dtype = DType::kFloat32;
+  bool gate_in_input_dtype = false;
+  bool l2norm = true;
+  StateLayout layout = StateLayout::kKMajor;
+  bool initial_state = true;
+  bool final_state = true;
+  bool pool = false;  // states in a pool of 2N + 1 slots, some sequences with index -1, in place
+  bool fused_gate = false;
+  GateKind gate = GateKind::kLogSigmoid;
+  double gate_factor = 1.0;
+  BetaKind beta = BetaKind::kSigmoid;
+  bool strided = false;  // q, k, v as views into a fused [T, (2H K + HV V)] buffer; o padded
+  std::string name() const;
+};
+
+// Host-side inputs for one case: storage bytes and their rounded double values.
+struct Inputs {
+  Case c;
+  int64_t T = 0;
+  std::vector<int64_t> bounds;
+  ref::Dims dims;
+  // Storage: qkv fused buffer when strided, else separate packed arrays.
+  std::vector<uint8_t> q, k, v, g, beta;  // packed (or q holds the fused buffer when strided)
+  int64_t q_off = 0, k_off = 0, v_off = 0, stride_qk = 0, stride_v = 0;
+  std::vector<double> qd, kd, vd, gd, betad;  // as the kernel sees them (before l2norm / fusion)
+  std::vector<float> A_log, dt_bias;
+  std::vector<float> state0;         // [slots, HV, ...] in the case's layout
+  std::vector<int32_t> indices;      // [N] when pooled
+  int64_t slots = 0;
+  int64_t o_stride_token = 0;        // elements
+};
+
+Inputs make_inputs(const Case& c, std::mt19937_64& rng);
+
+// The oracle on the inputs: o [T, HV, V], final states [N, HV, K, V] K-major (zeros for -1 rows).
+struct Expected {
+  std::vector<double> o, final_state;
+};
+Expected reference(const Inputs& in);
+
+// Runs the chunked forward (or the decode step) on a backend; returns o and the pool/final
+// state array after the call, as host vectors.
+struct Outputs {
+  std::vector<double> o;            // [T, HV, V]
+  std::vector<float> states;        // the whole final-state array (pool or dense), its layout
+};
+enum class Op { kChunk, kRecurrent };
+Outputs run(const Inputs& in, Backend backend, Op op);
+
+// Relative RMS errors of o and of the final states of the sequences that have one, plus the
+// check that pool rows nobody owns are untouched.
+void expect_close(const Inputs& in, const Expected& ref, const Outputs& out, Backend backend, const char* what);
+
+// SPEC section 4 bounds for a dtype and backend.
+double tolerance(DType dtype, Backend backend);
+
+inline bool backend_ready(Backend b) { return b == Backend::kCPU || cuda_available(); }
+
+#define GDN_SKIP_IF_UNAVAILABLE(backend) \
+  if (!::gdn::test::backend_ready(backend)) GTEST_SKIP() << "no CUDA device"
+
+}  // namespace test
+}  // namespace gdn

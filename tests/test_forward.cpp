@@ -1,0 +1,132 @@
+// The composed chunked forward and the decode step against the double-precision recurrence,
+// over the whole case matrix of the CPU backend (and the CUDA backend where a GPU is present).
+#include <cmath>
+#include <functional>
+
+#include "harness.h"
+
+namespace gdn {
+namespace test {
+namespace {
+
+std::vector<Case> forward_cases() {
+  std::vector<Case> cs;
+  const Case base;  // H=2, HV=4, K=V=64, fp32, l2norm, initial state, K-major
+  auto add = [&](std::function<void(Case&)> edit) {
+    Case c = base;
+    edit(c);
+    cs.push_back(c);
+  };
+  for (int64_t T : {1, 63, 64, 65, 200, 1000}) add([&](Case& c) { c.lens = {T}; });
+  add([](Case& c) { c.lens = {100, 100, 100}; c.varlen = false; });
+  add([](Case& c) { c.lens = {0, 1, 63, 64, 65, 130, 7, 0, 200}; });
+  add([](Case& c) { c.lens = {0}; });
+  for (int ratio : {1, 2, 4}) add([&](Case& c) { c.H = 2; c.HV = 2 * ratio; c.lens = {150, 70}; });
+  add([](Case& c) { c.K = 128; c.V = 128; c.lens = {130, 3}; });
+  add([](Case& c) { c.K = 64; c.V = 128; c.lens = {70}; });
+  add([](Case& c) { c.K = 128; c.V = 64; c.lens = {70}; });
+  add([](Case& c) { c.K = 96; c.V = 80; c.lens = {90, 40}; });  // not powers of two (CPU only)
+  add([](Case& c) { c.l2norm = false; c.lens = {129, 5}; });
+  for (double f : {0.01, 1.0, 10.0}) add([&](Case& c) { c.gate_factor = f; c.lens = {140, 60}; });
+  add([](Case& c) { c.gate = GateKind::kZero; c.lens = {140, 60}; });
+  add([](Case& c) { c.gate = GateKind::kVeryNegative; c.lens = {140, 60}; });
+  add([](Case& c) { c.beta = BetaKind::kZero; c.lens = {100}; });
+  add([](Case& c) { c.beta = BetaKind::kTwo; c.lens = {100, 30}; });
+  add([](Case& c) { c.beta = BetaKind::kMixed; c.gate = GateKind::kZero; c.lens = {100, 30}; });
+  add([](Case& c) { c.initial_state = false; c.lens = {77, 64}; });
+  add([](Case& c) { c.final_state = false; c.lens = {77}; });
+  add([](Case& c) { c.layout = StateLayout::kVMajor; c.lens = {77, 64}; });
+  add([](Case& c) { c.pool = true; c.lens = {65, 0, 1, 130, 20, 64}; });
+  add([](Case& c) { c.pool = true; c.layout = StateLayout::kVMajor; c.lens = {65, 1, 130, 20}; });
+  add([](Case& c) { c.pool = true; c.initial_state = false; c.lens = {65, 1, 33}; });
+  for (DType d : {DType::kBFloat16, DType::kFloat16}) {
+    add([&](Case& c) { c.dtype = d; c.lens = {200, 33}; });
+    add([&](Case& c) { c.dtype = d; c.gate_in_input_dtype = true; c.lens = {90}; });
+  }
+  add([](Case& c) { c.fused_gate = true; c.lens = {150, 20}; });
+  add([](Case& c) { c.fused_gate = true; c.dtype = DType::kBFloat16; c.gate_in_input_dtype = true; c.lens = {80}; });
+  add([](Case& c) { c.strided = true; c.lens = {90, 40}; });
+  add([](Case& c) { c.strided = true; c.dtype = DType::kBFloat16; c.lens = {64, 3}; });
+  // Decode-shaped batches: one or a few tokens per sequence, states in a pool, both layouts.
+  add([](Case& c) { c.pool = true; c.lens = std::vector<int64_t>(64, 1); });
+  add([](Case& c) { c.pool = true; c.layout = StateLayout::kVMajor; c.lens = {2, 3, 1, 4}; c.dtype = DType::kBFloat16; });
+  // The Qwen3-Next shape.
+  add([](Case& c) { c.H = 16; c.HV = 32; c.K = 128; c.V = 128; c.dtype = DType::kBFloat16; c.lens = {150, 64}; });
+  return cs;
+}
+
+bool supported_on(const Case& c, Backend b) {
+  if (b == Backend::kCPU) return true;
+  auto ok = [](int d) { return d == 64 || d == 128 || d == 256; };
+  return ok(c.K) && ok(c.V);
+}
+
+using Param = std::tuple<Backend, Case>;
+
+class Forward : public ::testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
+    backend_ = std::get<0>(GetParam());
+    case_ = std::get<1>(GetParam());
+    GDN_SKIP_IF_UNAVAILABLE(backend_);
+    if (!supported_on(case_, backend_)) GTEST_SKIP() << "head size not built for this backend";
+    rng_.seed(test_seed() ^ std::hash<std::string>()(case_.name()));
+  }
+  Backend backend_ = Backend::kCPU;
+  Case case_;
+  std::mt19937_64 rng_;
+};
+
+TEST_P(Forward, ChunkedMatchesRecurrence) {
+  const Inputs in = make_inputs(case_, rng_);
+  const Expected ref = reference(in);
+  expect_close(in, ref, run(in, backend_, Op::kChunk), backend_, "chunk_gated_delta_rule");
+}
+
+TEST_P(Forward, DecodeMatchesRecurrence) {
+  const Inputs in = make_inputs(case_, rng_);
+  const Expected ref = reference(in);
+  expect_close(in, ref, run(in, backend_, Op::kRecurrent), backend_, "recurrent_gated_delta_rule");
+}
+
+// The same inputs twice give bitwise identical outputs (no races, no order-dependent sums).
+TEST_P(Forward, Deterministic) {
+  const Inputs in = make_inputs(case_, rng_);
+  const Outputs a = run(in, backend_, Op::kChunk), b = run(in, backend_, Op::kChunk);
+  EXPECT_EQ(0, std::memcmp(a.o.data(), b.o.data(), a.o.size() * sizeof(double))) << "o differs between runs";
+  EXPECT_EQ(a.states.size(), b.states.size());
+  EXPECT_EQ(0, std::memcmp(a.states.data(), b.states.data(), a.states.size() * sizeof(float)))
+      << "states differ between runs";
+}
+
+std::string param_name(const ::testing::TestParamInfo<Param>& info) {
+  std::string s = std::string(backend_name(std::get<0>(info.param))) + "_" + std::to_string(info.index) + "_" +
+                  std::get<1>(info.param).name();
+  for (char& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(CPU, Forward,
+                         ::testing::Combine(::testing::Values(Backend::kCPU), ::testing::ValuesIn(forward_cases())),
+                         param_name);
+INSTANTIATE_TEST_SUITE_P(CUDA, Forward,
+                         ::testing::Combine(::testing::Values(Backend::kCUDA), ::testing::ValuesIn(forward_cases())),
+                         param_name);
+
+// CPU and CUDA agree within tolerance on the same inputs.
+TEST(CrossBackend, CpuAndCudaAgree) {
+  GDN_SKIP_IF_UNAVAILABLE(Backend::kCUDA);
+  std::mt19937_64 rng(test_seed() ^ 0x5eed);
+  Case c;
+  c.H = 16, c.HV = 32, c.K = 128, c.V = 128, c.dtype = DType::kBFloat16, c.lens = {300, 1, 64, 129};
+  const Inputs in = make_inputs(c, rng);
+  const Outputs cpu = run(in, Backend::kCPU, Op::kChunk), gpu = run(in, Backend::kCUDA, Op::kChunk);
+  EXPECT_LE(ref::rel_rms_error(gpu.o.data(), cpu.o.data(), static_cast<int64_t>(cpu.o.size())), 5e-3);
+  std::vector<double> sc(cpu.states.begin(), cpu.states.end()), sg(gpu.states.begin(), gpu.states.end());
+  EXPECT_LE(ref::rel_rms_error(sg.data(), sc.data(), static_cast<int64_t>(sc.size())), 5e-3);
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace gdn
