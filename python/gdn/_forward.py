@@ -167,6 +167,10 @@ def pop_fla_kwargs(op, kwargs, state_v_first):
     if "transpose_state_layout" in kwargs:
         if state_v_first:
             raise ValueError(f"gdn.{op}: cannot pass both state_v_first and the deprecated transpose_state_layout")
+        import warnings
+
+        warnings.warn("`transpose_state_layout` is deprecated and renamed to `state_v_first`.",
+                      DeprecationWarning, stacklevel=3)
         state_v_first = bool(kwargs.pop("transpose_state_layout"))
     if "head_first" in kwargs:
         raise ValueError(f"gdn.{op}: head_first has been removed; inputs must be in [B, T, H, ...] format")

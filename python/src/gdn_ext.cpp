@@ -152,15 +152,22 @@ TokView token_view(const char* op, const char* name, const A& a, int64_t T, int6
   for (size_t i = 0; i < h_ax; ++i) tokens *= dim(a, i);
   if (dim(a, h_ax) != heads || (!scalar && dim(a, nd - 1) != d) || tokens != T)
     value_error(op, name, " has shape ", shape_str(a), "; expected ", expect);
+  const int64_t dd = scalar ? 1 : d;
+  TokView v;
+  v.data = a.data();
+  if (T == 0) {  // nothing is read or written: any strides (and a dummy pointer) do
+    static const float dummy[1] = {0.0f};
+    if (v.data == nullptr) v.data = dummy;
+    v.stride_head = dd;
+    v.stride_token = heads * dd;
+    return v;
+  }
   for (size_t i = 0; i < nd; ++i)
     if (a.stride(i) < 0 || (a.stride(i) == 0 && a.shape(i) > 1))
       value_error(op, name, " has stride ", a.stride(i), " in dimension ", i,
                   "; expected positive strides (no broadcast or flipped views; make it contiguous)");
-  const int64_t dd = scalar ? 1 : d;
   if (!scalar && d > 1 && a.stride(nd - 1) != 1)
     value_error(op, name, " has stride ", a.stride(nd - 1), " in its last dimension; expected 1 (contiguous)");
-  TokView v;
-  v.data = a.data();
   v.stride_head = heads > 1 ? a.stride(h_ax) : dd;
   const int64_t packed_token = (heads - 1) * v.stride_head + dd;
   if (h_ax == 1) {
@@ -417,15 +424,19 @@ void forward(In q, In k, In v, In g, In beta, Out o, In A_log, In dt_bias, In in
     value_error(op, "A_log / dt_bias are given but the fused gate is off (use_gate_in_kernel=False)");
   }
 
-  a.final_state = state_ref(op, dev, "final_state", final_state, final_indices, final_indices_host, N, HV, K, V,
-                            state_v_first, "final_state_indices", "final_state_indices_cpu");
+  if (final_is_initial)
+    a.final_state = state_ref(op, dev, "state (initial_state, updated in place)", final_state, final_indices,
+                              final_indices_host, N, HV, K, V, state_v_first, "state_indices", "state_indices_cpu");
+  else
+    a.final_state = state_ref(op, dev, "final_state", final_state, final_indices, final_indices_host, N, HV, K, V,
+                              state_v_first, "final_state_indices", "final_state_indices_cpu");
   if (final_is_initial) {
     if (!final_state.is_valid()) value_error(op, "the in-place state update needs a state (pool)");
     if (initial_state.is_valid()) value_error(op, "initial_state must be None for the in-place state update");
     a.initial_state = a.final_state;
   } else {
     a.initial_state = state_ref(op, dev, "initial_state", initial_state, initial_indices, initial_indices_host, N, HV,
-                                K, V, state_v_first, "initial_state_indices", "initial_state_indices_cpu");
+                                K, V, state_v_first, "state_indices", "state_indices_cpu");
   }
 
   ExecBuilder eb;

@@ -1,0 +1,114 @@
+"""The definition (SPEC.md section 1) in float64 numpy, token by token, and the input generators
+the tests share. Framework-free: torch tensors are converted by the callers."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def l2norm(x):
+    x = np.asarray(x, dtype=np.float64)
+    return x / np.sqrt((x * x).sum(-1, keepdims=True) + 1e-6)
+
+
+def softplus(x):
+    return np.where(x > 20.0, x, np.log1p(np.exp(np.minimum(x, 20.0))))
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def fused_gates(a, b, A_log, dt_bias):
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    g = -np.exp(np.asarray(A_log, np.float64)) * softplus(a + np.asarray(dt_bias, np.float64))
+    return g, sigmoid(b)
+
+
+def recurrence(q, k, v, g, beta, scale=None, initial_state=None, cu_seqlens=None, use_qk_l2norm=False,
+               state_v_first=False, state_indices=None):
+    """q, k: [T, H, K] (packed) or [B, T, H, K]; v: [.., HV, V]; g, beta: [.., HV].
+    initial_state: [N, HV, K, V] (or [.., V, K] with state_v_first), or a pool with state_indices
+    (negative: zeros). Returns (o [like v], final [N, HV, K, V] in the same layout) in float64;
+    final rows of sequences with a negative index are zeros (not written)."""
+    q = np.asarray(q, np.float64)
+    shape_o = np.shape(v)
+    if q.ndim == 4:
+        B, Tb = q.shape[:2]
+        flat = lambda x: np.asarray(x, np.float64).reshape((B * Tb,) + np.shape(x)[2:])  # noqa: E731
+        q, k, v, g, beta = (flat(x) for x in (q, k, v, g, beta))
+        if cu_seqlens is None:
+            cu_seqlens = np.arange(B + 1) * Tb
+    else:
+        k, v, g, beta = (np.asarray(x, np.float64) for x in (k, v, g, beta))
+    T, H, K = q.shape
+    HV, V = v.shape[1], v.shape[2]
+    if cu_seqlens is None:
+        cu_seqlens = np.array([0, T])
+    cu = np.asarray(cu_seqlens, np.int64)
+    N = len(cu) - 1
+    if scale is None:
+        scale = K ** -0.5
+    if use_qk_l2norm:
+        q, k = l2norm(q), l2norm(k)
+    rep = HV // H
+    qh = np.repeat(q, rep, axis=1)  # [T, HV, K]
+    kh = np.repeat(k, rep, axis=1)
+    o = np.zeros((T, HV, V))
+    final = np.zeros((N, HV, K, V))
+    for n in range(N):
+        S = np.zeros((HV, K, V))
+        if initial_state is not None:
+            row = n if state_indices is None else int(state_indices[n])
+            if row >= 0:
+                S = np.asarray(initial_state[row], np.float64)
+                if state_v_first:
+                    S = S.transpose(0, 2, 1)
+                S = S.copy()
+        for t in range(cu[n], cu[n + 1]):
+            S *= np.exp(g[t])[:, None, None]
+            kv = np.einsum("hkv,hk->hv", S, kh[t])
+            vn = beta[t][:, None] * (v[t] - kv)
+            S += kh[t][:, :, None] * vn[:, None, :]
+            o[t] = scale * np.einsum("hkv,hk->hv", S, qh[t])
+        final[n] = S
+    if state_v_first:
+        final = final.transpose(0, 1, 3, 2)
+    return o.reshape(shape_o), final
+
+
+def rel_err(out, ref):
+    out = np.asarray(out, np.float64)
+    ref = np.asarray(ref, np.float64)
+    assert np.isfinite(out).all(), "output holds NaN or Inf"
+    den = np.linalg.norm(ref.ravel())
+    return float(np.linalg.norm((out - ref).ravel()) / (den if den > 0 else 1.0))
+
+
+def make_inputs(rng, lead, H, HV, K, V, dtype=np.float32, gate_dtype=np.float32, gate_scale=1.0, g_mode="normal",
+                beta_mode="normal"):
+    """Fresh random inputs (SPEC section 4): l2-normed keys, g = gate_scale * logsigmoid(randn),
+    beta = sigmoid(randn). lead: the leading shape, e.g. (B, T) or (T,)."""
+    lead = tuple(lead)
+    q = rng.standard_normal(lead + (H, K))
+    k = l2norm(rng.standard_normal(lead + (H, K)))
+    v = rng.standard_normal(lead + (HV, V))
+    g = gate_scale * -np.logaddexp(0.0, -rng.standard_normal(lead + (HV,)))
+    if g_mode == "zero":
+        g = np.zeros_like(g)
+    elif g_mode == "very_negative":
+        g = np.full_like(g, -1e4)
+    elif g_mode == "mixed_very_negative":  # -1e4 at random positions among ordinary gates
+        g = np.where(rng.random(g.shape) < 0.3, -1e4, g)
+    beta = sigmoid(rng.standard_normal(lead + (HV,)))
+    if beta_mode == "extremes":
+        beta = np.where(rng.random(beta.shape) < 0.5, 0.0, 2.0)
+    return (q.astype(dtype), k.astype(dtype), v.astype(dtype), g.astype(gate_dtype), beta.astype(gate_dtype))
+
+
+def ragged_cu_seqlens(rng, num_seqs, max_len, with_empty=True):
+    lens = rng.integers(1, max_len + 1, size=num_seqs)
+    if with_empty and num_seqs > 2:
+        lens[rng.integers(0, num_seqs)] = 0
+    return np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
