@@ -11,10 +11,11 @@ namespace gdn {
 namespace cpu {
 
 struct ChunkScratch {
-  float* S;   // [K, V]   running state, K-major
+  float* S;   // [states, K, V]  running states, K-major (one per value head of a task)
   float* X;   // [3C, K]  rows [0, C): k, [C, 2C): q, [2C, 3C): w  (so [k; q] and [q; w] are contiguous)
   float* kT;  // [K, C]   k transposed
-  float* KQ;  // [2C, C]  [k k^T; q k^T], then [L; P] in place
+  float* KQraw;  // [2C, C]  [k k^T; q k^T] (lower triangles), shared by the value heads of a q/k head
+  float* KQ;  // [2C, C]  [L; P]: KQraw gated for one value head
   float* A;   // [C, C]   (I + L)^-1
   float* kb;  // [C, K]   beta exp(G) k
   float* vb;  // [C, V]   beta v
@@ -24,8 +25,8 @@ struct ChunkScratch {
   float* G;   // [C]      chunk-local cumulative gate (natural log)
   float* beta;  // [C]
 
-  static size_t bytes(int K, int V) {
-    const size_t floats[] = {size_t(K) * V, 3u * C * K, size_t(K) * C, 2u * C * C, C * C, size_t(C) * K,
+  static size_t bytes(int K, int V, int states) {
+    const size_t floats[] = {size_t(states) * K * V, 3u * C * K, size_t(K) * C, 2u * C * C, 2u * C * C, C * C, size_t(C) * K,
                              size_t(C) * V, size_t(C) * V, 2u * C * V, size_t(C) * V, C, C};
     size_t total = 0;
     for (size_t f : floats) total += align_up(f * sizeof(float), 64);
@@ -33,7 +34,7 @@ struct ChunkScratch {
   }
 
   // Lays the buffers out in `base` (64-byte aligned, ChunkScratch::bytes(K, V) long).
-  static ChunkScratch carve(void* base, int K, int V) {
+  static ChunkScratch carve(void* base, int K, int V, int states) {
     char* p = static_cast<char*>(base);
     auto take = [&](size_t n) {
       float* f = reinterpret_cast<float*>(p);
@@ -41,9 +42,10 @@ struct ChunkScratch {
       return f;
     };
     ChunkScratch s;
-    s.S = take(size_t(K) * V);
+    s.S = take(size_t(states) * K * V);
     s.X = take(3u * C * K);
     s.kT = take(size_t(K) * C);
+    s.KQraw = take(2u * C * C);
     s.KQ = take(2u * C * C);
     s.A = take(C * C);
     s.kb = take(size_t(C) * K);
@@ -58,14 +60,27 @@ struct ChunkScratch {
 };
 
 // Per-thread scratch carved from the caller's workspace.
-inline size_t per_thread_bytes(int K, int V) { return align_up(ChunkScratch::bytes(K, V), 4096); }
-inline ChunkScratch thread_scratch(void* workspace, int thread, int K, int V) {
+inline size_t per_thread_bytes(int K, int V, int states) { return align_up(ChunkScratch::bytes(K, V, states), 4096); }
+inline ChunkScratch thread_scratch(void* workspace, int thread, int K, int V, int states = 1) {
   char* base = static_cast<char*>(workspace);
   // Align the caller's pointer up to 64 bytes (the workspace size includes the slack).
   base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
-  return ChunkScratch::carve(base + size_t(thread) * per_thread_bytes(K, V), K, V);
+  return ChunkScratch::carve(base + size_t(thread) * per_thread_bytes(K, V, states), K, V, states);
 }
-inline size_t threads_workspace_bytes(int threads, int K, int V) { return 64 + size_t(threads) * per_thread_bytes(K, V); }
+inline size_t threads_workspace_bytes(int threads, int K, int V, int states = 1) {
+  return 64 + size_t(threads) * per_thread_bytes(K, V, states);
+}
+
+// Asks for the rows [t0, t0 + rows) of one head of a token-major tensor to be brought into cache:
+// they are strided (one row per token), which the hardware prefetcher follows poorly.
+inline void prefetch_rows(const void* data, int64_t stride_token, int64_t offset, int64_t t0, int rows, int bytes,
+                          size_t elem) {
+  const char* base = static_cast<const char*>(data) + offset * elem;
+  for (int i = 0; i < rows; ++i) {
+    const char* row = base + (t0 + i) * stride_token * elem;
+    for (int b = 0; b < bytes; b += 64) __builtin_prefetch(row + b);
+  }
+}
 
 // Loads `rows` token rows of head `head` of a [T, heads, dim] tensor into dst[C, dim] (fp32),
 // optionally l2-normalized, zero-filling rows [rows, C).
@@ -110,6 +125,17 @@ inline void gate_lower(float* X, const float* G, const float* coef, bool strict)
     const float c = coef ? coef[i] : 1.0f;
     for (int j = 0; j < last; ++j) X[i * C + j] *= c * std::exp(G[i] - G[j]);
     for (int j = last; j < C; ++j) X[i * C + j] = 0.0f;
+  }
+}
+
+// out[i, j] = coef_i X[i, j] exp(G_i - G_j) for j < i (strict) or j <= i, else 0; X is not changed
+// and only its lower triangle is read.
+inline void gate_lower_into(const float* X, float* out, const float* G, const float* coef, bool strict) {
+  for (int i = 0; i < C; ++i) {
+    const int last = strict ? i : i + 1;
+    const float c = coef ? coef[i] : 1.0f;
+    for (int j = 0; j < last; ++j) out[i * C + j] = X[i * C + j] * c * std::exp(G[i] - G[j]);
+    for (int j = last; j < C; ++j) out[i * C + j] = 0.0f;
   }
 }
 

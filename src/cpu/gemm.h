@@ -43,7 +43,9 @@ inline void gemm_tile(int depth, const float* __restrict A, int64_t lda, const f
 //  kDense:       C = A B.
 //  kLowerA:      A is [M, M] lower triangular (A_ip = 0 for p > i): the depth stops at the tile's
 //                last row.
-enum class Shape { kDense, kLowerA };
+//  kLowerC:      only C_ij with j <= i is needed (the caller masks the rest): column tiles wholly
+//                above the diagonal are skipped and left unwritten.
+enum class Shape { kDense, kLowerA, kLowerC };
 
 // C[M, N] (=|+=) A[M, depth] B[depth, N], row-major with leading dimensions in elements.
 // M % 8 == 0 and N % 16 == 0 (head sizes are multiples of 16 and chunks are padded to 64 rows).
@@ -52,9 +54,10 @@ inline void gemm(int M, int N, int depth, const float* A, int64_t lda, const flo
                  int64_t ldc, bool accumulate) {
   for (int i = 0; i < M; i += 8) {
     const int d = shape == Shape::kLowerA ? (i + 8 < depth ? i + 8 : depth) : depth;
+    const int n_end = shape == Shape::kLowerC ? (i + 8 + 15) / 16 * 16 < N ? (i + 8 + 15) / 16 * 16 : N : N;
     int j = 0;
-    for (; j + 32 <= N; j += 32) gemm_tile<2>(d, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, accumulate);
-    if (j < N) gemm_tile<1>(d, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, accumulate);
+    for (; j + 32 <= n_end; j += 32) gemm_tile<2>(d, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, accumulate);
+    if (j < n_end) gemm_tile<1>(d, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, accumulate);
   }
 }
 
