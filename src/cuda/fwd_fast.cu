@@ -1,0 +1,66 @@
+// Orchestration of the tensor-core forward: plan, q/k packing (l2norm), prep, h, o.
+#include "cuda/fwd_fast.cuh"
+#include "cuda/l2norm.cuh"
+
+namespace gdn {
+namespace cuda {
+namespace {
+
+size_t carve(const Problem& p, void* base, FastBufs* b, char** plan_mem) {
+  const int64_t T = p.num_tokens, HV = p.num_v_heads, H = p.num_qk_heads, D = p.head_k;
+  const int64_t mc = chunk_bound(T, p.num_seqs);
+  Carver c(base);
+  char* pm = c.take<char>(plan_bytes(T, p.num_seqs));
+  __nv_bfloat16* qb = c.take<__nv_bfloat16>(T * H * D);
+  __nv_bfloat16* kb = c.take<__nv_bfloat16>(T * H * D);
+  float* Gt = c.take<float>(T * HV);
+  __nv_bfloat16* w = c.take<__nv_bfloat16>(T * HV * D);
+  __nv_bfloat16* u = c.take<__nv_bfloat16>(T * HV * D);
+  __nv_bfloat16* v_new = c.take<__nv_bfloat16>(T * HV * D);
+  __nv_bfloat16* h = c.take<__nv_bfloat16>(mc * HV * D * D);
+  if (b) {
+    b->T = T;
+    b->H = p.num_qk_heads;
+    b->HV = p.num_v_heads;
+    b->scale = p.scale;
+    b->qb = qb; b->kb = kb; b->Gt = Gt; b->w = w; b->u = u; b->v_new = v_new; b->h = h;
+    *plan_mem = pm;
+  }
+  return c.used;
+}
+
+}  // namespace
+
+bool fast_path_supported(const Problem& p) {
+  return (p.dtype == DType::kBFloat16 || p.dtype == DType::kFloat16) && p.head_k == p.head_v &&
+         (p.head_k == 64 || p.head_k == 128);
+}
+
+size_t fast_workspace_size(const Problem& p) { return carve(p, nullptr, nullptr, nullptr); }
+
+void fast_forward(const ForwardArgs& f, const Exec& exec) {
+  const Problem& p = f.problem;
+  cudaStream_t s = stream_of(exec);
+  FastBufs b;
+  char* pm = nullptr;
+  carve(p, exec.workspace, &b, &pm);
+  b.pl = build_plan(p, pm, s);
+  const int64_t T = p.num_tokens;
+  const int H = p.num_qk_heads, D = p.head_k;
+  convert_rows(p.dtype, DType::kBFloat16, f.q.data, f.q.stride_token, f.q.stride_head, const_cast<__nv_bfloat16*>(b.qb),
+               int64_t(H) * D, D, T, H, D, p.use_qk_l2norm, s);
+  convert_rows(p.dtype, DType::kBFloat16, f.k.data, f.k.stride_token, f.k.stride_head, const_cast<__nv_bfloat16*>(b.kb),
+               int64_t(H) * D, D, T, H, D, p.use_qk_l2norm, s);
+  if (D == 128) {
+    launch_fwd_prep<128>(b, f, s);
+    launch_fwd_h<128>(b, f, s);
+    launch_fwd_o<128>(b, f, s);
+  } else {
+    launch_fwd_prep<64>(b, f, s);
+    launch_fwd_h<64>(b, f, s);
+    launch_fwd_o<64>(b, f, s);
+  }
+}
+
+}  // namespace cuda
+}  // namespace gdn

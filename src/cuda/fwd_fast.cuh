@@ -1,0 +1,40 @@
+// The tensor-core forward (bf16 mma.sync, fp32 accumulation) for bf16/fp16 inputs, K = V = D in
+// {64, 128}. Three kernels:
+//   fwd_prep (parallel over chunks): gates, cumsum, k k^T, (I + L)^-1, w and u      (fwd_prep.cu)
+//   fwd_h    (sequential over chunks, state on chip): v_new, h per chunk, final state (fwd_h.cu)
+//   fwd_o    (parallel over chunks): o                                               (fwd_o.cu)
+// Workspace intermediates are bf16 (w, u, v_new, h) as in flash-linear-attention; G is fp32.
+#pragma once
+#include "cuda/common.cuh"
+
+namespace gdn {
+namespace cuda {
+
+bool fast_path_supported(const Problem& p);
+size_t fast_workspace_size(const Problem& p);
+void fast_forward(const ForwardArgs& f, const Exec& exec);
+
+// Device pointers of one fast forward.
+struct FastBufs {
+  Plan pl;
+  int64_t T;
+  int H, HV;
+  float scale;
+  const __nv_bfloat16* qb;  // [T, H, D] packed, normalized if requested
+  const __nv_bfloat16* kb;  // [T, H, D]
+  float* Gt;                // [HV, T] chunk-local cumsum, head-major (contiguous per chunk)
+  __nv_bfloat16* w;         // [T, HV, D]
+  __nv_bfloat16* u;         // [T, HV, D]
+  __nv_bfloat16* v_new;     // [T, HV, D]
+  __nv_bfloat16* h;         // [max_chunks, HV, D, D] state at each chunk start, K-major
+};
+
+template <int D>
+void launch_fwd_prep(const FastBufs& b, const ForwardArgs& f, cudaStream_t s);
+template <int D>
+void launch_fwd_h(const FastBufs& b, const ForwardArgs& f, cudaStream_t s);
+template <int D>
+void launch_fwd_o(const FastBufs& b, const ForwardArgs& f, cudaStream_t s);
+
+}  // namespace cuda
+}  // namespace gdn

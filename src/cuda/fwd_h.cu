@@ -1,0 +1,218 @@
+// fwd_h: the sequential part. One block per (sequence, value head, 32-wide slice of V); the fp32
+// state slice [D][32] lives in registers (mma accumulator layout) across all chunks of the
+// sequence, and the next chunk's w, k, u, G stream into shared memory (cp.async, two stages)
+// while the current one is computed. Per chunk:
+//   h_c -> workspace (bf16, for fwd_o);  v_new = u - w h_c  (mma);  v_new -> workspace (bf16)
+//   S = exp(G_last) S + k^T (exp(G_last - G_i) v_new_i)   (mma)
+#include "cuda/fwd_fast.cuh"
+
+namespace gdn {
+namespace cuda {
+namespace {
+
+constexpr int C = kChunkSize;
+constexpr int BV = 32;
+constexpr int kThreads = 128;
+
+template <int D>
+struct HSmem {
+  static constexpr int SK = D + 8;
+  static constexpr int SV = BV + 8;
+  __nv_bfloat16 w[2][C * SK];
+  __nv_bfloat16 k[2][C * SK];
+  __nv_bfloat16 u[2][C * SV];
+  float G[2][C];
+  __nv_bfloat16 h[D * SV];   // h_c as the B operand of w h
+  __nv_bfloat16 vs[C * SV];  // decayed v_new as the B operand of the state update
+};
+
+template <int D>
+__global__ void __launch_bounds__(kThreads) fwd_h_kernel(FastBufs b, StateRef init, StateRef fin, bool kmajor) {
+  extern __shared__ __align__(16) char smem_raw[];
+  using S = HSmem<D>;
+  S& sm = *reinterpret_cast<S*>(smem_raw);
+  constexpr int MT = D / 64;  // m-tiles of 16 state rows per warp (4 warps x 16 MT rows = D)
+  const int HV = b.HV;
+  constexpr int SLICES = D / BV;
+  const int64_t item = blockIdx.x;
+  const int sl = static_cast<int>(item % SLICES);
+  const int hv = static_cast<int>((item / SLICES) % HV);
+  const int64_t n = item / (int64_t(SLICES) * HV);
+  const int hk = hv / (HV / b.H);
+  const int v0 = sl * BV;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int64_t DD = int64_t(D) * D;
+
+  // State fragment element (mt, nt, e) is S[k][v] with k = 16 (MT warp + mt) + g + 8 (e / 2),
+  // v = v0 + 8 nt + 2 t + e % 2.
+  float st[MT][BV / 8][4];
+  {
+    const int64_t r = state_row(init, n);
+    const float* base = r >= 0 ? init.data + (r * HV + hv) * DD : nullptr;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < BV / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int kk = 16 * (MT * warp + mt) + g + 8 * (e / 2), vv = v0 + 8 * nt + 2 * t + e % 2;
+          st[mt][nt][e] = base ? base[kmajor ? int64_t(kk) * D + vv : int64_t(vv) * D + kk] : 0.f;
+        }
+  }
+
+  const int64_t c0 = b.pl.chunk_off[n];
+  int64_t nch = b.pl.chunk_off[n + 1] - c0;
+  if (c0 + nch > b.pl.max_chunks) nch = b.pl.max_chunks - c0;
+  const int64_t tb = b.pl.bounds[n], te = b.pl.bounds[n + 1];
+
+  auto prefetch = [&](int64_t c, int stage) {
+    const int64_t t0 = tb + c * C;
+    const int len = static_cast<int>(te - t0 < C ? te - t0 : C);
+    for (int e = tid; e < C * D / 8; e += kThreads) {
+      const int i = e / (D / 8), c8 = (e % (D / 8)) * 8;
+      const bool ok = i < len;
+      const int64_t tt = t0 + (ok ? i : 0);
+      cp_async16(&sm.w[stage][i * S::SK + c8], b.w + (tt * HV + hv) * D + c8, ok ? 16 : 0);
+      cp_async16(&sm.k[stage][i * S::SK + c8], b.kb + (tt * b.H + hk) * D + c8, ok ? 16 : 0);
+    }
+    for (int e = tid; e < C * BV / 8; e += kThreads) {
+      const int i = e / (BV / 8), c8 = (e % (BV / 8)) * 8;
+      const bool ok = i < len;
+      cp_async16(&sm.u[stage][i * S::SV + c8], b.u + ((t0 + (ok ? i : 0)) * HV + hv) * D + v0 + c8, ok ? 16 : 0);
+    }
+    if (tid < C) {
+      const bool ok = tid < len;
+      cp_async4(&sm.G[stage][tid], b.Gt + int64_t(hv) * b.T + t0 + (ok ? tid : 0), ok ? 4 : 0);
+    }
+  };
+
+  if (nch > 0) prefetch(0, 0);
+  cp_async_commit();
+  for (int64_t c = 0; c < nch; ++c) {
+    const int stage = static_cast<int>(c & 1);
+    const int64_t gc = c0 + c;
+    const int64_t t0 = tb + c * C;
+    const int len = static_cast<int>(te - t0 < C ? te - t0 : C);
+    if (c + 1 < nch) prefetch(c + 1, stage ^ 1);
+    cp_async_commit();
+
+    // h_c: to shared memory (B operand) and to the workspace for fwd_o.
+    __nv_bfloat16* hg = b.h + (gc * HV + hv) * DD;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < BV / 8; ++nt)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          const int kk = 16 * (MT * warp + mt) + g + 8 * hf, vv = 8 * nt + 2 * t;
+          const uint32_t x = pack_bf16(st[mt][nt][2 * hf], st[mt][nt][2 * hf + 1]);
+          *reinterpret_cast<uint32_t*>(&sm.h[kk * S::SV + vv]) = x;
+          *reinterpret_cast<uint32_t*>(hg + int64_t(kk) * D + v0 + vv) = x;
+        }
+    cp_async_wait<1>();
+    __syncthreads();
+
+    const float* Gs = sm.G[stage];
+    const float g_last = Gs[len - 1];
+    // v_new = u - w h: warp rows [16 warp, 16 warp + 16), BV columns.
+    {
+      float acc[BV / 8][4];
+#pragma unroll
+      for (int nt = 0; nt < BV / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks) {
+        uint32_t a[4];
+        frag_a(sm.w[stage], S::SK, 16 * warp, 16 * ks, a);
+#pragma unroll
+        for (int np = 0; np < BV / 16; ++np) {
+          uint32_t bb[4];
+          frag_b_kn(sm.h, S::SV, 16 * np, 16 * ks, bb);
+          mma_bf16(acc[2 * np], a, bb[0], bb[1]);
+          mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
+        }
+      }
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int i = 16 * warp + g + 8 * hf;
+        const bool ok = i < len;
+        const float decay = ok ? __expf(g_last - Gs[i]) : 0.f;
+        __nv_bfloat16* vrow = b.v_new + ((t0 + (ok ? i : 0)) * HV + hv) * D + v0;
+#pragma unroll
+        for (int nt = 0; nt < BV / 8; ++nt) {
+          const int vv = 8 * nt + 2 * t;
+          const __nv_bfloat162 uu = *reinterpret_cast<const __nv_bfloat162*>(&sm.u[stage][i * S::SV + vv]);
+          const float x0 = __low2float(uu) - acc[nt][2 * hf], x1 = __high2float(uu) - acc[nt][2 * hf + 1];
+          const uint32_t xb = pack_bf16(x0, x1);
+          if (ok) *reinterpret_cast<uint32_t*>(vrow + vv) = xb;
+          // The state update uses the bf16-rounded v_new, as fwd_o will.
+          const __nv_bfloat162 xr = *reinterpret_cast<const __nv_bfloat162*>(&xb);
+          *reinterpret_cast<uint32_t*>(&sm.vs[i * S::SV + vv]) =
+              pack_bf16(__low2float(xr) * decay, __high2float(xr) * decay);
+        }
+      }
+    }
+    __syncthreads();
+    // S = exp(G_last) S + k^T vs: warp state rows [16 MT warp, +16 MT), k-dim = the chunk's tokens.
+    {
+      const float dl = __expf(g_last);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < BV / 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) st[mt][nt][e] *= dl;
+#pragma unroll
+      for (int ks = 0; ks < C / 16; ++ks) {
+        uint32_t bb[BV / 16][4];
+#pragma unroll
+        for (int np = 0; np < BV / 16; ++np) frag_b_kn(sm.vs, S::SV, 16 * np, 16 * ks, bb[np]);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          uint32_t a[4];
+          frag_a_t(sm.k[stage], S::SK, 16 * (MT * warp + mt), 16 * ks, a);
+#pragma unroll
+          for (int np = 0; np < BV / 16; ++np) {
+            mma_bf16(st[mt][2 * np], a, bb[np][0], bb[np][1]);
+            mma_bf16(st[mt][2 * np + 1], a, bb[np][2], bb[np][3]);
+          }
+        }
+      }
+    }
+    __syncthreads();  // stage buffers, h and vs are rewritten next iteration
+  }
+  cp_async_wait<0>();
+
+  const int64_t r = state_row(fin, n);
+  if (r >= 0) {
+    float* base = fin.data + (r * HV + hv) * DD;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < BV / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int kk = 16 * (MT * warp + mt) + g + 8 * (e / 2), vv = v0 + 8 * nt + 2 * t + e % 2;
+          base[kmajor ? int64_t(kk) * D + vv : int64_t(vv) * D + kk] = st[mt][nt][e];
+        }
+  }
+}
+
+}  // namespace
+
+template <int D>
+void launch_fwd_h(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
+  const size_t smem = sizeof(HSmem<D>);
+  const int64_t blocks = f.problem.num_seqs * b.HV * (D / BV);
+  allow_smem(fwd_h_kernel<D>, smem);
+  fwd_h_kernel<D><<<grid_1d(blocks, 1), kThreads, smem, s>>>(b, f.initial_state, f.final_state,
+                                                             f.problem.state_layout == StateLayout::kKMajor);
+  GDN_CUDA_LAUNCH_CHECK("fwd_h_kernel");
+}
+
+template void launch_fwd_h<64>(const FastBufs&, const ForwardArgs&, cudaStream_t);
+template void launch_fwd_h<128>(const FastBufs&, const ForwardArgs&, cudaStream_t);
+
+}  // namespace cuda
+}  // namespace gdn

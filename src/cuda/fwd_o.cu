@@ -1,0 +1,172 @@
+// fwd_o: per (chunk, value head), in parallel over all chunks:
+//   o_i = scale (exp(G_i) q_i^T h_c + sum_{j <= i} (q_i . k_j) exp(G_i - G_j) v_new_j)
+// Three mma products per block (q k^T, q h_c, P v_new), operands bf16 in shared memory.
+#include "cuda/fwd_fast.cuh"
+
+namespace gdn {
+namespace cuda {
+namespace {
+
+constexpr int C = kChunkSize;
+constexpr int kThreads = 128;
+
+template <int D>
+struct OSmem {
+  static constexpr int SK = D + 8;
+  static constexpr int SP = C + 8;
+  __nv_bfloat16 q[C * SK];
+  __nv_bfloat16 k[C * SK];
+  __nv_bfloat16 vn[C * SK];
+  __nv_bfloat16 h[D * SK];
+  __nv_bfloat16 P[C * SP];
+  float G[C];
+};
+
+template <int D, typename TO>
+__global__ void __launch_bounds__(kThreads) fwd_o_kernel(FastBufs b, TO* __restrict__ o, int64_t o_st, int64_t o_sh) {
+  extern __shared__ __align__(16) char smem_raw[];
+  using S = OSmem<D>;
+  S& sm = *reinterpret_cast<S*>(smem_raw);
+  const int HV = b.HV;
+  const int64_t gc = blockIdx.x / HV;
+  const int hv = blockIdx.x % HV;
+  const int hk = hv / (HV / b.H);
+  int64_t n, t0;
+  int len;
+  if (!chunk_info(b.pl, gc, n, t0, len)) return;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+
+  for (int e = tid; e < C * D / 8; e += kThreads) {
+    const int i = e / (D / 8), c8 = (e % (D / 8)) * 8;
+    const bool ok = i < len;
+    const int64_t tt = t0 + (ok ? i : 0);
+    cp_async16(&sm.q[i * S::SK + c8], b.qb + (tt * b.H + hk) * D + c8, ok ? 16 : 0);
+    cp_async16(&sm.k[i * S::SK + c8], b.kb + (tt * b.H + hk) * D + c8, ok ? 16 : 0);
+    cp_async16(&sm.vn[i * S::SK + c8], b.v_new + (tt * HV + hv) * D + c8, ok ? 16 : 0);
+  }
+  const __nv_bfloat16* hg = b.h + (gc * HV + hv) * int64_t(D) * D;
+  for (int e = tid; e < D * D / 8; e += kThreads) {
+    const int r = e / (D / 8), c8 = (e % (D / 8)) * 8;
+    cp_async16(&sm.h[r * S::SK + c8], hg + int64_t(r) * D + c8, 16);
+  }
+  if (tid < C) {
+    const bool ok = tid < len;
+    cp_async4(&sm.G[tid], b.Gt + int64_t(hv) * b.T + t0 + (ok ? tid : 0), ok ? 4 : 0);
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+
+  const int i0 = 16 * warp + g, i1 = i0 + 8;  // this thread's two rows
+  const float Gi0 = sm.G[i0], Gi1 = sm.G[i1];
+  // P = (q k^T) * exp(G_i - G_j), j <= i: only the column tiles up to this warp's diagonal block.
+  {
+    float acc[C / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < C / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      uint32_t a[4];
+      frag_a(sm.q, S::SK, 16 * warp, 16 * ks, a);
+#pragma unroll
+      for (int np = 0; np < C / 16; ++np) {
+        if (np > warp) break;
+        uint32_t bb[4];
+        frag_b_nk(sm.k, S::SK, 16 * np, 16 * ks, bb);
+        mma_bf16(acc[2 * np], a, bb[0], bb[1]);
+        mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < C / 8; ++nt) {
+      if (nt / 2 > warp) break;
+      const int j = 8 * nt + 2 * t;
+      const float p00 = j <= i0 ? acc[nt][0] * __expf(Gi0 - sm.G[j]) : 0.f;
+      const float p01 = j + 1 <= i0 ? acc[nt][1] * __expf(Gi0 - sm.G[j + 1]) : 0.f;
+      const float p10 = j <= i1 ? acc[nt][2] * __expf(Gi1 - sm.G[j]) : 0.f;
+      const float p11 = j + 1 <= i1 ? acc[nt][3] * __expf(Gi1 - sm.G[j + 1]) : 0.f;
+      *reinterpret_cast<uint32_t*>(&sm.P[i0 * S::SP + j]) = pack_bf16(p00, p01);
+      *reinterpret_cast<uint32_t*>(&sm.P[i1 * S::SP + j]) = pack_bf16(p10, p11);
+    }
+  }
+  __syncwarp();  // P rows of this warp are read only by this warp
+
+  float acc[D / 8][4];
+#pragma unroll
+  for (int nt = 0; nt < D / 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
+  // q h_c
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks) {
+    uint32_t a[4];
+    frag_a(sm.q, S::SK, 16 * warp, 16 * ks, a);
+#pragma unroll
+    for (int np = 0; np < D / 16; ++np) {
+      uint32_t bb[4];
+      frag_b_kn(sm.h, S::SK, 16 * np, 16 * ks, bb);
+      mma_bf16(acc[2 * np], a, bb[0], bb[1]);
+      mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
+    }
+  }
+  const float e0 = __expf(Gi0), e1 = __expf(Gi1);
+#pragma unroll
+  for (int nt = 0; nt < D / 8; ++nt) {
+    acc[nt][0] *= e0; acc[nt][1] *= e0;
+    acc[nt][2] *= e1; acc[nt][3] *= e1;
+  }
+  // + P v_new (k-steps past the diagonal block are zero)
+#pragma unroll
+  for (int ks = 0; ks < C / 16; ++ks) {
+    if (ks > warp) break;
+    uint32_t a[4];
+    frag_a(sm.P, S::SP, 16 * warp, 16 * ks, a);
+#pragma unroll
+    for (int np = 0; np < D / 16; ++np) {
+      uint32_t bb[4];
+      frag_b_kn(sm.vn, S::SK, 16 * np, 16 * ks, bb);
+      mma_bf16(acc[2 * np], a, bb[0], bb[1]);
+      mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
+    }
+  }
+  const float scale = b.scale;
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int i = hf ? i1 : i0;
+    if (i >= len) continue;
+    TO* row = o + (t0 + i) * o_st + hv * o_sh;
+#pragma unroll
+    for (int nt = 0; nt < D / 8; ++nt) {
+      const int vv = 8 * nt + 2 * t;
+      row[vv] = from_f<TO>(scale * acc[nt][2 * hf]);
+      row[vv + 1] = from_f<TO>(scale * acc[nt][2 * hf + 1]);
+    }
+  }
+}
+
+}  // namespace
+
+template <int D>
+void launch_fwd_o(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
+  if (b.pl.max_chunks == 0) return;
+  const size_t smem = sizeof(OSmem<D>);
+  const unsigned blocks = grid_1d(b.pl.max_chunks * b.HV, 1);
+  if (f.problem.dtype == DType::kBFloat16) {
+    auto k = fwd_o_kernel<D, __nv_bfloat16>;
+    allow_smem(k, smem);
+    k<<<blocks, kThreads, smem, s>>>(b, static_cast<__nv_bfloat16*>(f.o.data), f.o.stride_token, f.o.stride_head);
+  } else {
+    auto k = fwd_o_kernel<D, __half>;
+    allow_smem(k, smem);
+    k<<<blocks, kThreads, smem, s>>>(b, static_cast<__half*>(f.o.data), f.o.stride_token, f.o.stride_head);
+  }
+  GDN_CUDA_LAUNCH_CHECK("fwd_o_kernel");
+}
+
+template void launch_fwd_o<64>(const FastBufs&, const ForwardArgs&, cudaStream_t);
+template void launch_fwd_o<128>(const FastBufs&, const ForwardArgs&, cudaStream_t);
+
+}  // namespace cuda
+}  // namespace gdn

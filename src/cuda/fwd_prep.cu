@@ -1,0 +1,203 @@
+// fwd_prep: per (chunk, value head), in parallel over all chunks. Computes the gates (fused or
+// plain), G = chunk-local cumsum, L = beta_i (k_i.k_j) exp(G_i - G_j) (j < i) with mma, the
+// unit lower-triangular inverse A = (I + L)^-1 by forward substitution in fp32, and
+// w = A (beta exp(G) k), u = A (beta v) with mma. Writes G (fp32, head-major) and w, u (bf16).
+#include "cuda/fwd_fast.cuh"
+
+namespace gdn {
+namespace cuda {
+namespace {
+
+constexpr int C = kChunkSize;
+constexpr int kThreads = 128;  // 4 warps, warp w owns rows [16 w, 16 w + 16) of every 64-row product
+
+template <int D>
+struct PrepSmem {
+  static constexpr int SK = D + 8;  // bf16 row stride: +16 bytes keeps ldmatrix conflict-free
+  static constexpr int SA = C + 8;
+  __nv_bfloat16 k[C * SK];   // k, later beta exp(G) k
+  __nv_bfloat16 v[C * SK];   // beta v
+  float L[C * (C + 1)];
+  float A[C * (C + 1)];
+  __nv_bfloat16 Ab[C * SA];
+  float G[C];
+  float beta[C];
+};
+
+template <int D, typename TV>
+__global__ void __launch_bounds__(kThreads) fwd_prep_kernel(FastBufs b, GateArgs ga, const TV* __restrict__ v,
+                                                          int64_t v_st, int64_t v_sh) {
+  extern __shared__ __align__(16) char smem_raw[];
+  using S = PrepSmem<D>;
+  S& sm = *reinterpret_cast<S*>(smem_raw);
+  const int HV = b.HV;
+  const int64_t gc = blockIdx.x / HV;
+  const int hv = blockIdx.x % HV;
+  const int hk = hv / (HV / b.H);
+  int64_t n, t0;
+  int len;
+  if (!chunk_info(b.pl, gc, n, t0, len)) return;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+
+  // k rows (bf16, packed): async, zero-filled past the end of the sequence.
+  for (int e = tid; e < C * D / 8; e += kThreads) {
+    const int i = e / (D / 8), c8 = (e % (D / 8)) * 8;
+    const bool ok = i < len;
+    cp_async16(&sm.k[i * S::SK + c8], b.kb + ((t0 + (ok ? i : 0)) * b.H + hk) * D + c8, ok ? 16 : 0);
+  }
+  cp_async_commit();
+
+  // Gates and the inclusive cumsum over the chunk (2 warps, shuffle scan).
+  if (tid < C) {
+    float g = 0.f, be = 0.f;
+    if (tid < len) load_gates(ga, t0 + tid, hv, g, be);
+    float x = g;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const float y = __shfl_up_sync(0xffffffffu, x, o);
+      if (lane >= o) x += y;
+    }
+    sm.G[tid] = x;  // per-warp inclusive scan
+    sm.beta[tid] = be;
+  }
+  __syncthreads();
+  if (tid >= 32 && tid < C) sm.G[tid] += sm.G[31];
+  __syncthreads();
+  if (tid < len) b.Gt[int64_t(hv) * b.T + t0 + tid] = sm.G[tid];
+
+  // beta v -> bf16 (scalar loads: v's strides need not be 16-byte aligned).
+  for (int e = tid; e < C * D; e += kThreads) {
+    const int i = e / D, d = e % D;
+    const float x = i < len ? to_f(v[(t0 + i) * v_st + hv * v_sh + d]) * sm.beta[i] : 0.f;
+    sm.v[i * S::SK + d] = __float2bfloat16_rn(x);
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+
+  // L = k k^T (lower part only: column tiles up to the diagonal block of this warp's rows).
+  {
+    float acc[C / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < C / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      uint32_t a[4];
+      frag_a(sm.k, S::SK, 16 * warp, 16 * ks, a);
+#pragma unroll
+      for (int np = 0; np < C / 16; ++np) {
+        if (np > warp) break;
+        uint32_t bb[4];
+        frag_b_nk(sm.k, S::SK, 16 * np, 16 * ks, bb);
+        mma_bf16(acc[2 * np], a, bb[0], bb[1]);
+        mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
+      }
+    }
+    const int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int nt = 0; nt < C / 8; ++nt) {
+      if (nt / 2 > warp) break;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = 16 * warp + g + (e / 2) * 8, j = 8 * nt + 2 * t + (e % 2);
+        // Mask before exponentiating: G_i - G_j > 0 (overflow) for j > i.
+        sm.L[i * (C + 1) + j] = j < i ? sm.beta[i] * acc[nt][e] * __expf(sm.G[i] - sm.G[j]) : 0.f;
+      }
+    }
+  }
+  // A's columns start as identity columns.
+  for (int e = tid; e < C * C; e += kThreads) {
+    const int i = e / C, j = e % C;
+    sm.A[i * (C + 1) + j] = i == j ? 1.f : 0.f;
+  }
+  __syncthreads();
+
+  // Forward substitution, two threads per column c (even / odd j), combined by a shuffle:
+  // A[i][c] = -sum_{c <= j < i} L[i][j] A[j][c]. A column is read only by its own pair.
+  {
+    const int c = tid / 2, p = tid % 2;
+    for (int i = 1; i < C; ++i) {
+      float s = 0.f;
+      for (int j = c + p; j < i; j += 2) s += sm.L[i * (C + 1) + j] * sm.A[j * (C + 1) + c];
+      s += __shfl_xor_sync(0xffffffffu, s, 1);
+      if (p == 0 && i > c) sm.A[i * (C + 1) + c] = -s;
+      __syncwarp();
+    }
+  }
+  __syncthreads();
+  for (int e = tid; e < C * C; e += kThreads) {
+    const int i = e / C, j = e % C;
+    sm.Ab[i * S::SA + j] = __float2bfloat16_rn(sm.A[i * (C + 1) + j]);
+  }
+  // k <- beta exp(G) k, in place (each element by the thread that owns it).
+  for (int e = tid; e < C * D; e += kThreads) {
+    const int i = e / D, d = e % D;
+    const float x = __bfloat162float(sm.k[i * S::SK + d]) * sm.beta[i] * __expf(sm.G[i]);
+    sm.k[i * S::SK + d] = __float2bfloat16_rn(x);
+  }
+  __syncthreads();
+
+  // w = A kb, u = A vb: warp rows [16 w, 16 w + 16), all D columns; only the lower-triangular
+  // k-steps (A[i][j] = 0 for j > i) are issued.
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int which = 0; which < 2; ++which) {
+    const __nv_bfloat16* src = which == 0 ? sm.k : sm.v;
+    __nv_bfloat16* dst = which == 0 ? b.w : b.u;
+    float acc[D / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < D / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < C / 16; ++ks) {
+      if (ks > warp) break;
+      uint32_t a[4];
+      frag_a(sm.Ab, S::SA, 16 * warp, 16 * ks, a);
+#pragma unroll
+      for (int np = 0; np < D / 16; ++np) {
+        uint32_t bb[4];
+        frag_b_kn(src, S::SK, 16 * np, 16 * ks, bb);
+        mma_bf16(acc[2 * np], a, bb[0], bb[1]);
+        mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
+      }
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = 16 * warp + g + half * 8;
+      if (i < len) {
+        uint32_t* row = reinterpret_cast<uint32_t*>(dst + ((t0 + i) * HV + hv) * D);
+#pragma unroll
+        for (int nt = 0; nt < D / 8; ++nt) row[(8 * nt + 2 * t) / 2] = pack_bf16(acc[nt][2 * half], acc[nt][2 * half + 1]);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+template <int D>
+void launch_fwd_prep(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
+  if (b.pl.max_chunks == 0) return;
+  const size_t smem = sizeof(PrepSmem<D>);
+  const unsigned blocks = grid_1d(b.pl.max_chunks * b.HV, 1);
+  const GateArgs ga = make_gates(f);
+  if (f.problem.dtype == DType::kBFloat16) {
+    auto k = fwd_prep_kernel<D, __nv_bfloat16>;
+    allow_smem(k, smem);
+    k<<<blocks, kThreads, smem, s>>>(b, ga, static_cast<const __nv_bfloat16*>(f.v.data), f.v.stride_token,
+                                     f.v.stride_head);
+  } else {
+    auto k = fwd_prep_kernel<D, __half>;
+    allow_smem(k, smem);
+    k<<<blocks, kThreads, smem, s>>>(b, ga, static_cast<const __half*>(f.v.data), f.v.stride_token, f.v.stride_head);
+  }
+  GDN_CUDA_LAUNCH_CHECK("fwd_prep_kernel");
+}
+
+template void launch_fwd_prep<64>(const FastBufs&, const ForwardArgs&, cudaStream_t);
+template void launch_fwd_prep<128>(const FastBufs&, const ForwardArgs&, cudaStream_t);
+
+}  // namespace cuda
+}  // namespace gdn
