@@ -165,6 +165,11 @@ class Env:
             return x.dtype.is_floating_point
         return self.xp.issubdtype(x.dtype, self.xp.floating)
 
+    def is_f32(self, x) -> bool:
+        if self.kind == "torch":
+            return x.dtype == _torch.float32
+        return x.dtype == self.xp.float32
+
     def dtype_name(self, x) -> str:
         if self.kind == "torch":
             return str(x.dtype).replace("torch.", "")

@@ -5,7 +5,12 @@ tensors) or straight to the binding (numpy / cupy arrays)."""
 from __future__ import annotations
 
 from . import _C
-from ._env import Env, is_torch, same_framework
+from ._env import Env, _torch, same_framework
+
+if _torch is not None and hasattr(_torch.library, "custom_op"):
+    from ._torch_ops import forward_op
+else:  # numpy / cupy only
+    forward_op = None
 
 _FLA_CHUNK_SIZES = (16, 32, 64)
 
@@ -90,7 +95,7 @@ def run_forward(op, q, k, v, g, beta, *, scale, initial_state, output_final_stat
         if use_beta_sigmoid:
             beta = env.sigmoid(beta, 2.0 if allow_neg_eigval else 1.0)
     # g and beta share one dtype: fp32, or the input dtype.
-    if g.dtype != beta.dtype or (g.dtype != q.dtype and env.dtype_name(g) != "float32"):
+    if g.dtype != beta.dtype or (g.dtype != q.dtype and not env.is_f32(g)):
         g, beta = env.to_f32(g), env.to_f32(beta)
 
     if scale is None:
@@ -127,7 +132,7 @@ def run_forward(op, q, k, v, g, beta, *, scale, initial_state, output_final_stat
         initial_state = None
     else:
         if initial_state is not None:
-            if state_indices is None and (env.dtype_name(initial_state) != "float32"):
+            if state_indices is None and not env.is_f32(initial_state):
                 initial_state = env.to_f32(initial_state)  # fla accepts low-precision h0; states are fp32
             if state_indices is None:
                 initial_state = env.contiguous(initial_state)
@@ -140,9 +145,7 @@ def run_forward(op, q, k, v, g, beta, *, scale, initial_state, output_final_stat
     args = (q, k, v, g, beta, o, A_log, dt_bias, initial_state, initial_indices, initial_indices_cpu,
             final_state, final_indices, final_indices_cpu, final_is_initial, cu_seqlens, cu_seqlens_cpu,
             scale, bool(use_qk_l2norm), bool(state_v_first), fused_gate, bool(recurrent))
-    if kind == "torch":
-        from ._torch_ops import forward_op
-
+    if kind == "torch" and forward_op is not None:
         forward_op(*args)
     else:
         call_binding(env, *args)

@@ -168,7 +168,7 @@ def chunk_fwd_h(k, w, u, G, initial_state=None, output_final_state=False, state_
         v_new = env.empty((T, HV, V), "float32")
     bufs = dict(k=k, w=w, u=u, G=G, h=h, v_new=v_new)
     final = None
-    if initial_state is not None and state_indices is None and env.dtype_name(initial_state) != "float32" \
+    if initial_state is not None and state_indices is None and not env.is_f32(initial_state) \
             and not inplace_final_state:
         initial_state = env.contiguous(env.to_f32(initial_state))
     if inplace_final_state:

@@ -112,3 +112,73 @@ def ragged_cu_seqlens(rng, num_seqs, max_len, with_empty=True):
     if with_empty and num_seqs > 2:
         lens[rng.integers(0, num_seqs)] = 0
     return np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+
+
+def torch_recurrence(q, k, v, g, beta, scale=None, initial_state=None, cu_seqlens_cpu=None, use_qk_l2norm=False,
+                     state_v_first=False, state_indices=None):
+    """The same definition in float64 with torch, on the inputs' device (fast on a GPU): all
+    sequences step together, padded with g = 0 and beta = 0 (which leave a state unchanged).
+    q, k: [B, T, H, K]; cu_seqlens_cpu: host boundaries (then B == 1). Returns (o like v, final
+    [N, HV, K, V] or [N, HV, V, K]) in float64; negative state_indices start from zeros."""
+    import torch
+
+    B, Tb, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    dev = q.device
+    if cu_seqlens_cpu is None:
+        cu = [i * Tb for i in range(B + 1)]
+    else:
+        cu = [int(x) for x in cu_seqlens_cpu]
+    flat = lambda x: x.reshape((B * Tb,) + tuple(x.shape[2:])).double()  # noqa: E731
+    qf, kf, vf, gf, bf = (flat(x) for x in (q, k, v, g, beta))
+    if use_qk_l2norm:
+        qf = qf / torch.sqrt((qf * qf).sum(-1, keepdim=True) + 1e-6)
+        kf = kf / torch.sqrt((kf * kf).sum(-1, keepdim=True) + 1e-6)
+    if scale is None:
+        scale = K ** -0.5
+    N = len(cu) - 1
+    lens = [cu[n + 1] - cu[n] for n in range(N)]
+    L = max(max(lens), 1)
+    starts = torch.tensor(cu[:-1], device=dev)
+    ar = torch.arange(L, device=dev)
+    valid = ar[None, :] < torch.tensor(lens, device=dev)[:, None]  # [N, L]
+    pos = (starts[:, None] + ar[None, :]).clamp(max=max(B * Tb - 1, 0))
+    rep = HV // H
+    Q = qf[pos].repeat_interleave(rep, dim=2)  # [N, L, HV, K]
+    Kk = kf[pos].repeat_interleave(rep, dim=2)
+    Vv = vf[pos]
+    G = torch.where(valid[..., None], gf[pos], torch.zeros((), dtype=torch.float64, device=dev))
+    Bt = torch.where(valid[..., None], bf[pos], torch.zeros((), dtype=torch.float64, device=dev))
+    S = torch.zeros((N, HV, K, V), dtype=torch.float64, device=dev)
+    if initial_state is not None:
+        h0 = initial_state.double()
+        if state_v_first:
+            h0 = h0.transpose(-1, -2)
+        if state_indices is None:
+            S = h0[:N].clone()
+        else:
+            idx = state_indices.to(dev).long()
+            S = torch.where((idx >= 0)[:, None, None, None], h0[idx.clamp(min=0)], S)
+    O = torch.empty((N, L, HV, V), dtype=torch.float64, device=dev)
+    dg = G.exp()
+    for t in range(L):
+        S = S * dg[:, t, :, None, None]
+        kt = Kk[:, t]
+        kv = torch.einsum("nhkv,nhk->nhv", S, kt)
+        vn = Bt[:, t, :, None] * (Vv[:, t] - kv)
+        S = S + kt[..., :, None] * vn[..., None, :]
+        O[:, t] = scale * torch.einsum("nhkv,nhk->nhv", S, Q[:, t])
+    o = torch.zeros((B * Tb, HV, V), dtype=torch.float64, device=dev)
+    o[pos[valid]] = O[valid]
+    final = S.transpose(-1, -2) if state_v_first else S
+    return o.reshape(v.shape), final
+
+
+def torch_rel_err(out, ref):
+    import torch
+
+    out = out.double()
+    ref = ref.double()
+    assert torch.isfinite(out).all(), "output holds NaN or Inf"
+    den = torch.linalg.vector_norm(ref)
+    return float(torch.linalg.vector_norm(out - ref) / (den if den > 0 else 1.0))

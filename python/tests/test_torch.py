@@ -1,0 +1,342 @@
+"""gdn with PyTorch: the custom op (opcheck, torch.compile, CUDA graphs, streams) and, on a GPU,
+agreement with flash-linear-attention and the float64 recurrence on the SPEC cases.
+Skipped without torch; the CUDA tests are skipped without a GPU (or a gdn built without CUDA),
+the fla comparisons without fla."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import gdn  # noqa: E402
+from gdn_ref import torch_recurrence, torch_rel_err  # noqa: E402
+
+HAS_CUDA = torch.cuda.is_available() and gdn.cuda_available()
+DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])
+needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and gdn built with CUDA")
+
+try:
+    from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fla_chunk
+    from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule as fla_recurrent
+except Exception:  # noqa: BLE001
+    fla_chunk = fla_recurrent = None
+needs_fla = pytest.mark.skipif(fla_chunk is None or not HAS_CUDA, reason="needs flash-linear-attention and CUDA")
+
+BF16_TOL = 5e-3
+
+
+def gen(seed, B, T, H, HV, K, V, dtype, device, gate_scale=1.0, n_states=None, state_v_first=False):
+    """Fresh inputs: l2-normed k (q too, as models do after their own norm), logsigmoid gates."""
+    gen_ = torch.Generator(device="cpu").manual_seed(seed)
+    r = lambda *s: torch.randn(*s, generator=gen_)  # noqa: E731
+    q = r(B, T, H, K)
+    k = torch.nn.functional.normalize(r(B, T, H, K), dim=-1)
+    v = r(B, T, HV, V)
+    g = gate_scale * torch.nn.functional.logsigmoid(r(B, T, HV))
+    beta = r(B, T, HV).sigmoid()
+    n = B if n_states is None else n_states
+    h0 = r(n, HV, V, K) if state_v_first else r(n, HV, K, V)
+    to = lambda x, dt: x.to(dtype=dt, device=device)  # noqa: E731
+    return (to(q, dtype), to(k, dtype), to(v, dtype), to(g, torch.float32), to(beta, torch.float32),
+            to(h0, torch.float32))
+
+
+# ------------------------------------------------------------------------------------------------
+# Correctness through torch (CPU and CUDA)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("state_v_first", [False, True])
+def test_torch_matches_reference(device, state_v_first):
+    K = V = 64
+    cu_cpu = torch.tensor([0, 33, 33, 200, 321], dtype=torch.int64)
+    T, N = int(cu_cpu[-1]), 4
+    q, k, v, g, beta, h0 = gen(1, 1, T, 2, 4, K, V, torch.bfloat16, device, n_states=N, state_v_first=state_v_first)
+    cu = cu_cpu.to(device)
+    o, ht = gdn.chunk_gated_delta_rule(q, k, v, g, beta, initial_state=h0, output_final_state=True, cu_seqlens=cu,
+                                       cu_seqlens_cpu=cu_cpu, use_qk_l2norm_in_kernel=True,
+                                       state_v_first=state_v_first)
+    assert o.dtype == torch.bfloat16 and o.shape == v.shape and o.device == q.device
+    ro, rh = torch_recurrence(q, k, v, g, beta, initial_state=h0, cu_seqlens_cpu=cu_cpu, use_qk_l2norm=True,
+                              state_v_first=state_v_first)
+    assert torch_rel_err(o, ro) <= BF16_TOL
+    assert torch_rel_err(ht, rh) <= BF16_TOL
+    o2, ht2 = gdn.fused_recurrent_gated_delta_rule(q, k, v, g, beta=beta, initial_state=h0, output_final_state=True,
+                                                   cu_seqlens=cu, use_qk_l2norm_in_kernel=True,
+                                                   state_v_first=state_v_first)
+    assert torch_rel_err(o2, ro) <= BF16_TOL
+    assert torch_rel_err(ht2, rh) <= BF16_TOL
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_pool_decode_in_place(device):
+    N, slots, H, HV, K, V = 6, 13, 2, 4, 64, 64
+    q, k, v, _, _, _ = gen(2, N, 1, H, HV, K, V, torch.float16, device)
+    a = torch.randn(N, 1, HV, device=device)
+    b = torch.randn(N, 1, HV, device=device)
+    A_log = torch.rand(HV, device=device) - 0.5
+    dt_bias = torch.randn(HV, device=device)
+    pool = torch.randn(slots, HV, V, K, device=device)
+    before = pool.clone()
+    idx = torch.randperm(slots)[:N].to(torch.int32)
+    idx[2] = -1
+    o = gdn.decode_(q, k, v, a, b, pool, idx.to(device), A_log=A_log, dt_bias=dt_bias, state_v_first=True,
+                    use_qk_l2norm_in_kernel=True, state_indices_cpu=idx)
+    g = -A_log.exp() * torch.nn.functional.softplus(a + dt_bias)
+    ro, rh = torch_recurrence(q, k, v, g, b.sigmoid(), initial_state=before, state_indices=idx,
+                              use_qk_l2norm=True, state_v_first=True)
+    assert torch_rel_err(o, ro) <= BF16_TOL
+    for n in range(N):
+        if idx[n] >= 0:
+            assert torch_rel_err(pool[int(idx[n])], rh[n]) <= 1e-4
+    untouched = sorted(set(range(slots)) - {int(i) for i in idx if i >= 0})
+    assert torch.equal(pool[untouched], before[untouched])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_errors_name_the_argument(device):
+    q, k, v, g, beta, h0 = gen(3, 1, 64, 2, 4, 64, 64, torch.bfloat16, device)
+    with pytest.raises(ValueError, match="HV"):
+        gdn.chunk_gated_delta_rule(q, k, v[:, :, :3], g[..., :3], beta[..., :3])
+    with pytest.raises(TypeError, match="v has dtype"):
+        gdn.chunk_gated_delta_rule(q, k, v.half(), g, beta)
+    with pytest.raises(ValueError, match="initial_state"):
+        gdn.chunk_gated_delta_rule(q, k, v, g, beta, initial_state=torch.cat([h0, h0]))
+    with pytest.raises(TypeError, match="k is a numpy"):
+        gdn.chunk_gated_delta_rule(q, k.float().cpu().numpy(), v, g, beta)
+    if device == "cuda":
+        with pytest.raises(TypeError, match="cu_seqlens is on cpu"):
+            gdn.chunk_gated_delta_rule(q, k, v, g, beta, cu_seqlens=torch.tensor([0, 64]))
+        with pytest.raises(ValueError, match="cu_seqlens_cpu"):
+            gdn.chunk_gated_delta_rule(q, k, v, g, beta, cu_seqlens=torch.tensor([0, 64], device=device),
+                                       cu_seqlens_cpu=torch.tensor([0, 63]))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_requires_grad_inputs_run(device):
+    q, k, v, g, beta, h0 = gen(4, 2, 64, 1, 2, 64, 64, torch.float32, device)
+    q.requires_grad_(True)
+    v.requires_grad_(True)
+    o, ht = gdn.chunk_gated_delta_rule(q, k, v, g, beta, initial_state=h0, output_final_state=True)
+    ro, rh = torch_recurrence(q.detach(), k, v.detach(), g, beta, initial_state=h0)
+    assert torch_rel_err(o.detach(), ro) <= 2e-3
+
+
+# ------------------------------------------------------------------------------------------------
+# The custom op: opcheck, torch.compile
+
+
+def _op_args(device, pool=False, fused=False):
+    N, H, HV, K, V = 3, 2, 4, 64, 64
+    cu_cpu = torch.tensor([0, 10, 70, 100], dtype=torch.int32)
+    T = int(cu_cpu[-1])
+    q, k, v, g, beta, h0 = gen(5, 1, T, H, HV, K, V, torch.bfloat16, device, n_states=N)
+    o = torch.empty_like(v)
+    cu = cu_cpu.to(device)
+    A_log = dt_bias = None
+    if fused:
+        A_log = torch.randn(HV, device=device)
+        dt_bias = torch.randn(HV, device=device)
+        beta = torch.randn_like(beta)
+        g = torch.randn_like(g)
+    scale = K ** -0.5
+    if pool:
+        state = torch.randn(7, HV, K, V, device=device)
+        idx = torch.tensor([4, -1, 0], dtype=torch.int32, device=device)
+        return (q, k, v, g, beta, o, A_log, dt_bias, None, None, None, state, idx, None, True, cu, cu_cpu, scale,
+                True, False, fused, False)
+    final = torch.empty(N, HV, K, V, device=device)
+    return (q, k, v, g, beta, o, A_log, dt_bias, h0, None, None, final, None, None, False, cu, cu_cpu, scale, True,
+            False, fused, False)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("variant", ["dense", "pool", "fused"])
+def test_opcheck(device, variant):
+    args = _op_args(device, pool=variant == "pool", fused=variant == "fused")
+    torch.library.opcheck(torch.ops.gdn.forward_.default, args)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_compile_fullgraph(device):
+    torch._dynamo.reset()
+    N, H, HV, K, V = 3, 2, 4, 64, 64
+    q, k, v, g, beta, h0 = gen(6, N, 80, H, HV, K, V, torch.bfloat16, device)
+    pool = torch.randn(2 * N, HV, K, V, device=device)
+    idx = torch.tensor([5, 0, 2], dtype=torch.int32, device=device)
+
+    def layer(q, k, v, g, beta, h0, pool, idx):
+        o, ht = gdn.chunk_gated_delta_rule(q, k, v, g, beta, initial_state=h0, output_final_state=True,
+                                           use_qk_l2norm_in_kernel=True)
+        o2 = gdn.decode_(q[:, -1:], k[:, -1:], v[:, -1:], g[:, -1:], beta[:, -1:], pool, idx,
+                         use_qk_l2norm_in_kernel=True)
+        return o.float().sum(-1) * 2, ht + 1, o2
+
+    pool_eager = pool.clone()
+    ref = layer(q, k, v, g, beta, h0, pool_eager, idx)
+    compiled = torch.compile(layer, fullgraph=True)
+    got = compiled(q, k, v, g, beta, h0, pool, idx)
+    for a, b in zip(got, ref):
+        torch.testing.assert_close(a, b, rtol=1e-2, atol=1e-2)
+    torch.testing.assert_close(pool, pool_eager)  # the in-place pool update happened under compile too
+
+
+# ------------------------------------------------------------------------------------------------
+# CUDA: graphs, streams, fla
+
+
+@needs_cuda
+def test_cuda_graph_capture_replay():
+    N, H, HV, K, V = 4, 2, 8, 128, 128
+    cu_cpu = torch.tensor([0, 100, 164, 400, 401], dtype=torch.int64)
+    T = int(cu_cpu[-1])
+    q, k, v, g, beta, h0 = gen(7, 1, T, H, HV, K, V, torch.bfloat16, "cuda", n_states=N)
+    cu = cu_cpu.cuda()
+    pool = torch.randn(2 * N, HV, V, K, device="cuda")
+    idx = torch.tensor([3, 0, -1, 6], dtype=torch.int32, device="cuda")
+    dq, dk, dv, dg, db, _ = gen(8, N, 1, H, HV, K, V, torch.bfloat16, "cuda")
+
+    def step(with_cpu):
+        o, ht = gdn.chunk_gated_delta_rule(q, k, v, g, beta, initial_state=h0, output_final_state=True,
+                                           cu_seqlens=cu, cu_seqlens_cpu=cu_cpu if with_cpu else None,
+                                           use_qk_l2norm_in_kernel=True)
+        od = gdn.decode_(dq, dk, dv, dg, db, pool, idx, state_v_first=True, use_qk_l2norm_in_kernel=True)
+        return o, ht, od
+
+    for with_cpu in (True, False):
+        pool0 = pool.clone()
+        eager = step(with_cpu)
+        pool_eager = pool.clone()
+        pool.copy_(pool0)
+        torch.cuda.synchronize()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):  # warm up on a side stream, as torch recommends
+            step(with_cpu)
+        torch.cuda.current_stream().wait_stream(s)
+        pool.copy_(pool0)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static = step(with_cpu)
+        # capture does not run the work: replay computes from the current inputs
+        pool.copy_(pool0)
+        graph.replay()
+        torch.cuda.synchronize()
+        for a, b in zip(static, eager):
+            assert torch.equal(a, b)
+        assert torch.equal(pool, pool_eager)
+        # new data in the same buffers, replay again
+        q.copy_(torch.randn_like(q))
+        v.copy_(torch.randn_like(v))
+        pool.copy_(pool0)
+        graph.replay()
+        pool_after = pool.clone()
+        pool.copy_(pool0)
+        eager2 = step(with_cpu)
+        torch.cuda.synchronize()
+        for a, b in zip(static, eager2):
+            assert torch.equal(a, b)
+        assert torch.equal(pool_after, pool)
+
+
+@needs_cuda
+def test_non_default_stream_is_honoured():
+    H, HV, K, V = 2, 4, 128, 128
+    q, k, v, g, beta, h0 = gen(9, 2, 512, H, HV, K, V, torch.bfloat16, "cuda")
+    ref_o, ref_h = gdn.chunk_gated_delta_rule(q, k, v, g, beta, initial_state=h0, output_final_state=True)
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    q2 = torch.zeros_like(q)
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(200_000_000)  # keeps stream s busy: q2 is filled late on s
+        q2.copy_(q)
+        o, ht = gdn.chunk_gated_delta_rule(q2, k, v, g, beta, initial_state=h0, output_final_state=True)
+        od = gdn.fused_recurrent_gated_delta_rule(q2[:, :1], k[:, :1], v[:, :1], g[:, :1], beta=beta[:, :1],
+                                                  initial_state=h0)[0]
+    torch.cuda.synchronize()
+    assert torch.equal(o, ref_o) and torch.equal(ht, ref_h)
+    od_ref = gdn.fused_recurrent_gated_delta_rule(q[:, :1], k[:, :1], v[:, :1], g[:, :1], beta=beta[:, :1],
+                                                  initial_state=h0)[0]
+    assert torch.equal(od, od_ref)
+
+
+@needs_cuda
+def test_cuda_stages_compose():
+    import gdn.stages as st
+
+    H, HV, K, V = 2, 4, 128, 128
+    cu_cpu = torch.tensor([0, 130, 131, 300], dtype=torch.int32)
+    T, N = int(cu_cpu[-1]), 3
+    q, k, v, g, beta, h0 = gen(10, 1, T, H, HV, K, V, torch.bfloat16, "cuda", n_states=N)
+    cu = cu_cpu.cuda()
+    qn, kn = st.l2norm(q), st.l2norm(k)
+    G = st.chunk_local_cumsum(g, cu_seqlens=cu, cu_seqlens_cpu=cu_cpu)
+    L = st.chunk_scaled_dot_kkt(kn, beta, G, cu_seqlens=cu)
+    A = st.solve_tril(L, cu_seqlens=cu)
+    w, u = st.recompute_w_u(kn, v, beta, A, G, cu_seqlens=cu)
+    h, v_new, ht = st.chunk_fwd_h(kn, w, u, G, initial_state=h0, output_final_state=True, cu_seqlens=cu)
+    o = st.chunk_fwd_o(qn, kn, v_new, h, G, cu_seqlens=cu)
+    ro, rh = torch_recurrence(q, k, v, g, beta, initial_state=h0, cu_seqlens_cpu=cu_cpu, use_qk_l2norm=True)
+    assert torch_rel_err(o, ro) <= BF16_TOL and torch_rel_err(ht, rh) <= BF16_TOL
+
+
+# SPEC section 6 cases (sequence lengths); the long single-sequence ones are in bench/bench_gpu.py.
+def _mixed_lengths():
+    lens = [256, 4096, 512, 1024, 3000, 768, 2048, 300, 1500, 4000, 640, 2500, 1100, 3500, 2600]
+    return lens + [32768 - sum(lens)]
+
+
+SPEC_CASES = {
+    "1x4k": [4096],
+    "4x8k": [8192] * 4,
+    "8x1k": [1024] * 8,
+    "mixed": _mixed_lengths(),
+    "64x256": [256] * 64,
+    "256x64": [64] * 256,
+}
+
+
+@needs_fla
+@pytest.mark.parametrize("case", list(SPEC_CASES))
+def test_matches_fla_on_spec_cases(case):
+    lens = SPEC_CASES[case]
+    H, HV, K, V = 16, 32, 128, 128
+    T, N = sum(lens), len(lens)
+    cu_cpu = torch.tensor([0] + list(np.cumsum(lens)), dtype=torch.int64)
+    cu = cu_cpu.cuda()
+    q, k, v, g, beta, h0 = gen(11, 1, T, H, HV, K, V, torch.bfloat16, "cuda", n_states=N)
+    kw = dict(initial_state=h0, output_final_state=True, use_qk_l2norm_in_kernel=True, cu_seqlens=cu)
+    o, ht = gdn.chunk_gated_delta_rule(q, k, v, g, beta, cu_seqlens_cpu=cu_cpu, **kw)
+    fo, fht = fla_chunk(q, k, v, g, beta, cu_seqlens_cpu=cu_cpu, **kw)
+    ro, rh = torch_recurrence(q, k, v, g, beta, initial_state=h0, cu_seqlens_cpu=cu_cpu, use_qk_l2norm=True)
+    e = dict(gdn_o=torch_rel_err(o, ro), fla_o=torch_rel_err(fo, ro), gdn_h=torch_rel_err(ht, rh),
+             fla_h=torch_rel_err(fht, rh), diff_o=torch_rel_err(o, fo.double()))
+    print(f"{case}: " + " ".join(f"{k}={v:.2e}" for k, v in e.items()))
+    assert e["gdn_o"] <= BF16_TOL and e["gdn_h"] <= BF16_TOL
+    assert e["diff_o"] <= 2 * BF16_TOL  # gdn equals fla within the bf16 tolerance
+    # at least as accurate as fla (with slack for rounding noise)
+    assert e["gdn_o"] <= max(1.25 * e["fla_o"], 2e-3)
+    assert e["gdn_h"] <= max(1.25 * e["fla_h"], 2e-3)
+
+
+@needs_fla
+@pytest.mark.parametrize("state_v_first", [False, True])
+def test_decode_matches_fla(state_v_first):
+    N, H, HV, K, V = 64, 16, 32, 128, 128
+    q, k, v, g, beta, h0 = gen(12, N, 1, H, HV, K, V, torch.bfloat16, "cuda", state_v_first=state_v_first)
+    kw = dict(initial_state=h0, output_final_state=True, use_qk_l2norm_in_kernel=True, state_v_first=state_v_first)
+    o, ht = gdn.fused_recurrent_gated_delta_rule(q, k, v, g, beta=beta, **kw)
+    fo, fht = fla_recurrent(q, k, v, g, beta=beta, **kw)
+    ro, rh = torch_recurrence(q, k, v, g, beta, initial_state=h0, use_qk_l2norm=True, state_v_first=state_v_first)
+    assert torch_rel_err(o, ro) <= BF16_TOL and torch_rel_err(ht, rh) <= 1e-4
+    assert torch_rel_err(o, fo.double()) <= 2 * BF16_TOL
+    assert torch_rel_err(ht, fht.double()) <= 1e-4
+
+
+if os.environ.get("GDN_TEST_VERBOSE"):
+    print("devices:", DEVICES, "fla:", fla_chunk is not None)
