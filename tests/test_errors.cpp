@@ -1,0 +1,249 @@
+// Every bad-input case of SPEC.md section 5: the call throws gdn::Error whose message names the
+// argument and the expected value, and nothing is written (o keeps its NaN fill, the pool its
+// values). Runs on the CPU, and on CUDA with host copies of the device-side indices.
+#include <cmath>
+#include <functional>
+
+#include "harness.h"
+
+namespace gdn {
+namespace test {
+namespace {
+
+// A small valid problem on a backend: 2 sequences (4 and 6 tokens), H=2, HV=4, K=V=64, pooled
+// states updated in place.
+struct Fixture {
+  Backend be;
+  std::vector<int32_t> cu_host{0, 4, 10};
+  std::vector<int32_t> idx_host{3, 0};
+  Buffer q, k, v, g, beta, o, cu, pool, idx, ws, A_log, dt_bias;
+  std::vector<float> pool_before;
+  ForwardArgs a;
+  Exec exec;
+
+  explicit Fixture(Backend backend) : be(backend) {
+    const int64_t T = 10;
+    std::mt19937_64 rng(test_seed());
+    std::normal_distribution<float> nd;
+    auto rnd = [&](size_t n) {
+      std::vector<float> x(n);
+      for (float& f : x) f = nd(rng);
+      return x;
+    };
+    q = upload_vec(be, rnd(T * 2 * 64));
+    k = upload_vec(be, rnd(T * 2 * 64));
+    v = upload_vec(be, rnd(T * 4 * 64));
+    g = upload_vec(be, std::vector<float>(T * 4, -0.1f));
+    beta = upload_vec(be, std::vector<float>(T * 4, 0.5f));
+    o = upload_vec(be, std::vector<float>(T * 4 * 64, std::nanf("")));
+    cu = upload_vec(be, cu_host);
+    pool_before = rnd(5 * 4 * 64 * 64);
+    pool = upload_vec(be, pool_before);
+    idx = upload_vec(be, idx_host);
+    A_log = upload_vec(be, std::vector<float>(4, 0.0f));
+    dt_bias = upload_vec(be, std::vector<float>(4, 0.0f));
+    Problem& p = a.problem;
+    p.num_tokens = T;
+    p.num_seqs = 2;
+    p.num_qk_heads = 2;
+    p.num_v_heads = 4;
+    p.head_k = 64;
+    p.head_v = 64;
+    p.dtype = DType::kFloat32;
+    p.gate_dtype = DType::kFloat32;
+    p.use_qk_l2norm = true;
+    p.cu_seqlens = cu.data();
+    p.cu_seqlens_host = cu_host.data();
+    a.q.data = q.data();
+    a.k.data = k.data();
+    a.v.data = v.data();
+    a.g.data = g.data();
+    a.beta.data = beta.data();
+    a.o.data = o.data();
+    StateRef s;
+    s.data = pool.as<float>();
+    s.num_slots = 5;
+    s.indices = idx.data();
+    s.indices_host = idx_host.data();
+    a.initial_state = s;
+    a.final_state = s;
+    exec.backend = be;
+    const size_t bytes = chunk_gated_delta_rule_workspace_size(p, exec);
+    ws = Buffer(be, bytes);
+    exec.workspace = ws.data();
+    exec.workspace_bytes = bytes;
+  }
+
+  // Nothing was written: o is all NaN and the pool is bitwise unchanged.
+  void expect_untouched() const {
+    std::vector<float> ov(o.bytes() / 4), pv(pool.bytes() / 4);
+    o.download(ov.data(), o.bytes());
+    pool.download(pv.data(), pool.bytes());
+    for (float x : ov) ASSERT_TRUE(std::isnan(x)) << "o was written by a rejected call";
+    EXPECT_EQ(0, std::memcmp(pv.data(), pool_before.data(), pool.bytes())) << "pool was written by a rejected call";
+  }
+};
+
+// Calls `op` (both the chunked forward and the decode step) after `edit`, expecting an error
+// whose message contains every piece of `expected`.
+void expect_rejected(Backend be, const std::function<void(Fixture&)>& edit, std::vector<std::string> expected) {
+  for (int op = 0; op < 2; ++op) {
+    Fixture f(be);
+    edit(f);
+    try {
+      if (op == 0)
+        chunk_gated_delta_rule(f.a, f.exec);
+      else
+        recurrent_gated_delta_rule(f.a, f.exec);
+      synchronize(be);
+      // The decode step needs no workspace, so a workspace-only error applies to the forward.
+      if (op == 1 && expected.front() == "exec.workspace") continue;
+      ADD_FAILURE() << "no error; expected one mentioning '" << expected.front() << "'";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      for (const std::string& piece : expected)
+        EXPECT_NE(msg.find(piece), std::string::npos) << "message '" << msg << "' lacks '" << piece << "'";
+    }
+    f.expect_untouched();
+  }
+}
+
+class Errors : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override { GDN_SKIP_IF_UNAVAILABLE(GetParam()); }
+};
+
+TEST_P(Errors, ValidFixtureRuns) {
+  Fixture f(GetParam());
+  EXPECT_NO_THROW(chunk_gated_delta_rule(f.a, f.exec));
+  synchronize(GetParam());
+}
+
+TEST_P(Errors, HeadsNotMultiple) {
+  expect_rejected(GetParam(), [](Fixture& f) { f.a.problem.num_qk_heads = 3; },
+                  {"num_v_heads (HV = 4) must be a multiple of num_qk_heads (H = 3)"});
+}
+
+TEST_P(Errors, UnsupportedHeadSize) {
+  expect_rejected(GetParam(), [](Fixture& f) { f.a.problem.head_k = 100; }, {"head_k (K = 100) is unsupported", "expected"});
+  expect_rejected(GetParam(), [](Fixture& f) { f.a.problem.head_v = 512; }, {"head_v (V = 512) is unsupported"});
+}
+
+TEST_P(Errors, BadDtypes) {
+  expect_rejected(GetParam(), [](Fixture& f) { f.a.problem.dtype = static_cast<DType>(7); }, {"dtype is invalid"});
+  expect_rejected(GetParam(),
+                  [](Fixture& f) {
+                    f.a.problem.dtype = DType::kBFloat16;
+                    f.a.problem.gate_dtype = DType::kFloat16;
+                  },
+                  {"gate_dtype is float16", "expected float32 or the input dtype (bfloat16)"});
+}
+
+TEST_P(Errors, NullPointers) {
+  expect_rejected(GetParam(), [](Fixture& f) { f.a.q.data = nullptr; }, {"q is null", "[T, 2, 64]"});
+  expect_rejected(GetParam(), [](Fixture& f) { f.a.v.data = nullptr; }, {"v is null", "[T, 4, 64]"});
+  expect_rejected(GetParam(), [](Fixture& f) { f.a.beta.data = nullptr; }, {"beta is null"});
+  expect_rejected(GetParam(), [](Fixture& f) { f.a.o.data = nullptr; }, {"o is null"});
+  expect_rejected(GetParam(),
+                  [](Fixture& f) {
+                    f.a.problem.fused_gate = true;
+                    f.a.A_log = nullptr;
+                    f.a.dt_bias = f.dt_bias.as<float>();
+                  },
+                  {"A_log is null", "fused_gate"});
+}
+
+TEST_P(Errors, BadSequenceBoundaries) {
+  expect_rejected(GetParam(), [](Fixture& f) { f.cu_host = {1, 4, 10}; f.a.problem.cu_seqlens_host = f.cu_host.data(); if (f.be == Backend::kCPU) f.cu.upload(f.cu_host.data(), 12); },
+                  {"cu_seqlens[0] is 1; expected 0"});
+  expect_rejected(GetParam(), [](Fixture& f) { f.cu_host = {0, 6, 4}; f.a.problem.cu_seqlens_host = f.cu_host.data(); if (f.be == Backend::kCPU) f.cu.upload(f.cu_host.data(), 12); },
+                  {"cu_seqlens[2] is 4, less than cu_seqlens[1] = 6"});
+  expect_rejected(GetParam(), [](Fixture& f) { f.cu_host = {0, 4, 9}; f.a.problem.cu_seqlens_host = f.cu_host.data(); if (f.be == Backend::kCPU) f.cu.upload(f.cu_host.data(), 12); },
+                  {"cu_seqlens[N = 2] is 9; expected num_tokens (T = 10)"});
+  expect_rejected(GetParam(),
+                  [](Fixture& f) {
+                    f.a.problem.cu_seqlens = nullptr;
+                    f.a.problem.num_seqs = 3;
+                  },
+                  {"num_tokens (T = 10) is not a multiple of num_seqs (N = 3)"});
+  expect_rejected(GetParam(), [](Fixture& f) { f.a.problem.num_seqs = 0; }, {"num_seqs (N) is 0"});
+}
+
+TEST_P(Errors, BadPoolIndices) {
+  expect_rejected(GetParam(), [](Fixture& f) { f.idx_host = {3, 9}; if (f.be == Backend::kCPU) f.idx.upload(f.idx_host.data(), 8); },
+                  {"initial_state.indices[1] is 9; expected < num_slots = 5"});
+  expect_rejected(GetParam(), [](Fixture& f) { f.idx_host = {2, 2}; if (f.be == Backend::kCPU) f.idx.upload(f.idx_host.data(), 8); },
+                  {"indices[1] repeats row 2", "distinct"});
+  expect_rejected(GetParam(),
+                  [](Fixture& f) {
+                    f.a.initial_state.indices = nullptr;
+                    f.a.initial_state.num_slots = 1;
+                  },
+                  {"initial_state.num_slots is 1; expected at least N = 2"});
+}
+
+TEST_P(Errors, BadStrides) {
+  expect_rejected(GetParam(), [](Fixture& f) { f.a.k.stride_head = 32; }, {"k.stride_head (32) overlaps rows"});
+  expect_rejected(GetParam(), [](Fixture& f) { f.a.v.stride_token = -256; }, {"v has a negative stride"});
+}
+
+TEST_P(Errors, WorkspaceTooSmall) {
+  expect_rejected(GetParam(), [](Fixture& f) { f.exec.workspace_bytes = 16; }, {"exec.workspace", "holds 16 bytes; expected at least"});
+}
+
+TEST_P(Errors, StageArguments) {
+  Fixture f(GetParam());
+  StageBuffers b;
+  b.g = f.a.g;
+  f.a.problem.use_qk_l2norm = false;
+  try {
+    chunk_local_cumsum(f.a.problem, b, f.exec);
+    ADD_FAILURE() << "no error for a null G";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("buffer G; expected fp32 [T, HV] (it is null)"), std::string::npos) << e.what();
+  }
+  f.a.problem.use_qk_l2norm = true;
+  try {
+    solve_tril(f.a.problem, b, f.exec);
+    ADD_FAILURE() << "no error for use_qk_l2norm on a stage";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("use_qk_l2norm is set; expected false for a stage"), std::string::npos)
+        << e.what();
+  }
+  L2NormArgs l;
+  l.num_tokens = 4;
+  l.num_heads = 2;
+  l.dim = 7;
+  l.x.data = f.q.data();
+  l.y.data = f.o.data();
+  try {
+    l2norm(l, f.exec);
+    ADD_FAILURE() << "no error for dim 7";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dim (7) is unsupported"), std::string::npos) << e.what();
+  }
+  f.expect_untouched();
+}
+
+#ifndef GDN_HAS_CUDA
+TEST(ErrorsNoCuda, CudaBackendWithoutCuda) {
+  Fixture f(Backend::kCPU);
+  f.exec.backend = Backend::kCUDA;
+  try {
+    chunk_gated_delta_rule(f.a, f.exec);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gdn was built without CUDA"), std::string::npos) << e.what();
+  }
+  f.expect_untouched();
+}
+#endif
+
+INSTANTIATE_TEST_SUITE_P(CPU, Errors, ::testing::Values(Backend::kCPU),
+                         [](const auto& info) { return std::string(backend_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(CUDA, Errors, ::testing::Values(Backend::kCUDA),
+                         [](const auto& info) { return std::string(backend_name(info.param)); });
+
+}  // namespace
+}  // namespace test
+}  // namespace gdn
