@@ -55,9 +55,9 @@ fi
 
 # --- 3. tests ------------------------------------------------------------------------------------
 if has test && [[ -d $BUILD ]]; then
-  (cd $BUILD && timeout 240 ctest -L gpu --output-on-failure -j4 2>&1) | tee "$OUT/ctest.log" | tail -25
+  (cd $BUILD && timeout 180 ctest -L gpu --output-on-failure -j4 2>&1) | tee "$OUT/ctest.log" | tail -25
   note "ctest -L gpu: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)"
-  (cd $BUILD && timeout 150 ctest -LE gpu --output-on-failure -j"$JOBS" 2>&1) | tee -a "$OUT/ctest.log" | tail -8
+  (cd $BUILD && timeout 90 ctest -LE gpu --output-on-failure -j"$JOBS" 2>&1) | tee -a "$OUT/ctest.log" | tail -8
   note "ctest (the rest): $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)"
 fi
 
@@ -65,7 +65,7 @@ fi
 if has sanitize && [[ -x $CHECK ]]; then
   : >"$OUT/sanitizer.log"
   for tool in memcheck racecheck; do
-    timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 $CHECK --quick >>"$OUT/sanitizer.log" 2>&1
+    timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 $CHECK --quick >>"$OUT/sanitizer.log" 2>&1
     rc=$?
     note "sanitizer $tool: rc=$rc, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer.log" | tail -1)"
   done
