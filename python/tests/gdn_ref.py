@@ -151,14 +151,13 @@ def torch_recurrence(q, k, v, g, beta, scale=None, initial_state=None, cu_seqlen
     Bt = torch.where(valid[..., None], bf[pos], torch.zeros((), dtype=torch.float64, device=dev))
     S = torch.zeros((N, HV, K, V), dtype=torch.float64, device=dev)
     if initial_state is not None:
-        h0 = initial_state.double()
-        if state_v_first:
-            h0 = h0.transpose(-1, -2)
         if state_indices is None:
-            S = h0[:N].clone()
-        else:
+            h0 = initial_state[:N].double()
+        else:  # gather the rows first (a pool can be large), then widen
             idx = state_indices.to(dev).long()
-            S = torch.where((idx >= 0)[:, None, None, None], h0[idx.clamp(min=0)], S)
+            h0 = initial_state[idx.clamp(min=0)].double()
+            h0[idx < 0] = 0.0
+        S = (h0.transpose(-1, -2) if state_v_first else h0).contiguous()
     O = torch.empty((N, L, HV, V), dtype=torch.float64, device=dev)
     dg = G.exp()
     for t in range(L):

@@ -1,0 +1,416 @@
+#!/usr/bin/env python3
+"""GPU benchmark: gdn against flash-linear-attention (fla) on the SPEC section 6 cases.
+
+Prefill: Qwen3-Next shape (H=16, HV=32, K=V=128), bf16 q/k/v, fp32 g and beta, qk l2-norm in the
+kernel, fp32 initial state given, final state returned; gdn.chunk_gated_delta_rule and fla's
+chunk_gated_delta_rule on the same inputs. Decode: N sequences of one token, states in a pool of
+2N slots (V-major and K-major), gdn.decode_ (in place, by index) against fla's
+fused_recurrent_gated_delta_rule (which has no pool indexing: it gets the N states as a dense
+initial_state and returns new final states, the same bytes).
+
+Every call is captured in a CUDA graph and replayed; the time is the median of many replays, each
+timed with events, rotating between input sets so that the data touched exceeds the L2 cache. Each
+output is checked against the float64 recurrence (python/tests/gdn_ref.py): relative RMS error of o
+(and of the final state). The same run measures device-to-device copy bandwidth and the bf16
+matrix rate, to express each time as a fraction of what the GPU does.
+
+    python3 bench/bench_gpu.py [--json out.json] [--quick] [--cases 1x4k,mixed] [--no-decode]
+                               [--no-fla] [--no-ref] [--coverage]
+
+Writes JSON (gpu, commit, date, prefill[], decode[], copy_GBps, matmul_TFLOPs) and prints a table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python", "tests"))
+
+import gdn  # noqa: E402
+from gdn_ref import torch_recurrence, torch_rel_err  # noqa: E402
+
+try:
+    import fla
+    from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fla_chunk
+    from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule as fla_recurrent
+    FLA_VERSION = getattr(fla, "__version__", "?")
+    FLA_IMPORT_ERROR = None
+except Exception as e:  # noqa: BLE001
+    fla_chunk = fla_recurrent = None
+    FLA_VERSION = None
+    FLA_IMPORT_ERROR = f"{type(e).__name__}: {e}"
+
+H, HV, K, V = 16, 32, 128, 128
+C = 64
+L2_ROTATE_BYTES = 256 << 20  # rotate input sets until this many bytes are touched per round
+
+
+def mixed_lengths():
+    lens = [256, 4096, 512, 1024, 3000, 768, 2048, 300, 1500, 4000, 640, 2500, 1100, 3500, 2600]
+    return lens + [32768 - sum(lens)]  # 15 lengths from 256 to 4096 plus a remainder: 32768 in all
+
+
+PREFILL_CASES = {
+    "1x4k": [4096],
+    "1x32k": [32768],
+    "1x128k": [131072],
+    "4x8k": [8192] * 4,
+    "8x1k": [1024] * 8,
+    "mixed": mixed_lengths(),
+    "64x256": [256] * 64,
+    "256x64": [64] * 256,
+}
+QUICK_CASES = {"1x4k": [4096], "8x1k": [1024] * 8, "mixed": mixed_lengths(), "256x64": [64] * 256}
+DECODE_N = [1, 64, 256, 1024, 4096]
+# SPEC: also H = HV = 32 (no GVA) and K = V = 64 and 256, for coverage (with --coverage)
+COVERAGE_CASES = {"4x8k_noGVA": ([8192] * 4, 32, 32, 128, 128), "4x8k_K64": ([8192] * 4, 16, 32, 64, 64),
+                  "4x8k_K256": ([8192] * 4, 16, 32, 256, 256)}
+
+
+def git_commit():
+    if os.environ.get("GDN_COMMIT"):
+        return os.environ["GDN_COMMIT"]
+    try:
+        return subprocess.check_output(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"], text=True,
+                                       stderr=subprocess.DEVNULL).strip()
+    except Exception:  # noqa: BLE001
+        pass
+    try:  # a copy of the tree without git: read .git directly
+        head = open(os.path.join(ROOT, ".git", "HEAD")).read().strip()
+        if head.startswith("ref: "):
+            return open(os.path.join(ROOT, ".git", head[5:])).read().strip()[:12]
+        return head[:12]
+    except Exception:  # noqa: BLE001
+        return "unknown"
+
+
+# ------------------------------------------------------------------------------------------------
+# Timing
+
+
+def graph_time(fns, min_reps=20, max_reps=400, target_s=0.25):
+    """Capture each callable (one per input set) in a CUDA graph; replay them round-robin, each
+    replay timed with events; return the median in ms."""
+    cur = torch.cuda.current_stream()
+    side = torch.cuda.Stream()
+    side.wait_stream(cur)
+    with torch.cuda.stream(side):
+        for f in fns:
+            f()
+            f()
+    cur.wait_stream(side)
+    torch.cuda.synchronize()
+    graphs = []
+    for f in fns:
+        gph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(gph):
+            f()
+        graphs.append(gph)
+    for gph in graphs:
+        gph.replay()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for gph in graphs:
+        gph.replay()
+    torch.cuda.synchronize()
+    est = max((time.perf_counter() - t0) / len(graphs), 1e-6)
+    reps = int(min(max_reps, max(min_reps, target_s / est)))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for r in range(reps):
+        starts[r].record()
+        graphs[r % len(graphs)].replay()
+        ends[r].record()
+    torch.cuda.synchronize()
+    times = sorted(s.elapsed_time(e) for s, e in zip(starts, ends))
+    del graphs
+    return times[len(times) // 2]
+
+
+def measure_copy_GBps():
+    n = 1 << 30  # 1 GiB
+    x = torch.empty(n, dtype=torch.uint8, device="cuda")
+    y = torch.empty_like(x)
+    x.fill_(1)
+    ms = graph_time([lambda: y.copy_(x)], min_reps=10, max_reps=30)
+    return 2 * n / (ms * 1e-3) / 1e9  # bytes read + written
+
+
+def measure_matmul_TFLOPs():
+    n = 8192
+    a = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
+    b = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
+    ms = graph_time([lambda: a @ b], min_reps=10, max_reps=20)
+    return 2 * n ** 3 / (ms * 1e-3) / 1e12
+
+
+# ------------------------------------------------------------------------------------------------
+# Inputs
+
+
+def make_prefill(lens, h, hv, k, v, seed):
+    g_ = torch.Generator(device="cuda").manual_seed(seed)
+    T, N = sum(lens), len(lens)
+    r = lambda *s, dt=torch.bfloat16: torch.randn(*s, generator=g_, device="cuda", dtype=torch.float32).to(dt)  # noqa
+    q = r(1, T, h, k)
+    kk = r(1, T, h, k)
+    vv = r(1, T, hv, v)
+    g = torch.nn.functional.logsigmoid(r(1, T, hv, dt=torch.float32))
+    beta = r(1, T, hv, dt=torch.float32).sigmoid()
+    h0 = r(N, hv, k, v, dt=torch.float32)
+    cu_cpu = torch.tensor([0] + list(_cumsum(lens)), dtype=torch.int64)
+    return dict(q=q, k=kk, v=vv, g=g, beta=beta, h0=h0, cu=cu_cpu.cuda(), cu_cpu=cu_cpu)
+
+
+def _cumsum(xs):
+    s = 0
+    for x in xs:
+        s += x
+        yield s
+
+
+def prefill_bytes(d):
+    return sum(t.numel() * t.element_size() for t in (d["q"], d["k"], d["v"], d["g"], d["beta"], d["h0"])) \
+        + d["v"].numel() * 2 + d["h0"].numel() * 4  # o and the final state written
+
+
+def prefill_flops(T, hv, k, v):
+    # the chunked algorithm's matrix products per token and value head (C = 64):
+    # kkt C*K, w C*K, u C*V, w h K*V, k^T v_new K*V, q h K*V, q k^T C*K, attn v C*V
+    return 2.0 * T * hv * (3 * C * k + 2 * C * v + 3 * k * v)
+
+
+def run_prefill(name, lens, h, hv, k, v, args, copy_GBps, mm_TFLOPs):
+    T, N = sum(lens), len(lens)
+    sets = [make_prefill(lens, h, hv, k, v, seed=1000 + i) for i in range(1)]
+    set_bytes = prefill_bytes(sets[0])
+    n_sets = min(4, max(1, math.ceil(L2_ROTATE_BYTES / set_bytes)))
+    sets += [make_prefill(lens, h, hv, k, v, seed=2000 + i) for i in range(n_sets - 1)]
+    row = dict(name=name, tokens=T, seqs=N, H=h, HV=hv, K=k, V=v, input_sets=n_sets)
+
+    def gdn_call(d):
+        return gdn.chunk_gated_delta_rule(d["q"], d["k"], d["v"], d["g"], d["beta"], initial_state=d["h0"],
+                                          output_final_state=True, use_qk_l2norm_in_kernel=True, cu_seqlens=d["cu"],
+                                          cu_seqlens_cpu=d["cu_cpu"])
+
+    def fla_call(d):
+        return fla_chunk(d["q"], d["k"], d["v"], d["g"], d["beta"], initial_state=d["h0"], output_final_state=True,
+                         use_qk_l2norm_in_kernel=True, cu_seqlens=d["cu"], cu_seqlens_cpu=d["cu_cpu"])
+
+    d0 = sets[0]
+    o, ht = gdn_call(d0)
+    fo = fht = None
+    if fla_chunk is not None and not args.no_fla:
+        try:
+            fo, fht = fla_call(d0)
+        except Exception as e:  # noqa: BLE001
+            row["fla_note"] = f"fla failed: {type(e).__name__}: {str(e)[:200]}"
+    elif fla_chunk is None:
+        row["fla_note"] = f"fla not importable: {FLA_IMPORT_ERROR}"
+    if not args.no_ref:
+        t0 = time.perf_counter()
+        ro, rh = torch_recurrence(d0["q"], d0["k"], d0["v"], d0["g"], d0["beta"], initial_state=d0["h0"],
+                                  cu_seqlens_cpu=d0["cu_cpu"], use_qk_l2norm=True)
+        row["gdn_err"] = torch_rel_err(o, ro)
+        row["gdn_state_err"] = torch_rel_err(ht, rh)
+        if fo is not None:
+            row["fla_err"] = torch_rel_err(fo, ro)
+            row["fla_state_err"] = torch_rel_err(fht, rh)
+        row["ref_s"] = round(time.perf_counter() - t0, 2)
+        del ro, rh
+    if fo is not None:
+        row["gdn_vs_fla"] = torch_rel_err(o, fo.double())
+    del o, ht, fo, fht
+    row["gdn_ms"] = graph_time([lambda d=d: gdn_call(d) for d in sets])
+    if fla_chunk is not None and not args.no_fla and "fla_note" not in row:
+        try:
+            row["fla_ms"] = graph_time([lambda d=d: fla_call(d) for d in sets])
+        except Exception as e:  # noqa: BLE001
+            row["fla_note"] = f"fla graph capture failed: {type(e).__name__}: {str(e)[:200]}"
+    row.setdefault("fla_ms", None)
+    row.setdefault("fla_err", None)
+    row["gdn_tok_per_s"] = T / (row["gdn_ms"] * 1e-3)
+    if row["fla_ms"]:
+        row["fla_tok_per_s"] = T / (row["fla_ms"] * 1e-3)
+        row["speedup_vs_fla"] = row["fla_ms"] / row["gdn_ms"]
+    row["gdn_GBps"] = set_bytes / (row["gdn_ms"] * 1e-3) / 1e9
+    row["frac_copy_bw"] = row["gdn_GBps"] / copy_GBps
+    row["gdn_TFLOPs"] = prefill_flops(T, hv, k, v) / (row["gdn_ms"] * 1e-3) / 1e12
+    row["frac_matmul"] = row["gdn_TFLOPs"] / mm_TFLOPs
+    del sets
+    torch.cuda.empty_cache()
+    return row
+
+
+def make_decode(n, v_major, seed):
+    g_ = torch.Generator(device="cuda").manual_seed(seed)
+    r = lambda *s, dt=torch.bfloat16: torch.randn(*s, generator=g_, device="cuda", dtype=torch.float32).to(dt)  # noqa
+    slots = 2 * n
+    pool = r(slots, HV, V, K, dt=torch.float32) if v_major else r(slots, HV, K, V, dt=torch.float32)
+    idx = torch.randperm(slots, device="cuda", generator=g_)[:n].to(torch.int32)
+    d = dict(q=r(n, 1, H, K), k=r(n, 1, H, K), v=r(n, 1, HV, V),
+             g=torch.nn.functional.logsigmoid(r(n, 1, HV, dt=torch.float32)),
+             beta=r(n, 1, HV, dt=torch.float32).sigmoid(), pool=pool, idx=idx)
+    d["dense"] = pool[idx.long()].contiguous()  # fla: the same N states, dense
+    return d
+
+
+def decode_bytes(d):
+    n = d["q"].shape[0]
+    state = n * HV * K * V * 4
+    io = sum(d[x].numel() * d[x].element_size() for x in ("q", "k", "v", "g", "beta")) + d["v"].numel() * 2
+    return 2 * state + io + n * 4
+
+
+def run_decode(n, v_major, args, copy_GBps):
+    layout = "V-major" if v_major else "K-major"
+    row = dict(n=n, layout=layout, slots=2 * n)
+    touched = 2 * n * HV * K * V * 4
+    n_sets = min(64, max(1, math.ceil(L2_ROTATE_BYTES / touched)))
+    sets = [make_decode(n, v_major, seed=3000 + i) for i in range(n_sets)]
+    row["input_sets"] = n_sets
+
+    def gdn_call(d):
+        return gdn.decode_(d["q"], d["k"], d["v"], d["g"], d["beta"], d["pool"], d["idx"], state_v_first=v_major,
+                           use_qk_l2norm_in_kernel=True)
+
+    def fla_call(d):
+        return fla_recurrent(d["q"], d["k"], d["v"], d["g"], beta=d["beta"], initial_state=d["dense"],
+                             output_final_state=True, use_qk_l2norm_in_kernel=True, state_v_first=v_major)
+
+    d0 = sets[0]
+    before = d0["pool"].clone()
+    o = gdn_call(d0)
+    ro = rh = None
+    m = min(n, 256)  # the reference checks the first m sequences (a float64 copy of 4096 states is big)
+    if not args.no_ref:
+        ro, rh = torch_recurrence(d0["q"][:m], d0["k"][:m], d0["v"][:m], d0["g"][:m], d0["beta"][:m],
+                                  initial_state=before, state_indices=d0["idx"][:m], use_qk_l2norm=True,
+                                  state_v_first=v_major)
+        row["gdn_err"] = torch_rel_err(o[:m], ro)
+        row["gdn_state_err"] = torch_rel_err(d0["pool"][d0["idx"][:m].long()], rh)
+        row["ref_rows"] = m
+    d0["pool"].copy_(before)
+    del before
+    if fla_recurrent is not None and not args.no_fla:
+        try:
+            fo, fht = fla_call(d0)
+            if ro is not None:
+                row["fla_err"] = torch_rel_err(fo[:m], ro)
+                row["fla_state_err"] = torch_rel_err(fht[:m], rh)
+            del fo, fht
+            row["fla_ms"] = graph_time([lambda d=d: fla_call(d) for d in sets])
+        except Exception as e:  # noqa: BLE001
+            row["fla_note"] = f"fla failed: {type(e).__name__}: {str(e)[:200]}"
+    else:
+        row["fla_note"] = "fla not run" if args.no_fla else f"fla not importable: {FLA_IMPORT_ERROR}"
+    row.setdefault("fla_ms", None)
+    row.setdefault("fla_err", None)
+    row["gdn_ms"] = graph_time([lambda d=d: gdn_call(d) for d in sets])
+    row["gdn_GBps"] = decode_bytes(d0) / (row["gdn_ms"] * 1e-3) / 1e9
+    row["copy_GBps"] = copy_GBps
+    row["frac_copy_bw"] = row["gdn_GBps"] / copy_GBps
+    if row["fla_ms"]:
+        row["fla_GBps"] = decode_bytes(d0) / (row["fla_ms"] * 1e-3) / 1e9
+        row["speedup_vs_fla"] = row["fla_ms"] / row["gdn_ms"]
+    del sets
+    torch.cuda.empty_cache()
+    return row
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def fmt(x, spec):
+    return "-" if x is None else format(x, spec)
+
+
+def print_table(res):
+    print(f"\n{res['gpu']}  commit {res['commit']}  {res['date']}  fla {res.get('fla_version')}")
+    print(f"copy {res['copy_GBps']:.0f} GB/s, bf16 matmul {res['matmul_TFLOPs']:.0f} TFLOP/s")
+    print(f"\n{'prefill':<12}{'tokens':>8}{'gdn ms':>10}{'fla ms':>10}{'fla/gdn':>9}{'Mtok/s':>9}"
+          f"{'%copy':>7}{'%mma':>7}{'gdn err':>10}{'fla err':>10}")
+    for r in res["prefill"]:
+        print(f"{r['name']:<12}{r['tokens']:>8}{fmt(r['gdn_ms'], '.3f'):>10}{fmt(r['fla_ms'], '.3f'):>10}"
+              f"{fmt(r.get('speedup_vs_fla'), '.2f'):>9}{r['gdn_tok_per_s'] / 1e6:>9.1f}"
+              f"{100 * r['frac_copy_bw']:>7.1f}{100 * r['frac_matmul']:>7.1f}"
+              f"{fmt(r.get('gdn_err'), '.2e'):>10}{fmt(r.get('fla_err'), '.2e'):>10}")
+    if res["decode"]:
+        print(f"\n{'decode N':<10}{'layout':>9}{'gdn ms':>10}{'fla ms':>10}{'fla/gdn':>9}{'gdn GB/s':>10}"
+              f"{'%copy':>7}{'gdn err':>10}{'fla err':>10}")
+        for r in res["decode"]:
+            print(f"{r['n']:<10}{r['layout']:>9}{r['gdn_ms']:>10.4f}{fmt(r['fla_ms'], '.4f'):>10}"
+                  f"{fmt(r.get('speedup_vs_fla'), '.2f'):>9}{r['gdn_GBps']:>10.0f}{100 * r['frac_copy_bw']:>7.1f}"
+                  f"{fmt(r.get('gdn_err'), '.2e'):>10}{fmt(r.get('fla_err'), '.2e'):>10}")
+    notes = [f"{r.get('name', r.get('n'))}: {r['fla_note']}" for r in res["prefill"] + res["decode"]
+             if r.get("fla_note")]
+    for n in notes:
+        print("note:", n)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--json", default="bench/results/h200.json")
+    ap.add_argument("--quick", action="store_true", help="a few prefill cases, N <= 256 decode")
+    ap.add_argument("--cases", default=None, help="comma list of prefill case names")
+    ap.add_argument("--no-decode", action="store_true")
+    ap.add_argument("--no-prefill", action="store_true")
+    ap.add_argument("--no-fla", action="store_true")
+    ap.add_argument("--no-ref", action="store_true", help="skip the float64 reference (no errors)")
+    ap.add_argument("--coverage", action="store_true", help="also H=HV=32 and K=V=64/256 cases")
+    args = ap.parse_args()
+    if not torch.cuda.is_available() or not gdn.cuda_available():
+        sys.exit("bench_gpu.py needs a CUDA device and gdn built with CUDA")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    t_start = time.perf_counter()
+    res = dict(gpu=torch.cuda.get_device_name(), commit=git_commit(),
+               date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+               torch=torch.__version__, fla_version=FLA_VERSION, gdn=gdn.__version__,
+               shape=dict(H=H, HV=HV, K=K, V=V, dtype="bfloat16", gates="float32", qk_l2norm=True),
+               timing="CUDA graph per call, median of replays (event-timed), inputs rotated past L2")
+    res["copy_GBps"] = measure_copy_GBps()
+    res["matmul_TFLOPs"] = measure_matmul_TFLOPs()
+    print(f"copy {res['copy_GBps']:.0f} GB/s, matmul {res['matmul_TFLOPs']:.0f} TFLOP/s", flush=True)
+    cases = dict(QUICK_CASES if args.quick else PREFILL_CASES)
+    if args.cases:
+        allc = {**PREFILL_CASES, **{k: v[0] for k, v in COVERAGE_CASES.items()}}
+        cases = {c: allc[c] for c in args.cases.split(",")}
+    res["prefill"] = []
+    if not args.no_prefill:
+        for name, lens in cases.items():
+            shape = COVERAGE_CASES[name][1:] if name in COVERAGE_CASES else (H, HV, K, V)
+            row = run_prefill(name, lens, *shape, args, res["copy_GBps"], res["matmul_TFLOPs"])
+            res["prefill"].append(row)
+            print(json.dumps(row), flush=True)
+        if args.coverage:
+            for name, (lens, h, hv, k, v) in COVERAGE_CASES.items():
+                row = run_prefill(name, lens, h, hv, k, v, args, res["copy_GBps"], res["matmul_TFLOPs"])
+                res["prefill"].append(row)
+                print(json.dumps(row), flush=True)
+    res["decode"] = []
+    if not args.no_decode:
+        for n in ([1, 64, 256] if args.quick else DECODE_N):
+            for v_major in (True, False):
+                row = run_decode(n, v_major, args, res["copy_GBps"])
+                res["decode"].append(row)
+                print(json.dumps(row), flush=True)
+    res["wall_s"] = round(time.perf_counter() - t_start, 1)
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump(res, f, indent=1)
+    print_table(res)
+    print(f"\nwrote {args.json} ({res['wall_s']} s)")
+
+
+if __name__ == "__main__":
+    main()
