@@ -1,6 +1,7 @@
 // The benchmark cases of SPEC.md section 6, shared by the CLI and the CPU benchmark.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -41,12 +42,19 @@ inline std::vector<PrefillCase> spec_prefill_cases() {
   return cs;
 }
 
-// Scales a case down to at most `max_tokens` tokens (same number of sequences, same shape of
-// the length distribution). Returns false when nothing had to change.
+// Cuts a case down to at most `max_tokens` tokens, keeping its sequence lengths: a batch keeps
+// its first sequences, a single sequence is shortened. Returns false when nothing had to change.
 inline bool scale_down(PrefillCase& c, int64_t max_tokens) {
-  const int64_t total = c.tokens();
-  if (total <= max_tokens) return false;
-  for (int64_t& l : c.lens) l = std::max<int64_t>(1, l * max_tokens / total);
+  if (c.tokens() <= max_tokens) return false;
+  std::vector<int64_t> kept;
+  int64_t total = 0;
+  for (int64_t l : c.lens) {
+    if (total + l > max_tokens) break;
+    kept.push_back(l);
+    total += l;
+  }
+  if (kept.empty()) kept.push_back(max_tokens);
+  c.lens = kept;
   return true;
 }
 

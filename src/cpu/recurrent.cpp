@@ -36,23 +36,24 @@ void token_k_major(float* S, int K, int V, const float* k, const float* q, const
   }
 }
 
-// The same on a V-major state S [V, K]: each row j is the column S[:, j] of the K-major form.
+// The same on a V-major state S [V, K]: each row j is the column S[:, j] of the K-major form, so
+// the products are dot products along rows (K is a multiple of 16: whole vectors).
+float dot16(const float* a, const float* b, int n) {
+  f32x16 acc = {};
+  for (int i = 0; i < n; i += 16) acc += load16(a + i) * load16(b + i);
+  float sum = 0;
+  for (int l = 0; l < 16; ++l) sum += acc[l];
+  return sum;
+}
+
 void token_v_major(float* S, int K, int V, const float* k, const float* q, const float* v, float decay, float beta,
                    float* o) {
   for (int j = 0; j < V; ++j) {
     float* row = S + j * K;
-    float kS = 0;
-    for (int i = 0; i < K; ++i) {
-      row[i] *= decay;
-      kS += k[i] * row[i];
-    }
-    const float err = beta * (v[j] - kS);
-    float acc = 0;
-    for (int i = 0; i < K; ++i) {
-      row[i] += k[i] * err;
-      acc += q[i] * row[i];
-    }
-    o[j] = acc;
+    for (int i = 0; i < K; i += 16) store16(row + i, load16(row + i) * decay);
+    const float err = beta * (v[j] - dot16(row, k, K));
+    for (int i = 0; i < K; i += 16) store16(row + i, load16(row + i) + err * load16(k + i));
+    o[j] = dot16(row, q, K);
   }
 }
 
