@@ -196,6 +196,8 @@ def run_prefill(name, lens, h, hv, k, v, args, copy_GBps, mm_TFLOPs):
     set_bytes = prefill_bytes(sets[0])
     n_sets = min(4, max(1, math.ceil(L2_ROTATE_BYTES / set_bytes)))
     sets += [make_prefill(lens, h, hv, k, v, seed=2000 + i) for i in range(n_sets - 1)]
+    for d in sets[1:]:  # one cu_seqlens object for all sets: fla caches its chunk indices by identity
+        d["cu"], d["cu_cpu"] = sets[0]["cu"], sets[0]["cu_cpu"]
     row = dict(name=name, tokens=T, seqs=N, H=h, HV=hv, K=k, V=v, input_sets=n_sets)
 
     def gdn_call(d):
