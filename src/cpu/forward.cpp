@@ -1,6 +1,8 @@
 // The fused chunked forward on the CPU. One task per (sequence, q/k head) runs every chunk of
 // the sequence in order with the states of its value heads in the thread's scratch, so each chunk's stages run while
 // its data is in L1/L2 and nothing but o and the final state goes back to memory.
+#include <algorithm>
+
 #include "backend.h"
 #include "cpu/chunk.h"
 
@@ -13,8 +15,10 @@ int resolve_num_threads(int requested) { return requested > 0 ? requested : omp_
 // multiplied (k k^T, q k^T) once per chunk for all of them.
 int heads_per_task(const Problem& p) { return p.num_v_heads / p.num_qk_heads; }
 
+// Workspace: [per-thread chunk scratch][N int64: sequences, longest first].
 size_t chunk_gated_delta_rule_workspace_size(const Problem& p, int num_threads) {
-  return threads_workspace_bytes(resolve_num_threads(num_threads), p.head_k, p.head_v, heads_per_task(p));
+  return threads_workspace_bytes(resolve_num_threads(num_threads), p.head_k, p.head_v, heads_per_task(p)) +
+         size_t(p.num_seqs) * sizeof(int64_t);
 }
 
 namespace {
@@ -112,10 +116,19 @@ void chunk_gated_delta_rule(const ForwardArgs& a, const Exec& exec) {
   const Problem& p = a.problem;
   const Sequences seqs(p);
   const int threads = resolve_num_threads(exec.num_threads);
-  const int H = p.num_qk_heads;
+  const int H = p.num_qk_heads, K = p.head_k, V = p.head_v, ratio = heads_per_task(p);
+  // Longest sequences first, so that the dynamic schedule ends with short tasks (no thread is
+  // left alone with a long sequence at the end).
+  int64_t* order = reinterpret_cast<int64_t*>(static_cast<char*>(exec.workspace) +
+                                              threads_workspace_bytes(threads, K, V, ratio));
+  for (int64_t n = 0; n < p.num_seqs; ++n) order[n] = n;
+  std::sort(order, order + p.num_seqs, [&](int64_t x, int64_t y) {  // in place, no allocation
+    const int64_t lx = seqs.end(x) - seqs.begin(x), ly = seqs.end(y) - seqs.begin(y);
+    return lx != ly ? lx > ly : x < y;
+  });
   parallel_for(p.num_seqs * H, threads, [&](int thread, int64_t task) {
-    ChunkScratch s = thread_scratch(exec.workspace, thread, p.head_k, p.head_v, heads_per_task(p));
-    forward_task(a, seqs, task / H, static_cast<int>(task % H), s);
+    ChunkScratch s = thread_scratch(exec.workspace, thread, K, V, ratio);
+    forward_task(a, seqs, order[task / H], static_cast<int>(task % H), s);
   });
 }
 
