@@ -56,7 +56,9 @@ Plan stage_plan(const char* op, const Problem& p, const Exec& exec) {
 // Workspace of the exact (chained stages) forward, carved in this order.
 struct ExactWs {
   Plan pl;
-  float *q, *k, *v, *g, *beta, *G, *L, *A, *w, *u, *h, *v_new;
+  float *q, *k, *v, *g, *beta;
+  double* G;  // fp64: see run_cumsum
+  float *L, *A, *w, *u, *h, *v_new;
 };
 size_t exact_ws(const Problem& p, void* base, ExactWs* out, cudaStream_t s) {
   const int64_t T = p.num_tokens, HV = p.num_v_heads, H = p.num_qk_heads, K = p.head_k, V = p.head_v;
@@ -68,7 +70,7 @@ size_t exact_ws(const Problem& p, void* base, ExactWs* out, cudaStream_t s) {
   float* v = c.take<float>(T * HV * V);
   float* g = c.take<float>(T * HV);
   float* beta = c.take<float>(T * HV);
-  float* G = c.take<float>(T * HV);
+  double* G = c.take<double>(T * HV);
   float* L = c.take<float>(T * HV * kChunkSize);
   float* A = c.take<float>(T * HV * kChunkSize);
   float* w = c.take<float>(T * HV * K);
@@ -110,12 +112,13 @@ void exact_forward(const ForwardArgs& f, const Exec& exec) {
   const StageCtx c = make_ctx(p, ws.pl, s);
   const TensorView q{ws.q, int64_t(H) * K, K}, k{ws.k, int64_t(H) * K, K}, v{ws.v, int64_t(HV) * V, V};
   const TensorView g{ws.g, HV, 1}, beta{ws.beta, HV, 1};
-  run_cumsum(c, g, DType::kFloat32, ws.G);
-  run_kkt(c, k, DType::kFloat32, beta, DType::kFloat32, ws.G, ws.L);
+  const GPtr G{ws.G, true};
+  run_cumsum(c, g, DType::kFloat32, G);
+  run_kkt(c, k, DType::kFloat32, beta, DType::kFloat32, G, ws.L);
   run_solve_tril(c, ws.L, ws.A);
-  run_w_u(c, k, v, DType::kFloat32, beta, DType::kFloat32, ws.G, ws.A, ws.w, ws.u);
-  run_fwd_h(c, k, DType::kFloat32, ws.w, ws.u, ws.G, f.initial_state, f.final_state, ws.h, ws.v_new);
-  run_fwd_o(c, q, k, DType::kFloat32, ws.v_new, ws.h, ws.G, f.o.data, f.o.stride_token, f.o.stride_head, p.dtype);
+  run_w_u(c, k, v, DType::kFloat32, beta, DType::kFloat32, G, ws.A, ws.w, ws.u);
+  run_fwd_h(c, k, DType::kFloat32, ws.w, ws.u, G, f.initial_state, f.final_state, ws.h, ws.v_new);
+  run_fwd_o(c, q, k, DType::kFloat32, ws.v_new, ws.h, G, f.o.data, f.o.stride_token, f.o.stride_head, p.dtype);
 }
 
 }  // namespace
@@ -139,12 +142,12 @@ void chunk_gated_delta_rule(const ForwardArgs& f, const Exec& exec) {
 
 void chunk_local_cumsum(const Problem& p, const StageBuffers& b, const Exec& exec) {
   const Plan pl = stage_plan("chunk_local_cumsum", p, exec);
-  run_cumsum(make_ctx(p, pl, stream_of(exec)), tv(b.g), p.gate_dtype, b.G);
+  run_cumsum(make_ctx(p, pl, stream_of(exec)), tv(b.g), p.gate_dtype, GPtr{b.G, false});
 }
 
 void chunk_scaled_dot_kkt(const Problem& p, const StageBuffers& b, const Exec& exec) {
   const Plan pl = stage_plan("chunk_scaled_dot_kkt", p, exec);
-  run_kkt(make_ctx(p, pl, stream_of(exec)), tv(b.k), p.dtype, tv(b.beta), p.gate_dtype, b.G, b.L);
+  run_kkt(make_ctx(p, pl, stream_of(exec)), tv(b.k), p.dtype, tv(b.beta), p.gate_dtype, GPtr{b.G, false}, b.L);
 }
 
 void solve_tril(const Problem& p, const StageBuffers& b, const Exec& exec) {
@@ -154,18 +157,18 @@ void solve_tril(const Problem& p, const StageBuffers& b, const Exec& exec) {
 
 void recompute_w_u(const Problem& p, const StageBuffers& b, const Exec& exec) {
   const Plan pl = stage_plan("recompute_w_u", p, exec);
-  run_w_u(make_ctx(p, pl, stream_of(exec)), tv(b.k), tv(b.v), p.dtype, tv(b.beta), p.gate_dtype, b.G, b.A, b.w, b.u);
+  run_w_u(make_ctx(p, pl, stream_of(exec)), tv(b.k), tv(b.v), p.dtype, tv(b.beta), p.gate_dtype, GPtr{b.G, false}, b.A, b.w, b.u);
 }
 
 void chunk_fwd_h(const Problem& p, const StageBuffers& b, const Exec& exec) {
   const Plan pl = stage_plan("chunk_fwd_h", p, exec);
-  run_fwd_h(make_ctx(p, pl, stream_of(exec)), tv(b.k), p.dtype, b.w, b.u, b.G, b.initial_state, b.final_state, b.h,
+  run_fwd_h(make_ctx(p, pl, stream_of(exec)), tv(b.k), p.dtype, b.w, b.u, GPtr{b.G, false}, b.initial_state, b.final_state, b.h,
             b.v_new);
 }
 
 void chunk_fwd_o(const Problem& p, const StageBuffers& b, const Exec& exec) {
   const Plan pl = stage_plan("chunk_fwd_o", p, exec);
-  run_fwd_o(make_ctx(p, pl, stream_of(exec)), tv(b.q), tv(b.k), p.dtype, b.v_new, b.h, b.G, b.o.data,
+  run_fwd_o(make_ctx(p, pl, stream_of(exec)), tv(b.q), tv(b.k), p.dtype, b.v_new, b.h, GPtr{b.G, false}, b.o.data,
             b.o.stride_token, b.o.stride_head, p.dtype);
 }
 

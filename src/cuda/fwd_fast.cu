@@ -13,7 +13,7 @@ size_t carve(const Problem& p, void* base, FastBufs* b, char** plan_mem) {
   char* pm = c.take<char>(plan_bytes(T, p.num_seqs));
   __nv_bfloat16* qb = c.take<__nv_bfloat16>(T * H * D);
   __nv_bfloat16* kb = c.take<__nv_bfloat16>(T * H * D);
-  float* Gt = c.take<float>(T * HV);
+  double* Gt = c.take<double>(T * HV);
   __nv_bfloat16* w = c.take<__nv_bfloat16>(T * HV * D);
   __nv_bfloat16* u = c.take<__nv_bfloat16>(T * HV * D);
   __nv_bfloat16* v_new = c.take<__nv_bfloat16>(T * HV * D);

@@ -3,7 +3,7 @@
 //   fwd_prep (parallel over chunks): gates, cumsum, k k^T, (I + L)^-1, w and u      (fwd_prep.cu)
 //   fwd_h    (sequential over chunks, state on chip): v_new, h per chunk, final state (fwd_h.cu)
 //   fwd_o    (parallel over chunks): o                                               (fwd_o.cu)
-// Workspace intermediates are bf16 (w, u, v_new, h) as in flash-linear-attention; G is fp32.
+// Workspace intermediates are bf16 (w, u, v_new, h) as in flash-linear-attention; G is fp64.
 #pragma once
 #include "cuda/common.cuh"
 
@@ -22,7 +22,7 @@ struct FastBufs {
   float scale;
   const __nv_bfloat16* qb;  // [T, H, D] packed, normalized if requested
   const __nv_bfloat16* kb;  // [T, H, D]
-  float* Gt;                // [HV, T] chunk-local cumsum, head-major (contiguous per chunk)
+  double* Gt;               // [HV, T] chunk-local cumsum (fp64), head-major (contiguous per chunk)
   __nv_bfloat16* w;         // [T, HV, D]
   __nv_bfloat16* u;         // [T, HV, D]
   __nv_bfloat16* v_new;     // [T, HV, D]

@@ -21,7 +21,7 @@ struct HSmem {
   __nv_bfloat16 w[2][C * SK];
   __nv_bfloat16 k[2][C * SK];
   __nv_bfloat16 u[2][C * SV];
-  float G[2][C];
+  double G[2][C];
   __nv_bfloat16 h[D * SV];   // h_c as the B operand of w h
   __nv_bfloat16 vs[C * SV];  // decayed v_new as the B operand of the state update
 };
@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(kThreads) fwd_h_kernel(FastBufs b, StateRef in
     }
     if (tid < C) {
       const bool ok = tid < len;
-      cp_async4(&sm.G[stage][tid], b.Gt + int64_t(hv) * b.T + t0 + (ok ? tid : 0), ok ? 4 : 0);
+      cp_async8(&sm.G[stage][tid], b.Gt + int64_t(hv) * b.T + t0 + (ok ? tid : 0), ok ? 8 : 0);
     }
   };
 
@@ -112,8 +112,8 @@ __global__ void __launch_bounds__(kThreads) fwd_h_kernel(FastBufs b, StateRef in
     cp_async_wait<1>();
     __syncthreads();
 
-    const float* Gs = sm.G[stage];
-    const float g_last = Gs[len - 1];
+    const double* Gs = sm.G[stage];
+    const double g_last = Gs[len - 1];
     // v_new = u - w h: warp rows [16 warp, 16 warp + 16), BV columns.
     {
       float acc[BV / 8][4];
@@ -137,26 +137,23 @@ __global__ void __launch_bounds__(kThreads) fwd_h_kernel(FastBufs b, StateRef in
       for (int hf = 0; hf < 2; ++hf) {
         const int i = 16 * warp + g + 8 * hf;
         const bool ok = i < len;
-        const float decay = ok ? __expf(g_last - Gs[i]) : 0.f;
+        const float decay = ok ? __expf(float(g_last - Gs[i])) : 0.f;
         __nv_bfloat16* vrow = b.v_new + ((t0 + (ok ? i : 0)) * HV + hv) * D + v0;
 #pragma unroll
         for (int nt = 0; nt < BV / 8; ++nt) {
           const int vv = 8 * nt + 2 * t;
           const __nv_bfloat162 uu = *reinterpret_cast<const __nv_bfloat162*>(&sm.u[stage][i * S::SV + vv]);
           const float x0 = __low2float(uu) - acc[nt][2 * hf], x1 = __high2float(uu) - acc[nt][2 * hf + 1];
-          const uint32_t xb = pack_bf16(x0, x1);
-          if (ok) *reinterpret_cast<uint32_t*>(vrow + vv) = xb;
-          // The state update uses the bf16-rounded v_new, as fwd_o will.
-          const __nv_bfloat162 xr = *reinterpret_cast<const __nv_bfloat162*>(&xb);
-          *reinterpret_cast<uint32_t*>(&sm.vs[i * S::SV + vv]) =
-              pack_bf16(__low2float(xr) * decay, __high2float(xr) * decay);
+          if (ok) *reinterpret_cast<uint32_t*>(vrow + vv) = pack_bf16(x0, x1);
+          // One rounding for the update's operand: the fp32 v_new, decayed.
+          *reinterpret_cast<uint32_t*>(&sm.vs[i * S::SV + vv]) = pack_bf16(x0 * decay, x1 * decay);
         }
       }
     }
     __syncthreads();
     // S = exp(G_last) S + k^T vs: warp state rows [16 MT warp, +16 MT), k-dim = the chunk's tokens.
     {
-      const float dl = __expf(g_last);
+      const float dl = __expf(float(g_last));
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll

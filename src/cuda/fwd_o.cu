@@ -1,6 +1,7 @@
 // fwd_o: per (chunk, value head), in parallel over all chunks:
 //   o_i = scale (exp(G_i) q_i^T h_c + sum_{j <= i} (q_i . k_j) exp(G_i - G_j) v_new_j)
-// Three mma products per block (q k^T, q h_c, P v_new), operands bf16 in shared memory.
+// Three mma products per block (q k^T, q h_c, P v_new), operands bf16 in shared memory; P is
+// split into hi + lo bf16 parts (two passes) so that only q, k, h and v_new carry bf16 rounding.
 #include "cuda/fwd_fast.cuh"
 
 namespace gdn {
@@ -19,7 +20,8 @@ struct OSmem {
   __nv_bfloat16 vn[C * SK];
   __nv_bfloat16 h[D * SK];
   __nv_bfloat16 P[C * SP];
-  float G[C];
+  __nv_bfloat16 Plo[C * SP];
+  double G[C];
 };
 
 template <int D, typename TO>
@@ -51,14 +53,14 @@ __global__ void __launch_bounds__(kThreads) fwd_o_kernel(FastBufs b, TO* __restr
   }
   if (tid < C) {
     const bool ok = tid < len;
-    cp_async4(&sm.G[tid], b.Gt + int64_t(hv) * b.T + t0 + (ok ? tid : 0), ok ? 4 : 0);
+    cp_async8(&sm.G[tid], b.Gt + int64_t(hv) * b.T + t0 + (ok ? tid : 0), ok ? 8 : 0);
   }
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
 
   const int i0 = 16 * warp + g, i1 = i0 + 8;  // this thread's two rows
-  const float Gi0 = sm.G[i0], Gi1 = sm.G[i1];
+  const double Gi0 = sm.G[i0], Gi1 = sm.G[i1];
   // P = (q k^T) * exp(G_i - G_j), j <= i: only the column tiles up to this warp's diagonal block.
   {
     float acc[C / 8][4];
@@ -83,12 +85,19 @@ __global__ void __launch_bounds__(kThreads) fwd_o_kernel(FastBufs b, TO* __restr
     for (int nt = 0; nt < C / 8; ++nt) {
       if (nt / 2 > warp) break;
       const int j = 8 * nt + 2 * t;
-      const float p00 = j <= i0 ? acc[nt][0] * __expf(Gi0 - sm.G[j]) : 0.f;
-      const float p01 = j + 1 <= i0 ? acc[nt][1] * __expf(Gi0 - sm.G[j + 1]) : 0.f;
-      const float p10 = j <= i1 ? acc[nt][2] * __expf(Gi1 - sm.G[j]) : 0.f;
-      const float p11 = j + 1 <= i1 ? acc[nt][3] * __expf(Gi1 - sm.G[j + 1]) : 0.f;
-      *reinterpret_cast<uint32_t*>(&sm.P[i0 * S::SP + j]) = pack_bf16(p00, p01);
-      *reinterpret_cast<uint32_t*>(&sm.P[i1 * S::SP + j]) = pack_bf16(p10, p11);
+      const float p00 = j <= i0 ? acc[nt][0] * __expf(float(Gi0 - sm.G[j])) : 0.f;
+      const float p01 = j + 1 <= i0 ? acc[nt][1] * __expf(float(Gi0 - sm.G[j + 1])) : 0.f;
+      const float p10 = j <= i1 ? acc[nt][2] * __expf(float(Gi1 - sm.G[j])) : 0.f;
+      const float p11 = j + 1 <= i1 ? acc[nt][3] * __expf(float(Gi1 - sm.G[j + 1])) : 0.f;
+      const uint32_t h0 = pack_bf16(p00, p01), h1 = pack_bf16(p10, p11);
+      const __nv_bfloat162 r0 = *reinterpret_cast<const __nv_bfloat162*>(&h0);
+      const __nv_bfloat162 r1 = *reinterpret_cast<const __nv_bfloat162*>(&h1);
+      *reinterpret_cast<uint32_t*>(&sm.P[i0 * S::SP + j]) = h0;
+      *reinterpret_cast<uint32_t*>(&sm.P[i1 * S::SP + j]) = h1;
+      *reinterpret_cast<uint32_t*>(&sm.Plo[i0 * S::SP + j]) =
+          pack_bf16(p00 - __low2float(r0), p01 - __high2float(r0));
+      *reinterpret_cast<uint32_t*>(&sm.Plo[i1 * S::SP + j]) =
+          pack_bf16(p10 - __low2float(r1), p11 - __high2float(r1));
     }
   }
   __syncwarp();  // P rows of this warp are read only by this warp
@@ -111,7 +120,7 @@ __global__ void __launch_bounds__(kThreads) fwd_o_kernel(FastBufs b, TO* __restr
       mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
     }
   }
-  const float e0 = __expf(Gi0), e1 = __expf(Gi1);
+  const float e0 = __expf(float(Gi0)), e1 = __expf(float(Gi1));
 #pragma unroll
   for (int nt = 0; nt < D / 8; ++nt) {
     acc[nt][0] *= e0; acc[nt][1] *= e0;
@@ -121,14 +130,17 @@ __global__ void __launch_bounds__(kThreads) fwd_o_kernel(FastBufs b, TO* __restr
 #pragma unroll
   for (int ks = 0; ks < C / 16; ++ks) {
     if (ks > warp) break;
-    uint32_t a[4];
+    uint32_t a[4], al[4];
     frag_a(sm.P, S::SP, 16 * warp, 16 * ks, a);
+    frag_a(sm.Plo, S::SP, 16 * warp, 16 * ks, al);
 #pragma unroll
     for (int np = 0; np < D / 16; ++np) {
       uint32_t bb[4];
       frag_b_kn(sm.vn, S::SK, 16 * np, 16 * ks, bb);
       mma_bf16(acc[2 * np], a, bb[0], bb[1]);
       mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
+      mma_bf16(acc[2 * np], al, bb[0], bb[1]);
+      mma_bf16(acc[2 * np + 1], al, bb[2], bb[3]);
     }
   }
   const float scale = b.scale;

@@ -1,7 +1,9 @@
 // fwd_prep: per (chunk, value head), in parallel over all chunks. Computes the gates (fused or
 // plain), G = chunk-local cumsum, L = beta_i (k_i.k_j) exp(G_i - G_j) (j < i) with mma, the
 // unit lower-triangular inverse A = (I + L)^-1 by forward substitution in fp32, and
-// w = A (beta exp(G) k), u = A (beta v) with mma. Writes G (fp32, head-major) and w, u (bf16).
+// w = A (beta exp(G) k), u = A (beta v) with mma. Writes G (fp64, head-major) and w, u (bf16).
+// The w/u products run in three bf16 passes (A_hi X_hi + A_lo X_hi + A_hi X_lo, each operand
+// split as x = hi + lo): near-fp32 products, so w and u carry only their final bf16 rounding.
 #include "cuda/fwd_fast.cuh"
 
 namespace gdn {
@@ -15,12 +17,21 @@ template <int D>
 struct PrepSmem {
   static constexpr int SK = D + 8;  // bf16 row stride: +16 bytes keeps ldmatrix conflict-free
   static constexpr int SA = C + 8;
-  __nv_bfloat16 k[C * SK];   // k, later beta exp(G) k
-  __nv_bfloat16 v[C * SK];   // beta v
-  float L[C * (C + 1)];
-  float A[C * (C + 1)];
-  __nv_bfloat16 Ab[C * SA];
-  float G[C];
+  __nv_bfloat16 k[C * SK];   // k, later hi part of beta exp(G) k
+  __nv_bfloat16 v[C * SK];   // hi part of beta v
+  union {
+    struct {  // the solve (dead once A is split into Ahi / Alo)
+      float L[C * (C + 1)];
+      float A[C * (C + 1)];
+    } s;
+    struct {  // then the lo parts of the w/u operands
+      __nv_bfloat16 klo[C * SK];
+      __nv_bfloat16 vlo[C * SK];
+    } x;
+  } u;
+  __nv_bfloat16 Ahi[C * SA];
+  __nv_bfloat16 Alo[C * SA];
+  double G[C];  // fp64: G_i - G_j keeps its small decays even after a huge one
   float beta[C];
 };
 
@@ -51,10 +62,10 @@ __global__ void __launch_bounds__(kThreads) fwd_prep_kernel(FastBufs b, GateArgs
   if (tid < C) {
     float g = 0.f, be = 0.f;
     if (tid < len) load_gates(ga, t0 + tid, hv, g, be);
-    float x = g;
+    double x = g;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
-      const float y = __shfl_up_sync(0xffffffffu, x, o);
+      const double y = __shfl_up_sync(0xffffffffu, x, o);
       if (lane >= o) x += y;
     }
     sm.G[tid] = x;  // per-warp inclusive scan
@@ -65,12 +76,6 @@ __global__ void __launch_bounds__(kThreads) fwd_prep_kernel(FastBufs b, GateArgs
   __syncthreads();
   if (tid < len) b.Gt[int64_t(hv) * b.T + t0 + tid] = sm.G[tid];
 
-  // beta v -> bf16 (scalar loads: v's strides need not be 16-byte aligned).
-  for (int e = tid; e < C * D; e += kThreads) {
-    const int i = e / D, d = e % D;
-    const float x = i < len ? to_f(v[(t0 + i) * v_st + hv * v_sh + d]) * sm.beta[i] : 0.f;
-    sm.v[i * S::SK + d] = __float2bfloat16_rn(x);
-  }
   cp_async_wait<0>();
   __syncthreads();
 
@@ -102,14 +107,14 @@ __global__ void __launch_bounds__(kThreads) fwd_prep_kernel(FastBufs b, GateArgs
       for (int e = 0; e < 4; ++e) {
         const int i = 16 * warp + g + (e / 2) * 8, j = 8 * nt + 2 * t + (e % 2);
         // Mask before exponentiating: G_i - G_j > 0 (overflow) for j > i.
-        sm.L[i * (C + 1) + j] = j < i ? sm.beta[i] * acc[nt][e] * __expf(sm.G[i] - sm.G[j]) : 0.f;
+        sm.u.s.L[i * (C + 1) + j] = j < i ? sm.beta[i] * acc[nt][e] * __expf(float(sm.G[i] - sm.G[j])) : 0.f;
       }
     }
   }
   // A's columns start as identity columns.
   for (int e = tid; e < C * C; e += kThreads) {
     const int i = e / C, j = e % C;
-    sm.A[i * (C + 1) + j] = i == j ? 1.f : 0.f;
+    sm.u.s.A[i * (C + 1) + j] = i == j ? 1.f : 0.f;
   }
   __syncthreads();
 
@@ -119,22 +124,32 @@ __global__ void __launch_bounds__(kThreads) fwd_prep_kernel(FastBufs b, GateArgs
     const int c = tid / 2, p = tid % 2;
     for (int i = 1; i < C; ++i) {
       float s = 0.f;
-      for (int j = c + p; j < i; j += 2) s += sm.L[i * (C + 1) + j] * sm.A[j * (C + 1) + c];
+      for (int j = c + p; j < i; j += 2) s += sm.u.s.L[i * (C + 1) + j] * sm.u.s.A[j * (C + 1) + c];
       s += __shfl_xor_sync(0xffffffffu, s, 1);
-      if (p == 0 && i > c) sm.A[i * (C + 1) + c] = -s;
+      if (p == 0 && i > c) sm.u.s.A[i * (C + 1) + c] = -s;
       __syncwarp();
     }
   }
   __syncthreads();
   for (int e = tid; e < C * C; e += kThreads) {
     const int i = e / C, j = e % C;
-    sm.Ab[i * S::SA + j] = __float2bfloat16_rn(sm.A[i * (C + 1) + j]);
+    const float a = sm.u.s.A[i * (C + 1) + j];
+    const __nv_bfloat16 hi = __float2bfloat16_rn(a);
+    sm.Ahi[i * S::SA + j] = hi;
+    sm.Alo[i * S::SA + j] = __float2bfloat16_rn(a - __bfloat162float(hi));
   }
-  // k <- beta exp(G) k, in place (each element by the thread that owns it).
+  __syncthreads();  // L and A are dead: their space takes the lo parts
+  // k <- beta exp(G) k (in place, hi part) and beta v, split into hi + lo. v is read with scalar
+  // loads: its strides need not be 16-byte aligned.
   for (int e = tid; e < C * D; e += kThreads) {
     const int i = e / D, d = e % D;
-    const float x = __bfloat162float(sm.k[i * S::SK + d]) * sm.beta[i] * __expf(sm.G[i]);
-    sm.k[i * S::SK + d] = __float2bfloat16_rn(x);
+    const float xk = __bfloat162float(sm.k[i * S::SK + d]) * sm.beta[i] * __expf(float(sm.G[i]));
+    const float xv = i < len ? to_f(v[(t0 + i) * v_st + hv * v_sh + d]) * sm.beta[i] : 0.f;
+    const __nv_bfloat16 hk = __float2bfloat16_rn(xk), hv2 = __float2bfloat16_rn(xv);
+    sm.k[i * S::SK + d] = hk;
+    sm.u.x.klo[i * S::SK + d] = __float2bfloat16_rn(xk - __bfloat162float(hk));
+    sm.v[i * S::SK + d] = hv2;
+    sm.u.x.vlo[i * S::SK + d] = __float2bfloat16_rn(xv - __bfloat162float(hv2));
   }
   __syncthreads();
 
@@ -144,6 +159,7 @@ __global__ void __launch_bounds__(kThreads) fwd_prep_kernel(FastBufs b, GateArgs
 #pragma unroll
   for (int which = 0; which < 2; ++which) {
     const __nv_bfloat16* src = which == 0 ? sm.k : sm.v;
+    const __nv_bfloat16* src_lo = which == 0 ? sm.u.x.klo : sm.u.x.vlo;
     __nv_bfloat16* dst = which == 0 ? b.w : b.u;
     float acc[D / 8][4];
 #pragma unroll
@@ -153,14 +169,20 @@ __global__ void __launch_bounds__(kThreads) fwd_prep_kernel(FastBufs b, GateArgs
 #pragma unroll
     for (int ks = 0; ks < C / 16; ++ks) {
       if (ks > warp) break;
-      uint32_t a[4];
-      frag_a(sm.Ab, S::SA, 16 * warp, 16 * ks, a);
+      uint32_t a[4], al[4];
+      frag_a(sm.Ahi, S::SA, 16 * warp, 16 * ks, a);
+      frag_a(sm.Alo, S::SA, 16 * warp, 16 * ks, al);
 #pragma unroll
       for (int np = 0; np < D / 16; ++np) {
-        uint32_t bb[4];
+        uint32_t bb[4], bl[4];
         frag_b_kn(src, S::SK, 16 * np, 16 * ks, bb);
+        frag_b_kn(src_lo, S::SK, 16 * np, 16 * ks, bl);
         mma_bf16(acc[2 * np], a, bb[0], bb[1]);
         mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
+        mma_bf16(acc[2 * np], al, bb[0], bb[1]);
+        mma_bf16(acc[2 * np + 1], al, bb[2], bb[3]);
+        mma_bf16(acc[2 * np], a, bl[0], bl[1]);
+        mma_bf16(acc[2 * np + 1], a, bl[2], bl[3]);
       }
     }
 #pragma unroll

@@ -13,14 +13,15 @@ template <typename T>
 __device__ __forceinline__ float ld(const void* p, int64_t i) { return to_f(static_cast<const T*>(p)[i]); }
 
 // ---- chunk_local_cumsum: one thread per (chunk, hv) ---------------------------------------------
-__global__ void cumsum_kernel(Plan pl, int HV, TensorView g, DType gdt, float* __restrict__ G) {
+template <typename TG>
+__global__ void cumsum_kernel(Plan pl, int HV, TensorView g, DType gdt, TG* __restrict__ G) {
   const int64_t item = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   const int64_t gc = item / HV;
   const int hv = static_cast<int>(item % HV);
   int64_t n, t0;
   int len;
   if (!chunk_info(pl, gc, n, t0, len)) return;
-  float acc = 0.f;
+  TG acc = 0;
   for (int i = 0; i < len; ++i) {
     const int64_t t = t0 + i;
     acc += load_dt(g.p, gdt, t * g.st + hv * g.sh);
@@ -29,14 +30,14 @@ __global__ void cumsum_kernel(Plan pl, int HV, TensorView g, DType gdt, float* _
 }
 
 // ---- chunk_scaled_dot_kkt ------------------------------------------------------------------------
-template <typename T>
+template <typename T, typename TG>
 __global__ void __launch_bounds__(256) kkt_kernel(Plan pl, int H, int HV, int K, TensorView k, TensorView beta,
-                                                  DType gdt, const float* __restrict__ G, float* __restrict__ L) {
+                                                  DType gdt, const TG* __restrict__ G, float* __restrict__ L) {
   extern __shared__ float sm[];
   const int KP = K + 1;  // padded row: lanes reading different rows hit different banks
   float* ks = sm;        // [C][K + 1]
-  float* Gs = ks + C * KP;
-  float* bs = Gs + C;
+  float* bs = ks + C * KP;
+  __shared__ TG Gs[C];
   const int64_t gc = blockIdx.x / HV;
   const int hv = blockIdx.x % HV;
   const int hk = hv / (HV / H);
@@ -49,7 +50,7 @@ __global__ void __launch_bounds__(256) kkt_kernel(Plan pl, int H, int HV, int K,
   }
   if (threadIdx.x < C) {
     const int i = threadIdx.x;
-    Gs[i] = i < len ? G[(t0 + i) * HV + hv] : 0.f;
+    Gs[i] = i < len ? G[(t0 + i) * HV + hv] : TG(0);
     bs[i] = i < len ? load_dt(beta.p, gdt, (t0 + i) * beta.st + hv * beta.sh) : 0.f;
   }
   __syncthreads();
@@ -59,7 +60,7 @@ __global__ void __launch_bounds__(256) kkt_kernel(Plan pl, int H, int HV, int K,
     if (j < i) {  // mask before exponentiating: exp(G_i - G_j) overflows for j > i
       float dot = 0.f;
       for (int d = 0; d < K; ++d) dot += ks[i * KP + d] * ks[j * KP + d];
-      r = bs[i] * dot * expf(Gs[i] - Gs[j]);
+      r = bs[i] * dot * expf(float(Gs[i] - Gs[j]));
     }
     L[((t0 + i) * HV + hv) * C + j] = r;
   }
@@ -94,9 +95,9 @@ __global__ void __launch_bounds__(C) solve_tril_kernel(Plan pl, int HV, const fl
 }
 
 // ---- recompute_w_u: w = A (beta exp(G) k), u = A (beta v); a thread per output column --------------
-template <typename T>
+template <typename T, typename TG>
 __global__ void __launch_bounds__(256) w_u_kernel(Plan pl, int H, int HV, int K, int V, TensorView k, TensorView v,
-                                                  TensorView beta, DType gdt, const float* __restrict__ G,
+                                                  TensorView beta, DType gdt, const TG* __restrict__ G,
                                                   const float* __restrict__ A, float* __restrict__ w,
                                                   float* __restrict__ u) {
   __shared__ float As[C][C + 1];
@@ -114,7 +115,7 @@ __global__ void __launch_bounds__(256) w_u_kernel(Plan pl, int H, int HV, int K,
   if (threadIdx.x < C) {
     const int i = threadIdx.x;
     const float b = i < len ? load_dt(beta.p, gdt, (t0 + i) * beta.st + hv * beta.sh) : 0.f;
-    cw[i] = i < len ? b * expf(G[(t0 + i) * HV + hv]) : 0.f;
+    cw[i] = i < len ? b * expf(float(G[(t0 + i) * HV + hv])) : 0.f;
     cu[i] = b;
   }
   __syncthreads();
@@ -144,16 +145,16 @@ __global__ void __launch_bounds__(256) w_u_kernel(Plan pl, int H, int HV, int K,
 // ---- chunk_fwd_h: one block per (sequence, hv, 64-wide slice of V), sequential over chunks -------
 constexpr int kHSlice = 64;
 
-template <typename T>
+template <typename T, typename TG>
 __global__ void __launch_bounds__(256) fwd_h_kernel(Plan pl, int H, int HV, int K, int V, StateLayout layout,
                                                     TensorView k, const float* __restrict__ w,
-                                                    const float* __restrict__ u, const float* __restrict__ G,
+                                                    const float* __restrict__ u, const TG* __restrict__ G,
                                                     StateRef init, StateRef fin, float* __restrict__ h,
                                                     float* __restrict__ v_new) {
   extern __shared__ float sm[];
   float* S = sm;                  // [K][kHSlice]
   float* vs = S + K * kHSlice;    // [C][kHSlice]: v_new_i * exp(G_last - G_i)
-  float* Gs = vs + C * kHSlice;   // [C]
+  __shared__ TG Gs[C];
   const int slices = V / kHSlice;
   const int64_t item = blockIdx.x;
   const int sl = static_cast<int>(item % slices);
@@ -181,9 +182,9 @@ __global__ void __launch_bounds__(256) fwd_h_kernel(Plan pl, int H, int HV, int 
       const int kk = e / kHSlice, vv = e % kHSlice;
       h[((gc * HV + hv) * K + kk) * V + v0 + vv] = S[e];
     }
-    if (tid < C) Gs[tid] = tid < len ? G[(t0 + tid) * HV + hv] : 0.f;
+    if (tid < C) Gs[tid] = tid < len ? G[(t0 + tid) * HV + hv] : TG(0);
     __syncthreads();
-    const float g_last = Gs[len - 1];
+    const TG g_last = Gs[len - 1];
     {  // v_new = u - w h for this slice; thread: column vv, rows ig + 4 r
       const int vv = tid % kHSlice, ig = tid / kHSlice;
       float acc[C / 4];
@@ -205,13 +206,13 @@ __global__ void __launch_bounds__(256) fwd_h_kernel(Plan pl, int H, int HV, int 
           const int64_t o = ((t0 + i) * HV + hv) * V + v0 + vv;
           x = u[o] - acc[r];
           v_new[o] = x;
-          x *= expf(g_last - Gs[i]);
+          x *= expf(float(g_last - Gs[i]));
         }
         vs[i * kHSlice + vv] = x;
       }
     }
     __syncthreads();
-    const float decay = expf(g_last);
+    const float decay = expf(float(g_last));
     for (int e = tid; e < K * kHSlice; e += blockDim.x) {
       const int kk = e / kHSlice, vv = e % kHSlice;
       float acc = decay * S[e];
@@ -230,17 +231,17 @@ __global__ void __launch_bounds__(256) fwd_h_kernel(Plan pl, int H, int HV, int 
 }
 
 // ---- chunk_fwd_o -----------------------------------------------------------------------------------
-template <typename T, typename TO, int V>
+template <typename T, typename TO, int V, typename TG>
 __global__ void __launch_bounds__(256) fwd_o_kernel(Plan pl, int H, int HV, int K, float scale, TensorView q,
                                                     TensorView k, const float* __restrict__ v_new,
-                                                    const float* __restrict__ h, const float* __restrict__ G,
+                                                    const float* __restrict__ h, const TG* __restrict__ G,
                                                     TO* __restrict__ o, int64_t o_st, int64_t o_sh) {
   extern __shared__ float sm[];
   const int KP = K + 1;
   float* qs = sm;            // [C][K + 1]
   float* ks = qs + C * KP;   // [C][K + 1]
   float* P = ks + C * KP;    // [C][C + 1]
-  float* Gs = P + C * (C + 1);
+  __shared__ TG Gs[C];
   const int64_t gc = blockIdx.x / HV;
   const int hv = blockIdx.x % HV;
   const int hk = hv / (HV / H);
@@ -254,7 +255,7 @@ __global__ void __launch_bounds__(256) fwd_o_kernel(Plan pl, int H, int HV, int 
     qs[i * KP + d] = ok ? ld<T>(q.p, (t0 + i) * q.st + hk * q.sh + d) : 0.f;
     ks[i * KP + d] = ok ? ld<T>(k.p, (t0 + i) * k.st + hk * k.sh + d) : 0.f;
   }
-  if (tid < C) Gs[tid] = tid < len ? G[(t0 + tid) * HV + hv] : 0.f;
+  if (tid < C) Gs[tid] = tid < len ? G[(t0 + tid) * HV + hv] : TG(0);
   __syncthreads();
   for (int e = tid; e < C * C; e += blockDim.x) {
     const int i = e / C, j = e % C;
@@ -262,7 +263,7 @@ __global__ void __launch_bounds__(256) fwd_o_kernel(Plan pl, int H, int HV, int 
     if (j <= i && i < len) {
       float dot = 0.f;
       for (int d = 0; d < K; ++d) dot += qs[i * KP + d] * ks[j * KP + d];
-      r = dot * expf(Gs[i] - Gs[j]);
+      r = dot * expf(float(Gs[i] - Gs[j]));
     }
     P[i * (C + 1) + j] = r;
   }
@@ -280,7 +281,7 @@ __global__ void __launch_bounds__(256) fwd_o_kernel(Plan pl, int H, int HV, int 
     for (int r = 0; r < kRows; ++r) acc[r] += qs[(ig * kRows + r) * KP + kk] * hval;
   }
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) acc[r] *= expf(Gs[ig * kRows + r]);
+  for (int r = 0; r < kRows; ++r) acc[r] *= expf(float(Gs[ig * kRows + r]));
   for (int j = 0; j < len; ++j) {
     const float x = v_new[((t0 + j) * HV + hv) * V + vv];
 #pragma unroll
@@ -306,20 +307,32 @@ unsigned chunk_blocks(const StageCtx& c) { return grid_1d(c.pl.max_chunks * c.HV
 
 }  // namespace
 
-void run_cumsum(const StageCtx& c, TensorView g, DType gdt, float* G) {
+// G is fp32 (the stage API's format) or fp64 (the exact forward: fp32 loses the small decays
+// after a large one, since ulp(1e4) ~ 1e-3).
+void run_cumsum(const StageCtx& c, TensorView g, DType gdt, GPtr G) {
   const int64_t items = c.pl.max_chunks * c.HV;
   if (items == 0) return;
-  cumsum_kernel<<<grid_1d(items, 128), 128, 0, c.s>>>(c.pl, c.HV, g, gdt, G);
+  if (G.fp64) cumsum_kernel<double><<<grid_1d(items, 128), 128, 0, c.s>>>(c.pl, c.HV, g, gdt, static_cast<double*>(G.p));
+  else cumsum_kernel<float><<<grid_1d(items, 128), 128, 0, c.s>>>(c.pl, c.HV, g, gdt, static_cast<float*>(G.p));
   GDN_CUDA_LAUNCH_CHECK("cumsum_kernel");
 }
 
-void run_kkt(const StageCtx& c, TensorView k, DType kdt, TensorView beta, DType gdt, const float* G, float* L) {
+// Calls f(T{}, TG{}): the input dtype T, and G's type (fp64 G only with fp32 inputs: the exact forward).
+template <typename F>
+void by_types(DType dt, GPtr G, F&& f) {
+  if (G.fp64) f(float{}, double{});
+  else by_dtype(dt, [&](auto tag) { f(tag, float{}); });
+}
+
+void run_kkt(const StageCtx& c, TensorView k, DType kdt, TensorView beta, DType gdt, GPtr G, float* L) {
   if (c.pl.max_chunks == 0) return;
-  const size_t smem = sizeof(float) * (C * (c.K + 1) + 2 * C);
-  by_dtype(kdt, [&](auto tag) {
+  const size_t smem = sizeof(float) * (C * (c.K + 1) + C);
+  by_types(kdt, G, [&](auto tag, auto gtag) {
     using T = decltype(tag);
-    allow_smem(kkt_kernel<T>, smem);
-    kkt_kernel<T><<<chunk_blocks(c), 256, smem, c.s>>>(c.pl, c.H, c.HV, c.K, k, beta, gdt, G, L);
+    using TG = decltype(gtag);
+    allow_smem(kkt_kernel<T, TG>, smem);
+    kkt_kernel<T, TG><<<chunk_blocks(c), 256, smem, c.s>>>(c.pl, c.H, c.HV, c.K, k, beta, gdt,
+                                                           static_cast<const TG*>(G.p), L);
     GDN_CUDA_LAUNCH_CHECK("kkt_kernel");
   });
 }
@@ -330,51 +343,55 @@ void run_solve_tril(const StageCtx& c, const float* L, float* A) {
   GDN_CUDA_LAUNCH_CHECK("solve_tril_kernel");
 }
 
-void run_w_u(const StageCtx& c, TensorView k, TensorView v, DType kvdt, TensorView beta, DType gdt, const float* G,
+void run_w_u(const StageCtx& c, TensorView k, TensorView v, DType kvdt, TensorView beta, DType gdt, GPtr G,
              const float* A, float* w, float* u) {
   if (c.pl.max_chunks == 0) return;
-  by_dtype(kvdt, [&](auto tag) {
+  by_types(kvdt, G, [&](auto tag, auto gtag) {
     using T = decltype(tag);
-    w_u_kernel<T><<<chunk_blocks(c), 256, 0, c.s>>>(c.pl, c.H, c.HV, c.K, c.V, k, v, beta, gdt, G, A, w, u);
+    using TG = decltype(gtag);
+    w_u_kernel<T, TG><<<chunk_blocks(c), 256, 0, c.s>>>(c.pl, c.H, c.HV, c.K, c.V, k, v, beta, gdt,
+                                                         static_cast<const TG*>(G.p), A, w, u);
     GDN_CUDA_LAUNCH_CHECK("w_u_kernel");
   });
 }
 
-void run_fwd_h(const StageCtx& c, TensorView k, DType kdt, const float* w, const float* u, const float* G,
+void run_fwd_h(const StageCtx& c, TensorView k, DType kdt, const float* w, const float* u, GPtr G,
                const StateRef& init, const StateRef& fin, float* h, float* v_new) {
-  const size_t smem = sizeof(float) * (size_t(c.K) * kHSlice + C * kHSlice + C);
+  const size_t smem = sizeof(float) * (size_t(c.K) * kHSlice + C * kHSlice);
   const int64_t blocks = c.pl.num_seqs * c.HV * (c.V / kHSlice);
-  by_dtype(kdt, [&](auto tag) {
+  by_types(kdt, G, [&](auto tag, auto gtag) {
     using T = decltype(tag);
-    allow_smem(fwd_h_kernel<T>, smem);
-    fwd_h_kernel<T><<<grid_1d(blocks, 1), 256, smem, c.s>>>(c.pl, c.H, c.HV, c.K, c.V, c.layout, k, w, u, G, init,
-                                                             fin, h, v_new);
+    using TG = decltype(gtag);
+    allow_smem(fwd_h_kernel<T, TG>, smem);
+    fwd_h_kernel<T, TG><<<grid_1d(blocks, 1), 256, smem, c.s>>>(c.pl, c.H, c.HV, c.K, c.V, c.layout, k, w, u,
+                                                                 static_cast<const TG*>(G.p), init, fin, h, v_new);
     GDN_CUDA_LAUNCH_CHECK("fwd_h_kernel");
   });
 }
 
 void run_fwd_o(const StageCtx& c, TensorView q, TensorView k, DType qkdt, const float* v_new, const float* h,
-               const float* G, void* o, int64_t o_st, int64_t o_sh, DType odt) {
+               GPtr G, void* o, int64_t o_st, int64_t o_sh, DType odt) {
   if (c.pl.max_chunks == 0) return;
-  const size_t smem = sizeof(float) * (2 * C * (c.K + 1) + C * (C + 1) + C);
-  auto go = [&](auto ttag, auto otag, auto vtag) {
+  const size_t smem = sizeof(float) * (2 * C * (c.K + 1) + C * (C + 1));
+  auto go = [&](auto ttag, auto otag, auto vtag, auto gtag) {
     using T = decltype(ttag);
     using TO = decltype(otag);
+    using TG = decltype(gtag);
     constexpr int V = decltype(vtag)::value;
-    allow_smem(fwd_o_kernel<T, TO, V>, smem);
-    fwd_o_kernel<T, TO, V><<<chunk_blocks(c), 256, smem, c.s>>>(c.pl, c.H, c.HV, c.K, c.scale, q, k, v_new, h, G,
-                                                                 static_cast<TO*>(o), o_st, o_sh);
+    allow_smem(fwd_o_kernel<T, TO, V, TG>, smem);
+    fwd_o_kernel<T, TO, V, TG><<<chunk_blocks(c), 256, smem, c.s>>>(
+        c.pl, c.H, c.HV, c.K, c.scale, q, k, v_new, h, static_cast<const TG*>(G.p), static_cast<TO*>(o), o_st, o_sh);
     GDN_CUDA_LAUNCH_CHECK("fwd_o_kernel");
   };
-  auto with_v = [&](auto ttag, auto otag) {
-    if (c.V == 64) go(ttag, otag, std::integral_constant<int, 64>{});
-    else if (c.V == 128) go(ttag, otag, std::integral_constant<int, 128>{});
-    else go(ttag, otag, std::integral_constant<int, 256>{});
+  auto with_v = [&](auto ttag, auto otag, auto gtag) {
+    if (c.V == 64) go(ttag, otag, std::integral_constant<int, 64>{}, gtag);
+    else if (c.V == 128) go(ttag, otag, std::integral_constant<int, 128>{}, gtag);
+    else go(ttag, otag, std::integral_constant<int, 256>{}, gtag);
   };
-  if (qkdt == DType::kFloat32) {
-    by_dtype(odt, [&](auto otag) { with_v(float{}, otag); });
+  if (G.fp64) {  // the exact forward: fp32 q/k, o in the input dtype
+    by_dtype(odt, [&](auto otag) { with_v(float{}, otag, double{}); });
   } else {  // stage API: q, k and o share the input dtype
-    by_dtype(qkdt, [&](auto tag) { with_v(tag, tag); });
+    by_dtype(qkdt, [&](auto tag) { with_v(tag, tag, float{}); });
   }
 }
 

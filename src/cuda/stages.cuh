@@ -11,6 +11,12 @@ struct TensorView {  // [T, heads, dim] with element strides
   int64_t st, sh;
 };
 
+// G: fp32 (stage API) or fp64 (the exact forward's own workspace).
+struct GPtr {
+  void* p;
+  bool fp64;
+};
+
 struct StageCtx {
   Plan pl;
   int64_t T;
@@ -21,17 +27,17 @@ struct StageCtx {
 };
 
 // G[t, hv] = chunk-local cumulative sum of g (gates of dtype gdt).
-void run_cumsum(const StageCtx& c, TensorView g, DType gdt, float* G);
+void run_cumsum(const StageCtx& c, TensorView g, DType gdt, GPtr G);
 // L[t, hv, :] (row of its chunk). k of dtype kdt.
-void run_kkt(const StageCtx& c, TensorView k, DType kdt, TensorView beta, DType gdt, const float* G, float* L);
+void run_kkt(const StageCtx& c, TensorView k, DType kdt, TensorView beta, DType gdt, GPtr G, float* L);
 void run_solve_tril(const StageCtx& c, const float* L, float* A);
-void run_w_u(const StageCtx& c, TensorView k, TensorView v, DType kvdt, TensorView beta, DType gdt, const float* G,
+void run_w_u(const StageCtx& c, TensorView k, TensorView v, DType kvdt, TensorView beta, DType gdt, GPtr G,
              const float* A, float* w, float* u);
-void run_fwd_h(const StageCtx& c, TensorView k, DType kdt, const float* w, const float* u, const float* G,
+void run_fwd_h(const StageCtx& c, TensorView k, DType kdt, const float* w, const float* u, GPtr G,
                const StateRef& init, const StateRef& fin, float* h, float* v_new);
 // q, k of dtype qkdt; o of dtype odt with strides (o_st, o_sh).
 void run_fwd_o(const StageCtx& c, TensorView q, TensorView k, DType qkdt, const float* v_new, const float* h,
-               const float* G, void* o, int64_t o_st, int64_t o_sh, DType odt);
+               GPtr G, void* o, int64_t o_st, int64_t o_sh, DType odt);
 
 }  // namespace cuda
 }  // namespace gdn

@@ -530,6 +530,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
   }
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach a pipe even if the run is cut short
   if (!cuda::device_available()) {
     std::printf("no sm_90 CUDA device: skipped\n");
     return 0;
@@ -547,7 +548,10 @@ int main(int argc, char** argv) {
   { Case c; c.name = "exact fp32 64 vmajor"; c.lens = mix; c.dt = DType::kFloat32; c.K = c.V = 64; c.tol = 1e-4; c.vmajor = true; add(c); }
   { Case c; c.name = "exact bf16 256"; c.lens = {70, 5, 129}; c.K = c.V = 256; c.H = 1; c.HV = 2; add(c); }
   { Case c; c.name = "exact bf16 K128 V64"; c.lens = {70, 5, 129}; c.V = 64; c.vmajor = true; add(c); }
-  { Case c; c.name = "stages fp32 128"; c.lens = mix; c.dt = DType::kFloat32; c.stages = true; c.l2 = false; c.fused = false; c.tol = 1e-4; add(c); }
+  // The stage API's G is fp32: after g = -1e4 its small differences keep ~1e-3 absolute error
+  // (ulp(1e4)), inherent to that format, hence a looser bound than the forward's 1e-4.
+  { Case c; c.name = "stages fp32 128"; c.lens = mix; c.dt = DType::kFloat32; c.stages = true; c.l2 = false; c.fused = false; c.tol = 5e-4; add(c); }
+  { Case c; c.name = "exact fp32 128 extreme gates"; c.lens = mix; c.dt = DType::kFloat32; c.l2 = false; c.fused = false; c.tol = 1e-4; add(c); }
   { Case c; c.name = "stages bf16 64 vmajor"; c.lens = mix; c.stages = true; c.l2 = false; c.fused = false; c.K = c.V = 64; c.vmajor = true; add(c); }
   { Case c; c.name = "stages bf16 256"; c.lens = {70, 129}; c.stages = true; c.l2 = false; c.fused = false; c.K = c.V = 256; c.H = 1; c.HV = 2; add(c); }
   for (int kd : {64, 128, 256})
@@ -568,7 +572,7 @@ int main(int argc, char** argv) {
       for (int n = 0; n < 4096; ++n) c.lens.push_back(1 + (n * 37) % 16);
       add(c);
     }
-    { Case c; c.name = "decode 4096 pool 8192"; c.decode = true; c.H = 16; c.HV = 32; c.lens.assign(4096, 1); add(c); }
+    { Case c; c.name = "decode 4096 pool 8192"; c.decode = true; c.H = 8; c.HV = 16; c.K = c.V = 64; c.lens.assign(4096, 1); add(c); }
   }
   for (auto& c : cases) run_case(c, rng);
   std::printf("%s: %d failure(s)\n", g_fail ? "FAILED" : "PASSED", g_fail);
