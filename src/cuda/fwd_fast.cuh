@@ -29,6 +29,9 @@ struct FastBufs {
   __nv_bfloat16* h;         // [max_chunks, HV, D, D] state at each chunk start, K-major
 };
 
+// Warps of the fwd_h block (4 or 8; default 8). For A/B timing by the device check only.
+void set_fwd_h_warps(int nw);
+
 template <int D>
 void launch_fwd_prep(const FastBufs& b, const ForwardArgs& f, cudaStream_t s);
 template <int D>

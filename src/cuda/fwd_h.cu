@@ -4,6 +4,7 @@
 // while the current one is computed. Per chunk:
 //   h_c -> workspace (bf16, for fwd_o);  v_new = u - w h_c  (mma);  v_new -> workspace (bf16)
 //   S = exp(G_last) S + k^T (exp(G_last - G_i) v_new_i)   (mma)
+// NW warps split both products (4 or 8: more warps = shorter serial chain per chunk).
 #include "cuda/fwd_fast.cuh"
 
 namespace gdn {
@@ -12,7 +13,7 @@ namespace {
 
 constexpr int C = kChunkSize;
 constexpr int BV = 32;
-constexpr int kThreads = 128;
+int g_fwd_h_warps = 8;
 
 template <int D>
 struct HSmem {
@@ -26,12 +27,22 @@ struct HSmem {
   __nv_bfloat16 vs[C * SV];  // decayed v_new as the B operand of the state update
 };
 
-template <int D>
-__global__ void __launch_bounds__(kThreads) fwd_h_kernel(FastBufs b, StateRef init, StateRef fin, bool kmajor) {
+template <int D, int NW>
+__global__ void __launch_bounds__(NW * 32, 1) fwd_h_kernel(FastBufs b, StateRef init, StateRef fin, bool kmajor) {
   extern __shared__ __align__(16) char smem_raw[];
   using S = HSmem<D>;
   S& sm = *reinterpret_cast<S*>(smem_raw);
-  constexpr int MT = D / 64;  // m-tiles of 16 state rows per warp (4 warps x 16 MT rows = D)
+  constexpr int kThreads = NW * 32;
+  // State update [D][BV] += k^T vs: warp = (um, ung) owns UMT m-tiles of 16 state rows and UNP
+  // pairs of 8-wide column tiles.
+  constexpr int MTILES = D / 16;
+  constexpr int UMT = MTILES >= NW ? MTILES / NW : 1;
+  constexpr int UNG = MTILES >= NW ? 1 : NW / MTILES;
+  constexpr int UNP = (BV / 16) / UNG;
+  // v_new [C][BV]: warp = (vm, vng): rows [16 vm, +16), VNP column pairs.
+  constexpr int VNG = NW / 4;
+  constexpr int VNP = (BV / 16) / VNG;
+  static_assert(UNP >= 1 && VNP >= 1, "warp split");
   const int HV = b.HV;
   constexpr int SLICES = D / BV;
   const int64_t item = blockIdx.x;
@@ -41,21 +52,25 @@ __global__ void __launch_bounds__(kThreads) fwd_h_kernel(FastBufs b, StateRef in
   const int hk = hv / (HV / b.H);
   const int v0 = sl * BV;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int um = warp / UNG, ung = warp % UNG;
+  const int vm = warp / VNG, vng = warp % VNG;
   const int64_t DD = int64_t(D) * D;
 
-  // State fragment element (mt, nt, e) is S[k][v] with k = 16 (MT warp + mt) + g + 8 (e / 2),
-  // v = v0 + 8 nt + 2 t + e % 2.
-  float st[MT][BV / 8][4];
+  // State fragment element (mt, nt, e) is S[kk][vv]: kk = 16 (UMT um + mt) + g + 8 (e / 2),
+  // vv = 16 UNP ung + 8 nt + 2 t + e % 2 (within the slice).
+  auto row_of = [&](int mt, int e) { return 16 * (UMT * um + mt) + g + 8 * (e / 2); };
+  auto col_of = [&](int nt, int e) { return 16 * UNP * ung + 8 * nt + 2 * t + e % 2; };
+  float st[UMT][2 * UNP][4];
   {
     const int64_t r = state_row(init, n);
     const float* base = r >= 0 ? init.data + (r * HV + hv) * DD : nullptr;
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+    for (int mt = 0; mt < UMT; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < BV / 8; ++nt)
+      for (int nt = 0; nt < 2 * UNP; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int kk = 16 * (MT * warp + mt) + g + 8 * (e / 2), vv = v0 + 8 * nt + 2 * t + e % 2;
+          const int kk = row_of(mt, e), vv = v0 + col_of(nt, e);
           st[mt][nt][e] = base ? base[kmajor ? int64_t(kk) * D + vv : int64_t(vv) * D + kk] : 0.f;
         }
   }
@@ -99,12 +114,12 @@ __global__ void __launch_bounds__(kThreads) fwd_h_kernel(FastBufs b, StateRef in
     // h_c: to shared memory (B operand) and to the workspace for fwd_o.
     __nv_bfloat16* hg = b.h + (gc * HV + hv) * DD;
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+    for (int mt = 0; mt < UMT; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < BV / 8; ++nt)
+      for (int nt = 0; nt < 2 * UNP; ++nt)
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
-          const int kk = 16 * (MT * warp + mt) + g + 8 * hf, vv = 8 * nt + 2 * t;
+          const int kk = row_of(mt, 2 * hf), vv = col_of(nt, 0);
           const uint32_t x = pack_bf16(st[mt][nt][2 * hf], st[mt][nt][2 * hf + 1]);
           *reinterpret_cast<uint32_t*>(&sm.h[kk * S::SV + vv]) = x;
           *reinterpret_cast<uint32_t*>(hg + int64_t(kk) * D + v0 + vv) = x;
@@ -114,34 +129,34 @@ __global__ void __launch_bounds__(kThreads) fwd_h_kernel(FastBufs b, StateRef in
 
     const double* Gs = sm.G[stage];
     const double g_last = Gs[len - 1];
-    // v_new = u - w h: warp rows [16 warp, 16 warp + 16), BV columns.
+    // v_new = u - w h: warp rows [16 vm, 16 vm + 16), column pairs [VNP vng, +VNP).
     {
-      float acc[BV / 8][4];
+      float acc[2 * VNP][4];
 #pragma unroll
-      for (int nt = 0; nt < BV / 8; ++nt)
+      for (int nt = 0; nt < 2 * VNP; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
 #pragma unroll
       for (int ks = 0; ks < D / 16; ++ks) {
         uint32_t a[4];
-        frag_a(sm.w[stage], S::SK, 16 * warp, 16 * ks, a);
+        frag_a(sm.w[stage], S::SK, 16 * vm, 16 * ks, a);
 #pragma unroll
-        for (int np = 0; np < BV / 16; ++np) {
+        for (int np = 0; np < VNP; ++np) {
           uint32_t bb[4];
-          frag_b_kn(sm.h, S::SV, 16 * np, 16 * ks, bb);
+          frag_b_kn(sm.h, S::SV, 16 * (VNP * vng + np), 16 * ks, bb);
           mma_bf16(acc[2 * np], a, bb[0], bb[1]);
           mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
         }
       }
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
-        const int i = 16 * warp + g + 8 * hf;
+        const int i = 16 * vm + g + 8 * hf;
         const bool ok = i < len;
         const float decay = ok ? __expf(float(g_last - Gs[i])) : 0.f;
         __nv_bfloat16* vrow = b.v_new + ((t0 + (ok ? i : 0)) * HV + hv) * D + v0;
 #pragma unroll
-        for (int nt = 0; nt < BV / 8; ++nt) {
-          const int vv = 8 * nt + 2 * t;
+        for (int nt = 0; nt < 2 * VNP; ++nt) {
+          const int vv = 16 * VNP * vng + 8 * nt + 2 * t;
           const __nv_bfloat162 uu = *reinterpret_cast<const __nv_bfloat162*>(&sm.u[stage][i * S::SV + vv]);
           const float x0 = __low2float(uu) - acc[nt][2 * hf], x1 = __high2float(uu) - acc[nt][2 * hf + 1];
           if (ok) *reinterpret_cast<uint32_t*>(vrow + vv) = pack_bf16(x0, x1);
@@ -151,26 +166,26 @@ __global__ void __launch_bounds__(kThreads) fwd_h_kernel(FastBufs b, StateRef in
       }
     }
     __syncthreads();
-    // S = exp(G_last) S + k^T vs: warp state rows [16 MT warp, +16 MT), k-dim = the chunk's tokens.
+    // S = exp(G_last) S + k^T vs; the k-dim is the chunk's tokens.
     {
       const float dl = __expf(float(g_last));
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
+      for (int mt = 0; mt < UMT; ++mt)
 #pragma unroll
-        for (int nt = 0; nt < BV / 8; ++nt)
+        for (int nt = 0; nt < 2 * UNP; ++nt)
 #pragma unroll
           for (int e = 0; e < 4; ++e) st[mt][nt][e] *= dl;
 #pragma unroll
       for (int ks = 0; ks < C / 16; ++ks) {
-        uint32_t bb[BV / 16][4];
+        uint32_t bb[UNP][4];
 #pragma unroll
-        for (int np = 0; np < BV / 16; ++np) frag_b_kn(sm.vs, S::SV, 16 * np, 16 * ks, bb[np]);
+        for (int np = 0; np < UNP; ++np) frag_b_kn(sm.vs, S::SV, 16 * (UNP * ung + np), 16 * ks, bb[np]);
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
+        for (int mt = 0; mt < UMT; ++mt) {
           uint32_t a[4];
-          frag_a_t(sm.k[stage], S::SK, 16 * (MT * warp + mt), 16 * ks, a);
+          frag_a_t(sm.k[stage], S::SK, 16 * (UMT * um + mt), 16 * ks, a);
 #pragma unroll
-          for (int np = 0; np < BV / 16; ++np) {
+          for (int np = 0; np < UNP; ++np) {
             mma_bf16(st[mt][2 * np], a, bb[np][0], bb[np][1]);
             mma_bf16(st[mt][2 * np + 1], a, bb[np][2], bb[np][3]);
           }
@@ -185,27 +200,35 @@ __global__ void __launch_bounds__(kThreads) fwd_h_kernel(FastBufs b, StateRef in
   if (r >= 0) {
     float* base = fin.data + (r * HV + hv) * DD;
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+    for (int mt = 0; mt < UMT; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < BV / 8; ++nt)
+      for (int nt = 0; nt < 2 * UNP; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int kk = 16 * (MT * warp + mt) + g + 8 * (e / 2), vv = v0 + 8 * nt + 2 * t + e % 2;
+          const int kk = row_of(mt, e), vv = v0 + col_of(nt, e);
           base[kmajor ? int64_t(kk) * D + vv : int64_t(vv) * D + kk] = st[mt][nt][e];
         }
   }
 }
 
+template <int D, int NW>
+void launch(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
+  const size_t smem = sizeof(HSmem<D>);
+  const int64_t blocks = f.problem.num_seqs * b.HV * (D / BV);
+  allow_smem(fwd_h_kernel<D, NW>, smem);
+  fwd_h_kernel<D, NW><<<grid_1d(blocks, 1), NW * 32, smem, s>>>(b, f.initial_state, f.final_state,
+                                                                f.problem.state_layout == StateLayout::kKMajor);
+  GDN_CUDA_LAUNCH_CHECK("fwd_h_kernel");
+}
+
 }  // namespace
+
+void set_fwd_h_warps(int nw) { g_fwd_h_warps = nw == 4 ? 4 : 8; }
 
 template <int D>
 void launch_fwd_h(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
-  const size_t smem = sizeof(HSmem<D>);
-  const int64_t blocks = f.problem.num_seqs * b.HV * (D / BV);
-  allow_smem(fwd_h_kernel<D>, smem);
-  fwd_h_kernel<D><<<grid_1d(blocks, 1), kThreads, smem, s>>>(b, f.initial_state, f.final_state,
-                                                             f.problem.state_layout == StateLayout::kKMajor);
-  GDN_CUDA_LAUNCH_CHECK("fwd_h_kernel");
+  if (g_fwd_h_warps == 4) launch<D, 4>(b, f, s);
+  else launch<D, 8>(b, f, s);
 }
 
 template void launch_fwd_h<64>(const FastBufs&, const ForwardArgs&, cudaStream_t);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "cuda/fwd_fast.cuh"
 
 using namespace gdn;
 
@@ -575,6 +576,13 @@ int main(int argc, char** argv) {
     { Case c; c.name = "decode 4096 pool 8192"; c.decode = true; c.H = 8; c.HV = 16; c.K = c.V = 64; c.lens.assign(4096, 1); add(c); }
   }
   for (auto& c : cases) run_case(c, rng);
+  cuda::set_fwd_h_warps(4);  // the 4-warp variant of fwd_h on the first fast cases
+  for (int i = 0; i < 5; ++i) {
+    Case c = cases[i];
+    c.name += " w4";
+    run_case(c, rng);
+  }
+  cuda::set_fwd_h_warps(8);
   std::printf("%s: %d failure(s)\n", g_fail ? "FAILED" : "PASSED", g_fail);
   if (bench) {
     FILE* js = std::fopen(json ? json : "/dev/null", "w");
@@ -584,6 +592,11 @@ int main(int argc, char** argv) {
     int64_t tot = 0;
     for (int i = 0; i < 15; ++i) { const int64_t l = 256 + (i * 3541) % 3841; mixed.push_back(l); tot += l; }
     mixed.push_back(32768 - tot > 0 ? 32768 - tot : 1);
+    cuda::set_fwd_h_warps(4);
+    bench_prefill("1x32k/w4", {32768}, js, first);
+    bench_prefill("8x1k/w4", std::vector<int64_t>(8, 1024), js, first);
+    bench_prefill("256x64/w4", std::vector<int64_t>(256, 64), js, first);
+    cuda::set_fwd_h_warps(8);
     bench_prefill("1x4k", {4096}, js, first);
     bench_prefill("1x32k", {32768}, js, first);
     bench_prefill("1x128k", {131072}, js, first);
