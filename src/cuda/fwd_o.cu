@@ -2,6 +2,8 @@
 //   o_i = scale (exp(G_i) q_i^T h_c + sum_{j <= i} (q_i . k_j) exp(G_i - G_j) v_new_j)
 // Three mma products per block (q k^T, q h_c, P v_new), operands bf16 in shared memory; P is
 // split into hi + lo bf16 parts (two passes) so that only q, k, h and v_new carry bf16 rounding.
+#include <type_traits>
+
 #include "cuda/fwd_fast.cuh"
 
 namespace gdn {
@@ -25,7 +27,8 @@ struct OSmem {
 };
 
 template <int D, typename TO>
-__global__ void __launch_bounds__(kThreads) fwd_o_kernel(FastBufs b, TO* __restrict__ o, int64_t o_st, int64_t o_sh) {
+__global__ void __launch_bounds__(kThreads) fwd_o_kernel(FastBufs b, TO* __restrict__ o, int64_t o_st, int64_t o_sh,
+                                                        bool pairs) {
   extern __shared__ __align__(16) char smem_raw[];
   using S = OSmem<D>;
   S& sm = *reinterpret_cast<S*>(smem_raw);
@@ -152,8 +155,16 @@ __global__ void __launch_bounds__(kThreads) fwd_o_kernel(FastBufs b, TO* __restr
 #pragma unroll
     for (int nt = 0; nt < D / 8; ++nt) {
       const int vv = 8 * nt + 2 * t;
-      row[vv] = from_f<TO>(scale * acc[nt][2 * hf]);
-      row[vv + 1] = from_f<TO>(scale * acc[nt][2 * hf + 1]);
+      const TO x0 = from_f<TO>(scale * acc[nt][2 * hf]), x1 = from_f<TO>(scale * acc[nt][2 * hf + 1]);
+      if (pairs) {  // 4-byte aligned rows: one store per pair
+        typename std::conditional<std::is_same<TO, __half>::value, __half2, __nv_bfloat162>::type x2;
+        x2.x = x0;
+        x2.y = x1;
+        *reinterpret_cast<decltype(x2)*>(row + vv) = x2;
+      } else {
+        row[vv] = x0;
+        row[vv + 1] = x1;
+      }
     }
   }
 }
@@ -165,14 +176,17 @@ void launch_fwd_o(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
   if (b.pl.max_chunks == 0) return;
   const size_t smem = sizeof(OSmem<D>);
   const unsigned blocks = grid_1d(b.pl.max_chunks * b.HV, 1);
+  const bool pairs = reinterpret_cast<uintptr_t>(f.o.data) % 4 == 0 && f.o.stride_token % 2 == 0 &&
+                     f.o.stride_head % 2 == 0;
   if (f.problem.dtype == DType::kBFloat16) {
     auto k = fwd_o_kernel<D, __nv_bfloat16>;
     allow_smem(k, smem);
-    k<<<blocks, kThreads, smem, s>>>(b, static_cast<__nv_bfloat16*>(f.o.data), f.o.stride_token, f.o.stride_head);
+    k<<<blocks, kThreads, smem, s>>>(b, static_cast<__nv_bfloat16*>(f.o.data), f.o.stride_token, f.o.stride_head,
+                                     pairs);
   } else {
     auto k = fwd_o_kernel<D, __half>;
     allow_smem(k, smem);
-    k<<<blocks, kThreads, smem, s>>>(b, static_cast<__half*>(f.o.data), f.o.stride_token, f.o.stride_head);
+    k<<<blocks, kThreads, smem, s>>>(b, static_cast<__half*>(f.o.data), f.o.stride_token, f.o.stride_head, pairs);
   }
   GDN_CUDA_LAUNCH_CHECK("fwd_o_kernel");
 }
