@@ -63,8 +63,12 @@ def markdown(res, png_rel):
     out.append(f"- commit `{res.get('commit')}`, {res.get('date')}; torch {res.get('torch')}, "
                f"flash-linear-attention {res.get('fla_version')}")
     out.append(f"- measured in the same run: device-to-device copy **{res['copy_GBps']:.0f} GB/s** "
-               f"(bytes read + written), bf16 matmul (8192³) **{res['matmul_TFLOPs']:.0f} TFLOP/s**")
+               f"(bytes read + written; memcpy {fmt(res.get('copy_memcpy_GBps'), '.0f')}, copy kernel "
+               f"{fmt(res.get('copy_kernel_GBps'), '.0f')}), bf16 matmul (8192³) **{res['matmul_TFLOPs']:.0f} TFLOP/s**")
     out.append(f"- timing: {res.get('timing')}")
+    if not res.get("complete"):
+        out.append(f"- **partial run**: {res.get('partial_note', 'the run stopped before every case was measured')}"
+                   + (f"; skipped: {', '.join(res['skipped'])}" if res.get("skipped") else ""))
     sh = res.get("shape", {})
     out.append(f"- prefill: H={sh.get('H')}, HV={sh.get('HV')}, K=V={sh.get('K')}, {sh.get('dtype')} q/k/v, "
                "fp32 g and beta, qk l2-norm in the kernel, fp32 initial state given, final state returned; "

@@ -181,3 +181,64 @@ def torch_rel_err(out, ref):
     assert torch.isfinite(out).all(), "output holds NaN or Inf"
     den = torch.linalg.vector_norm(ref)
     return float(torch.linalg.vector_norm(out - ref) / (den if den > 0 else 1.0))
+
+
+def torch_chunked_reference(q, k, v, g, beta, scale=None, initial_state=None, cu_seqlens_cpu=None,
+                            use_qk_l2norm=False, chunk=64):
+    """The chunked form of the same function (SPEC section 3) in float64 with torch: the same
+    result as torch_recurrence up to float64 rounding (tests check that), some 50x fewer kernel
+    launches, so that the benchmark can check long sequences quickly. Gates must be moderate
+    (exp(G) of a chunk within float64 range: no -1e4 gates). K-major states only."""
+    import torch
+
+    B, Tb, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    dev = q.device
+    cu = [i * Tb for i in range(B + 1)] if cu_seqlens_cpu is None else [int(x) for x in cu_seqlens_cpu]
+    flat = lambda x: x.reshape((B * Tb,) + tuple(x.shape[2:])).double()  # noqa: E731
+    qf, kf, vf, gf, bf = (flat(x) for x in (q, k, v, g, beta))
+    if use_qk_l2norm:
+        qf = qf / torch.sqrt((qf * qf).sum(-1, keepdim=True) + 1e-6)
+        kf = kf / torch.sqrt((kf * kf).sum(-1, keepdim=True) + 1e-6)
+    if scale is None:
+        scale = K ** -0.5
+    N = len(cu) - 1
+    lens = [cu[n + 1] - cu[n] for n in range(N)]
+    C = chunk
+    L = max(-(-max(lens) // C) * C, C)
+    ar = torch.arange(L, device=dev)
+    valid = ar[None, :] < torch.tensor(lens, device=dev)[:, None]
+    pos = (torch.tensor(cu[:-1], device=dev)[:, None] + ar[None, :]).clamp(max=max(B * Tb - 1, 0))
+    rep = HV // H
+    zero = torch.zeros((), dtype=torch.float64, device=dev)
+    # [N, HV, L, D] head-major for batched matrix products; padding: k = q = v = 0, g = 0, beta = 0
+    Q = torch.where(valid[..., None, None], qf[pos], zero).repeat_interleave(rep, dim=2).transpose(1, 2)
+    Kk = torch.where(valid[..., None, None], kf[pos], zero).repeat_interleave(rep, dim=2).transpose(1, 2)
+    Vv = torch.where(valid[..., None, None], vf[pos], zero).transpose(1, 2)
+    G_all = torch.where(valid[..., None], gf[pos], zero).transpose(1, 2)  # [N, HV, L]
+    Bt = torch.where(valid[..., None], bf[pos], zero).transpose(1, 2)
+    S = torch.zeros((N, HV, K, V), dtype=torch.float64, device=dev)
+    if initial_state is not None:
+        S = initial_state[:N].double().clone()
+    O = torch.empty((N, HV, L, V), dtype=torch.float64, device=dev)
+    strict = torch.ones(C, C, dtype=torch.bool, device=dev).tril(-1)
+    causal = torch.ones(C, C, dtype=torch.bool, device=dev).tril(0)
+    eye = torch.eye(C, dtype=torch.float64, device=dev)
+    ninf = torch.tensor(float("-inf"), dtype=torch.float64, device=dev)
+    for c0 in range(0, L, C):
+        sl = slice(c0, c0 + C)
+        qc, kc, vc, bc = Q[:, :, sl], Kk[:, :, sl], Vv[:, :, sl], Bt[:, :, sl]
+        G = G_all[:, :, sl].cumsum(-1)
+        diff = G[..., :, None] - G[..., None, :]
+        Lm = bc[..., None] * (kc @ kc.transpose(-1, -2)) * torch.exp(torch.where(strict, diff, ninf))
+        A = torch.linalg.solve_triangular(eye + Lm, eye.expand_as(Lm), upper=False, unitriangular=True)
+        w = A @ ((bc * G.exp())[..., None] * kc)
+        u = A @ (bc[..., None] * vc)
+        v_new = u - w @ S
+        att = (qc @ kc.transpose(-1, -2)) * torch.exp(torch.where(causal, diff, ninf))
+        O[:, :, sl] = scale * (G.exp()[..., None] * (qc @ S) + att @ v_new)
+        G_last = G[..., -1:]
+        S = G_last.exp()[..., None] * S + (kc * torch.exp(G_last - G)[..., None]).transpose(-1, -2) @ v_new
+    o = torch.zeros((B * Tb, HV, V), dtype=torch.float64, device=dev)
+    o[pos[valid]] = O.transpose(1, 2)[valid]
+    return o.reshape(v.shape), S

@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import gdn  # noqa: E402
-from gdn_ref import torch_recurrence, torch_rel_err  # noqa: E402
+from gdn_ref import recurrence, torch_chunked_reference, torch_recurrence, torch_rel_err  # noqa: E402
 
 HAS_CUDA = torch.cuda.is_available() and gdn.cuda_available()
 DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])
@@ -122,7 +122,7 @@ def test_torch_errors_name_the_argument(device):
     if device == "cuda":
         with pytest.raises(TypeError, match="cu_seqlens is on cpu"):
             gdn.chunk_gated_delta_rule(q, k, v, g, beta, cu_seqlens=torch.tensor([0, 64]))
-        with pytest.raises(ValueError, match="cu_seqlens_cpu"):
+        with pytest.raises(ValueError, match=r"cu_seqlens\[N = 1\] is 63"):  # the host copy is validated
             gdn.chunk_gated_delta_rule(q, k, v, g, beta, cu_seqlens=torch.tensor([0, 64], device=device),
                                        cu_seqlens_cpu=torch.tensor([0, 63]))
 
@@ -135,6 +135,20 @@ def test_requires_grad_inputs_run(device):
     o, ht = gdn.chunk_gated_delta_rule(q, k, v, g, beta, initial_state=h0, output_final_state=True)
     ro, rh = torch_recurrence(q.detach(), k, v.detach(), g, beta, initial_state=h0)
     assert torch_rel_err(o.detach(), ro) <= 2e-3
+
+
+def test_references_agree():
+    """The float64 oracles: the numpy recurrence, the torch recurrence and the torch chunked form
+    (which bench/bench_gpu.py uses for long sequences) agree to float64 rounding."""
+    cu = torch.tensor([0, 1, 70, 70, 200, 333])
+    q, k, v, g, beta, h0 = gen(13, 1, 333, 2, 4, 32, 16, torch.float32, "cpu", gate_scale=3.0, n_states=5)
+    beta = beta * 2
+    ro, rh = torch_recurrence(q, k, v, g, beta, initial_state=h0, cu_seqlens_cpu=cu, use_qk_l2norm=True)
+    co, ch = torch_chunked_reference(q, k, v, g, beta, initial_state=h0, cu_seqlens_cpu=cu, use_qk_l2norm=True)
+    no, nh = recurrence(q.numpy(), k.numpy(), v.numpy(), g.numpy(), beta.numpy(), initial_state=h0.numpy(),
+                        cu_seqlens=cu.numpy(), use_qk_l2norm=True)
+    assert torch_rel_err(co, ro) <= 1e-12 and torch_rel_err(ch, rh) <= 1e-12
+    assert torch_rel_err(ro, torch.from_numpy(no)) <= 1e-12 and torch_rel_err(rh, torch.from_numpy(nh)) <= 1e-12
 
 
 # ------------------------------------------------------------------------------------------------
@@ -325,7 +339,7 @@ def test_matches_fla_on_spec_cases(case):
     kw = dict(initial_state=h0, output_final_state=True, use_qk_l2norm_in_kernel=True, cu_seqlens=cu)
     o, ht = gdn.chunk_gated_delta_rule(q, k, v, g, beta, cu_seqlens_cpu=cu_cpu, **kw)
     fo, fht = fla_chunk(q, k, v, g, beta, cu_seqlens_cpu=cu_cpu, **kw)
-    ro, rh = torch_recurrence(q, k, v, g, beta, initial_state=h0, cu_seqlens_cpu=cu_cpu, use_qk_l2norm=True)
+    ro, rh = torch_chunked_reference(q, k, v, g, beta, initial_state=h0, cu_seqlens_cpu=cu_cpu, use_qk_l2norm=True)
     e = dict(gdn_o=torch_rel_err(o, ro), fla_o=torch_rel_err(fo, ro), gdn_h=torch_rel_err(ht, rh),
              fla_h=torch_rel_err(fht, rh), diff_o=torch_rel_err(o, fo.double()))
     print(f"{case}: " + " ".join(f"{k}={v:.2e}" for k, v in e.items()))
