@@ -53,6 +53,7 @@ except Exception as e:  # noqa: BLE001
 H, HV, K, V = 16, 32, 128, 128
 C = 64
 L2_ROTATE_BYTES = 256 << 20  # rotate input sets until this many bytes are touched per round
+DEV = "cuda"  # "cpu" with --dry-run: the same code paths on tiny sizes, timed without graphs
 
 
 def mixed_lengths():
@@ -101,6 +102,13 @@ def git_commit():
 def graph_time(fns, min_reps=20, max_reps=400, target_s=0.25):
     """Capture each callable (one per input set) in a CUDA graph; replay them round-robin, each
     replay timed with events; return the median in ms."""
+    if DEV == "cpu":
+        ts = []
+        for r in range(min_reps):
+            t0 = time.perf_counter()
+            fns[r % len(fns)]()
+            ts.append((time.perf_counter() - t0) * 1e3)
+        return sorted(ts)[len(ts) // 2]
     cur = torch.cuda.current_stream()
     side = torch.cuda.Stream()
     side.wait_stream(cur)
@@ -141,7 +149,9 @@ def measure_copy_GBps():
     """Device-to-device copy of 1 GiB, bytes read + written: the better of a memcpy (which a CUDA
     graph may route to the copy engines) and an elementwise copy kernel."""
     n = 1 << 28  # floats: 1 GiB
-    x = torch.ones(n, dtype=torch.float32, device="cuda")
+    if DEV == "cpu":
+        n = 1 << 20
+    x = torch.ones(n, dtype=torch.float32, device=DEV)
     y = torch.empty_like(x)
     ms_memcpy = graph_time([lambda: y.copy_(x)], min_reps=10, max_reps=30)
     ms_kernel = graph_time([lambda: torch.mul(x, 1.0, out=y)], min_reps=10, max_reps=30)
@@ -150,9 +160,9 @@ def measure_copy_GBps():
 
 
 def measure_matmul_TFLOPs():
-    n = 8192
-    a = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
-    b = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
+    n = 8192 if DEV == "cuda" else 256
+    a = torch.randn(n, n, dtype=torch.bfloat16, device=DEV)
+    b = torch.randn(n, n, dtype=torch.bfloat16, device=DEV)
     ms = graph_time([lambda: a @ b], min_reps=10, max_reps=20)
     return 2 * n ** 3 / (ms * 1e-3) / 1e12
 
@@ -162,9 +172,9 @@ def measure_matmul_TFLOPs():
 
 
 def make_prefill(lens, h, hv, k, v, seed):
-    g_ = torch.Generator(device="cuda").manual_seed(seed)
+    g_ = torch.Generator(device=DEV).manual_seed(seed)
     T, N = sum(lens), len(lens)
-    r = lambda *s, dt=torch.bfloat16: torch.randn(*s, generator=g_, device="cuda", dtype=torch.float32).to(dt)  # noqa
+    r = lambda *s, dt=torch.bfloat16: torch.randn(*s, generator=g_, device=DEV, dtype=torch.float32).to(dt)  # noqa
     q = r(1, T, h, k)
     kk = r(1, T, h, k)
     vv = r(1, T, hv, v)
@@ -172,7 +182,7 @@ def make_prefill(lens, h, hv, k, v, seed):
     beta = r(1, T, hv, dt=torch.float32).sigmoid()
     h0 = r(N, hv, k, v, dt=torch.float32)
     cu_cpu = torch.tensor([0] + list(_cumsum(lens)), dtype=torch.int64)
-    return dict(q=q, k=kk, v=vv, g=g, beta=beta, h0=h0, cu=cu_cpu.cuda(), cu_cpu=cu_cpu)
+    return dict(q=q, k=kk, v=vv, g=g, beta=beta, h0=h0, cu=cu_cpu.to(DEV), cu_cpu=cu_cpu)
 
 
 def _cumsum(xs):
@@ -254,16 +264,17 @@ def run_prefill(name, lens, h, hv, k, v, args, copy_GBps, mm_TFLOPs):
     row["gdn_TFLOPs"] = prefill_flops(T, hv, k, v) / (row["gdn_ms"] * 1e-3) / 1e12
     row["frac_matmul"] = row["gdn_TFLOPs"] / mm_TFLOPs
     del sets
-    torch.cuda.empty_cache()
+    if DEV == "cuda":
+        torch.cuda.empty_cache()
     return row
 
 
 def make_decode(n, v_major, seed):
-    g_ = torch.Generator(device="cuda").manual_seed(seed)
-    r = lambda *s, dt=torch.bfloat16: torch.randn(*s, generator=g_, device="cuda", dtype=torch.float32).to(dt)  # noqa
+    g_ = torch.Generator(device=DEV).manual_seed(seed)
+    r = lambda *s, dt=torch.bfloat16: torch.randn(*s, generator=g_, device=DEV, dtype=torch.float32).to(dt)  # noqa
     slots = 2 * n
     pool = r(slots, HV, V, K, dt=torch.float32) if v_major else r(slots, HV, K, V, dt=torch.float32)
-    idx = torch.randperm(slots, device="cuda", generator=g_)[:n].to(torch.int32)
+    idx = torch.randperm(slots, device=DEV, generator=g_)[:n].to(torch.int32)
     d = dict(q=r(n, 1, H, K), k=r(n, 1, H, K), v=r(n, 1, HV, V),
              g=torch.nn.functional.logsigmoid(r(n, 1, HV, dt=torch.float32)),
              beta=r(n, 1, HV, dt=torch.float32).sigmoid(), pool=pool, idx=idx)
@@ -295,18 +306,18 @@ def run_decode(n, v_major, args, copy_GBps):
                              output_final_state=True, use_qk_l2norm_in_kernel=True, state_v_first=v_major)
 
     d0 = sets[0]
-    before = d0["pool"].clone()
+    rows = d0["idx"].long()
+    before = d0["pool"][rows]  # the rows the call updates (a copy)
     o = gdn_call(d0)
     ro = rh = None
     m = min(n, 256)  # the reference checks the first m sequences (a float64 copy of 4096 states is big)
     if not args.no_ref:
         ro, rh = torch_recurrence(d0["q"][:m], d0["k"][:m], d0["v"][:m], d0["g"][:m], d0["beta"][:m],
-                                  initial_state=before, state_indices=d0["idx"][:m], use_qk_l2norm=True,
-                                  state_v_first=v_major)
+                                  initial_state=before[:m], use_qk_l2norm=True, state_v_first=v_major)
         row["gdn_err"] = torch_rel_err(o[:m], ro)
-        row["gdn_state_err"] = torch_rel_err(d0["pool"][d0["idx"][:m].long()], rh)
+        row["gdn_state_err"] = torch_rel_err(d0["pool"][rows[:m]], rh)
         row["ref_rows"] = m
-    d0["pool"].copy_(before)
+    d0["pool"][rows] = before
     del before
     if fla_recurrent is not None and not args.no_fla:
         try:
@@ -330,7 +341,8 @@ def run_decode(n, v_major, args, copy_GBps):
         row["fla_GBps"] = decode_bytes(d0) / (row["fla_ms"] * 1e-3) / 1e9
         row["speedup_vs_fla"] = row["fla_ms"] / row["gdn_ms"]
     del sets
-    torch.cuda.empty_cache()
+    if DEV == "cuda":
+        torch.cuda.empty_cache()
     return row
 
 
@@ -376,14 +388,23 @@ def main():
     ap.add_argument("--no-fla", action="store_true")
     ap.add_argument("--no-ref", action="store_true", help="skip the float64 reference (no errors)")
     ap.add_argument("--coverage", action="store_true", help="also H=HV=32 and K=V=64/256 cases")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="on the CPU, tiny sizes, no graphs: checks the script's code paths without a GPU")
     ap.add_argument("--time-budget", type=float, default=270.0,
                     help="seconds; cases that would start later are skipped (and listed as skipped)")
     args = ap.parse_args()
-    if not torch.cuda.is_available() or not gdn.cuda_available():
+    global DEV, H, HV, K, V, DECODE_N
+    if args.dry_run:
+        DEV, H, HV, K, V, DECODE_N = "cpu", 2, 4, 32, 32, [1, 3]
+        PREFILL_CASES.clear()
+        PREFILL_CASES.update({"dry_2x100": [100, 100], "dry_mixed": [70, 0, 130, 1], "dry_1x64": [64]})
+        QUICK_CASES.clear()
+        QUICK_CASES.update(PREFILL_CASES)
+    elif not torch.cuda.is_available() or not gdn.cuda_available():
         sys.exit("bench_gpu.py needs a CUDA device and gdn built with CUDA")
     torch.backends.cuda.matmul.allow_tf32 = False
     t_start = time.perf_counter()
-    res = dict(gpu=torch.cuda.get_device_name(), commit=git_commit(),
+    res = dict(gpu=torch.cuda.get_device_name() if DEV == "cuda" else "cpu (dry run)", commit=git_commit(),
                date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                torch=torch.__version__, fla_version=FLA_VERSION, gdn=gdn.__version__,
                shape=dict(H=H, HV=HV, K=K, V=V, dtype="bfloat16", gates="float32", qk_l2norm=True),
@@ -421,7 +442,7 @@ def main():
                 save()
                 print(json.dumps(row), flush=True)
     if not args.no_decode:
-        for n in ([1, 64, 256] if args.quick else DECODE_N):
+        for n in ([n for n in DECODE_N if n <= 256] if args.quick else DECODE_N):
             for v_major in (True, False):
                 if time.perf_counter() - t_start > args.time_budget:
                     res.setdefault("skipped", []).append(f"decode N={n} {'V' if v_major else 'K'}-major")
