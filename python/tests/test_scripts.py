@@ -1,0 +1,38 @@
+"""The benchmark scripts stay runnable: bench/bench_gpu.py --dry-run (the same code paths on the
+CPU, tiny sizes, no graphs) and bench/report.py on its output. Needs torch (and matplotlib for the
+report); skipped otherwise."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_bench_dry_run_and_report(tmp_path):
+    pytest.importorskip("torch")
+    out = tmp_path / "dry.json"
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "bench_gpu.py"), "--dry-run", "--json", str(out)],
+                       capture_output=True, text=True, timeout=600, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    res = json.loads(out.read_text())
+    assert res["complete"] and len(res["prefill"]) == 3 and len(res["decode"]) == 4
+    for row in res["prefill"]:
+        assert row["gdn_err"] <= 5e-3 and row["gdn_ms"] > 0
+        for key in ("name", "tokens", "gdn_ms", "fla_ms", "gdn_err", "fla_err"):
+            assert key in row
+    for row in res["decode"]:
+        assert row["gdn_err"] <= 5e-3
+        for key in ("n", "layout", "gdn_ms", "fla_ms", "gdn_GBps", "copy_GBps"):
+            assert key in row
+    pytest.importorskip("matplotlib")
+    md, png = tmp_path / "B.md", tmp_path / "b.png"
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "report.py"), str(out), "--md", str(md),
+                        "--png", str(png)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "| dry_mixed |" in md.read_text() and png.stat().st_size > 0
