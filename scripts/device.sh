@@ -11,6 +11,7 @@
 #
 # Usage (from the repository root, through the device tool):
 #   scripts/device.sh [steps]      steps: comma list of build,check,test,sanitize,bench (default all)
+#   CHECK_ARGS="--quick --bench" scripts/device.sh build,check   (skip the big check cases)
 # Carry: .deps (GoogleTest source: apt-get download googletest; dpkg -x; copy usr/src/googletest to
 # .deps/googletest) and .whl (flash-linear-attention wheels) when the benchmark runs.
 set -u -o pipefail
@@ -52,7 +53,7 @@ CHECK=$BUILD/src/cuda/gdn_cuda_check
 
 # --- 2. backend check and timings --------------------------------------------------------------
 if has check && [[ -x $CHECK ]]; then
-  timeout 240 $CHECK --bench --json "$OUT/check.json" 2>&1 | tee "$OUT/check.log"
+  timeout 240 $CHECK ${CHECK_ARGS:---bench} --json "$OUT/check.json" 2>&1 | tee "$OUT/check.log"
   note "check: $(grep -E '^(PASSED|FAILED)' "$OUT/check.log" || echo 'did not finish')"
 fi
 

@@ -33,9 +33,10 @@ inline unsigned grid_1d(int64_t items, int per_block) {
 }
 
 // Sets a kernel's dynamic shared-memory limit once per instantiation (needed past 48 KB).
+// (Set from 32 KB up: static shared memory counts towards the same 48 KB default.)
 template <typename Kernel>
 inline void allow_smem(Kernel k, size_t bytes) {
-  if (bytes > 48 * 1024)
+  if (bytes > 32 * 1024)
     check(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
           "cudaFuncSetAttribute");
 }

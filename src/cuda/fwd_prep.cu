@@ -23,6 +23,7 @@ struct PrepSmem {
     struct {  // the solve (dead once A is split into Ahi / Alo)
       float L[C * (C + 1)];
       float A[C * (C + 1)];
+      float T[16 * 48];  // block forward substitution: sum_K L_IK A_KJ for one block row
     } s;
     struct {  // then the lo parts of the w/u operands
       __nv_bfloat16 klo[C * SK];
@@ -33,11 +34,12 @@ struct PrepSmem {
   __nv_bfloat16 Alo[C * SA];
   double G[C];  // fp64: G_i - G_j keeps its small decays even after a huge one
   float beta[C];
+  float coef[C];  // beta_i exp(G_i)
 };
 
 template <int D, typename TV>
 __global__ void __launch_bounds__(kThreads) fwd_prep_kernel(FastBufs b, GateArgs ga, const TV* __restrict__ v,
-                                                          int64_t v_st, int64_t v_sh) {
+                                                          int64_t v_st, int64_t v_sh, bool v_aligned) {
   extern __shared__ __align__(16) char smem_raw[];
   using S = PrepSmem<D>;
   S& sm = *reinterpret_cast<S*>(smem_raw);
@@ -58,6 +60,28 @@ __global__ void __launch_bounds__(kThreads) fwd_prep_kernel(FastBufs b, GateArgs
   }
   cp_async_commit();
 
+  // v rows into registers now (8 elements per group, 16-byte loads when v's rows are aligned),
+  // so that their latency hides behind k k^T and the solve.
+  constexpr int kGroups = C * D / 8 / kThreads;
+  uint4 vr[kGroups];
+#pragma unroll
+  for (int r = 0; r < kGroups; ++r) {
+    const int e = tid + r * kThreads, i = e / (D / 8), c8 = (e % (D / 8)) * 8;
+    vr[r] = make_uint4(0, 0, 0, 0);
+    if (i < len) {
+      const TV* src = v + (t0 + i) * v_st + hv * v_sh + c8;
+      if (v_aligned) {
+        vr[r] = *reinterpret_cast<const uint4*>(src);
+      } else {
+        unsigned short x[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) x[j] = reinterpret_cast<const unsigned short*>(src)[j];
+        vr[r] = make_uint4(x[0] | (uint32_t(x[1]) << 16), x[2] | (uint32_t(x[3]) << 16),
+                           x[4] | (uint32_t(x[5]) << 16), x[6] | (uint32_t(x[7]) << 16));
+      }
+    }
+  }
+
   // Gates and the inclusive cumsum over the chunk (2 warps, shuffle scan).
   if (tid < C) {
     float g = 0.f, be = 0.f;
@@ -75,6 +99,7 @@ __global__ void __launch_bounds__(kThreads) fwd_prep_kernel(FastBufs b, GateArgs
   if (tid >= 32 && tid < C) sm.G[tid] += sm.G[31];
   __syncthreads();
   if (tid < len) b.Gt[int64_t(hv) * b.T + t0 + tid] = sm.G[tid];
+  if (tid < C) sm.coef[tid] = sm.beta[tid] * expf(float(sm.G[tid]));
 
   cp_async_wait<0>();
   __syncthreads();
@@ -118,19 +143,42 @@ __global__ void __launch_bounds__(kThreads) fwd_prep_kernel(FastBufs b, GateArgs
   }
   __syncthreads();
 
-  // Forward substitution, two threads per column c (even / odd j), combined by a shuffle:
-  // A[i][c] = -sum_{c <= j < i} L[i][j] A[j][c]. A column is read only by its own pair.
+  // A = (I + L)^-1 by blocks of 16 (L strictly lower triangular, so A is unit lower triangular).
+  // 1. The four diagonal blocks by forward substitution: a thread pair per (block, column),
+  //    even / odd j combined by a shuffle; a column is read only by its own pair.
+  float* Ls = sm.u.s.L;
+  float* As = sm.u.s.A;
+  constexpr int LS = C + 1;
   {
-    const int c = tid / 2, p = tid % 2;
-    for (int i = 1; i < C; ++i) {
+    const int task = tid / 2, p = tid % 2, blk = task / 16, c = task % 16, o = 16 * blk;
+    for (int i = 1; i < 16; ++i) {
       float s = 0.f;
-      for (int j = c + p; j < i; j += 2) s += sm.u.s.L[i * (C + 1) + j] * sm.u.s.A[j * (C + 1) + c];
+      for (int j = c + p; j < i; j += 2) s += Ls[(o + i) * LS + o + j] * As[(o + j) * LS + o + c];
       s += __shfl_xor_sync(0xffffffffu, s, 1);
-      if (p == 0 && i > c) sm.u.s.A[i * (C + 1) + c] = -s;
+      if (p == 0 && i > c) As[(o + i) * LS + o + c] = -s;
       __syncwarp();
     }
   }
   __syncthreads();
+  // 2. Block rows I = 1..3: A_IJ = -A_II sum_{J <= K < I} L_IK A_KJ for J < I.
+  float* Ts = sm.u.s.T;  // [16][48]
+  for (int I = 1; I < 4; ++I) {
+    for (int e = tid; e < I * 256; e += kThreads) {
+      const int J = e / 256, r = (e / 16) % 16, c = e % 16;
+      float s = 0.f;
+      for (int k = 16 * J; k < 16 * I; ++k) s += Ls[(16 * I + r) * LS + k] * As[k * LS + 16 * J + c];
+      Ts[r * 48 + 16 * J + c] = s;
+    }
+    __syncthreads();
+    for (int e = tid; e < I * 256; e += kThreads) {
+      const int J = e / 256, r = (e / 16) % 16, c = e % 16;
+      float s = 0.f;
+#pragma unroll
+      for (int m = 0; m < 16; ++m) s += As[(16 * I + r) * LS + 16 * I + m] * Ts[m * 48 + 16 * J + c];
+      As[(16 * I + r) * LS + 16 * J + c] = -s;
+    }
+    __syncthreads();
+  }
   for (int e = tid; e < C * C; e += kThreads) {
     const int i = e / C, j = e % C;
     const float a = sm.u.s.A[i * (C + 1) + j];
@@ -139,17 +187,26 @@ __global__ void __launch_bounds__(kThreads) fwd_prep_kernel(FastBufs b, GateArgs
     sm.Alo[i * S::SA + j] = __float2bfloat16_rn(a - __bfloat162float(hi));
   }
   __syncthreads();  // L and A are dead: their space takes the lo parts
-  // k <- beta exp(G) k (in place, hi part) and beta v, split into hi + lo. v is read with scalar
-  // loads: its strides need not be 16-byte aligned.
+  // k <- beta exp(G) k (in place, hi part) and beta v, split into hi + lo.
   for (int e = tid; e < C * D; e += kThreads) {
     const int i = e / D, d = e % D;
-    const float xk = __bfloat162float(sm.k[i * S::SK + d]) * sm.beta[i] * __expf(float(sm.G[i]));
-    const float xv = i < len ? to_f(v[(t0 + i) * v_st + hv * v_sh + d]) * sm.beta[i] : 0.f;
-    const __nv_bfloat16 hk = __float2bfloat16_rn(xk), hv2 = __float2bfloat16_rn(xv);
+    const float xk = __bfloat162float(sm.k[i * S::SK + d]) * sm.coef[i];
+    const __nv_bfloat16 hk = __float2bfloat16_rn(xk);
     sm.k[i * S::SK + d] = hk;
     sm.u.x.klo[i * S::SK + d] = __float2bfloat16_rn(xk - __bfloat162float(hk));
-    sm.v[i * S::SK + d] = hv2;
-    sm.u.x.vlo[i * S::SK + d] = __float2bfloat16_rn(xv - __bfloat162float(hv2));
+  }
+#pragma unroll
+  for (int r = 0; r < kGroups; ++r) {
+    const int e = tid + r * kThreads, i = e / (D / 8), c8 = (e % (D / 8)) * 8;
+    const TV* x = reinterpret_cast<const TV*>(&vr[r]);
+    const float be = sm.beta[i];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float xv = to_f(x[j]) * be;
+      const __nv_bfloat16 hi = __float2bfloat16_rn(xv);
+      sm.v[i * S::SK + c8 + j] = hi;
+      sm.u.x.vlo[i * S::SK + c8 + j] = __float2bfloat16_rn(xv - __bfloat162float(hi));
+    }
   }
   __syncthreads();
 
@@ -205,15 +262,18 @@ void launch_fwd_prep(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
   const size_t smem = sizeof(PrepSmem<D>);
   const unsigned blocks = grid_1d(b.pl.max_chunks * b.HV, 1);
   const GateArgs ga = make_gates(f);
+  const bool v_aligned = reinterpret_cast<uintptr_t>(f.v.data) % 16 == 0 && f.v.stride_token % 8 == 0 &&
+                         f.v.stride_head % 8 == 0;
   if (f.problem.dtype == DType::kBFloat16) {
     auto k = fwd_prep_kernel<D, __nv_bfloat16>;
     allow_smem(k, smem);
     k<<<blocks, kThreads, smem, s>>>(b, ga, static_cast<const __nv_bfloat16*>(f.v.data), f.v.stride_token,
-                                     f.v.stride_head);
+                                     f.v.stride_head, v_aligned);
   } else {
     auto k = fwd_prep_kernel<D, __half>;
     allow_smem(k, smem);
-    k<<<blocks, kThreads, smem, s>>>(b, ga, static_cast<const __half*>(f.v.data), f.v.stride_token, f.v.stride_head);
+    k<<<blocks, kThreads, smem, s>>>(b, ga, static_cast<const __half*>(f.v.data), f.v.stride_token, f.v.stride_head,
+                                     v_aligned);
   }
   GDN_CUDA_LAUNCH_CHECK("fwd_prep_kernel");
 }

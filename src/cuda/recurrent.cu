@@ -29,7 +29,9 @@ struct DecodeArgs {
 
 template <int VEC>
 __device__ __forceinline__ void ld_vec(const float* p, float* r) {
-  if constexpr (VEC == 2) {
+  if constexpr (VEC == 1) {
+    r[0] = *p;
+  } else if constexpr (VEC == 2) {
     const float2 x = *reinterpret_cast<const float2*>(p);
     r[0] = x.x; r[1] = x.y;
   } else {
@@ -42,7 +44,9 @@ __device__ __forceinline__ void ld_vec(const float* p, float* r) {
 }
 template <int VEC>
 __device__ __forceinline__ void st_vec(float* p, const float* r) {
-  if constexpr (VEC == 2) {
+  if constexpr (VEC == 1) {
+    *p = r[0];
+  } else if constexpr (VEC == 2) {
     *reinterpret_cast<float2*>(p) = make_float2(r[0], r[1]);
   } else {
 #pragma unroll
@@ -216,7 +220,9 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(DecodeArgs a) {
 
 template <int K, int V>
 void launch_kv(const DecodeArgs& a, bool kmaj, cudaStream_t st) {
-  constexpr int BV = (K * V > 16384) ? 16384 / K : V;
+  // At most 8192 state floats per block (32 a thread): several blocks per SM, so that one
+  // block's arithmetic overlaps another's loads.
+  constexpr int BV = (K * V > 8192) ? 8192 / K : V;
   constexpr int W = K == 256 ? 16 : 8;  // warps: at most 32 state floats per thread for K = 256
   const int64_t blocks = a.N * a.HV * (V / BV);
   if (kmaj) decode_kernel<K, V, BV, true, W><<<grid_1d(blocks, 1), W * 32, 0, st>>>(a);
