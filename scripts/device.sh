@@ -53,7 +53,7 @@ CHECK=$BUILD/src/cuda/gdn_cuda_check
 
 # --- 2. backend check and timings --------------------------------------------------------------
 if has check && [[ -x $CHECK ]]; then
-  timeout 240 $CHECK ${CHECK_ARGS:---bench} --json "$OUT/check.json" 2>&1 | tee "$OUT/check.log"
+  timeout 240 $CHECK ${CHECK_ARGS:---bench --profile} --json "$OUT/check.json" 2>&1 | tee "$OUT/check.log"
   note "check: $(grep -E '^(PASSED|FAILED)' "$OUT/check.log" || echo 'did not finish')"
 fi
 
@@ -90,4 +90,4 @@ fi
 
 echo "================ summary"
 printf '%s\n' "${SUMMARY[@]}"
-grep -E '^(bench|decode) ' "$OUT/check.log" 2>/dev/null
+grep -E '^(bench|decode|  phases) ' "$OUT/check.log" 2>/dev/null

@@ -29,7 +29,14 @@ size_t carve(const Problem& p, void* base, FastBufs* b, char** plan_mem) {
   return c.used;
 }
 
+cudaEvent_t* g_events = nullptr;
+void mark(int i, cudaStream_t s) {
+  if (g_events) check(cudaEventRecord(g_events[i], s), "cudaEventRecord");
+}
+
 }  // namespace
+
+void set_fast_timing(cudaEvent_t* events) { g_events = events; }
 
 bool fast_path_supported(const Problem& p) {
   return (p.dtype == DType::kBFloat16 || p.dtype == DType::kFloat16) && p.head_k == p.head_v &&
@@ -44,22 +51,30 @@ void fast_forward(const ForwardArgs& f, const Exec& exec) {
   FastBufs b;
   char* pm = nullptr;
   carve(p, exec.workspace, &b, &pm);
+  mark(0, s);
   b.pl = build_plan(p, pm, s);
+  mark(1, s);
   const int64_t T = p.num_tokens;
   const int H = p.num_qk_heads, D = p.head_k;
   convert_rows(p.dtype, DType::kBFloat16, f.q.data, f.q.stride_token, f.q.stride_head, const_cast<__nv_bfloat16*>(b.qb),
                int64_t(H) * D, D, T, H, D, p.use_qk_l2norm, s);
   convert_rows(p.dtype, DType::kBFloat16, f.k.data, f.k.stride_token, f.k.stride_head, const_cast<__nv_bfloat16*>(b.kb),
                int64_t(H) * D, D, T, H, D, p.use_qk_l2norm, s);
+  mark(2, s);
   if (D == 128) {
     launch_fwd_prep<128>(b, f, s);
+    mark(3, s);
     launch_fwd_h<128>(b, f, s);
+    mark(4, s);
     launch_fwd_o<128>(b, f, s);
   } else {
     launch_fwd_prep<64>(b, f, s);
+    mark(3, s);
     launch_fwd_h<64>(b, f, s);
+    mark(4, s);
     launch_fwd_o<64>(b, f, s);
   }
+  mark(5, s);
 }
 
 }  // namespace cuda

@@ -31,6 +31,9 @@ struct FastBufs {
 
 // Warps of the fwd_h block (4 or 8; default 8). For A/B timing by the device check only.
 void set_fwd_h_warps(int nw);
+// Phase timing for the device check: with 6 events set, fast_forward records one before the plan
+// and one after each phase (plan, q/k packing, prep, h, o). Null (the default) records nothing.
+void set_fast_timing(cudaEvent_t* events);
 
 template <int D>
 void launch_fwd_prep(const FastBufs& b, const ForwardArgs& f, cudaStream_t s);

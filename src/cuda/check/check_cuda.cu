@@ -29,6 +29,7 @@ using namespace gdn;
   } while (0)
 
 static int g_fail = 0;
+static bool g_profile = false;
 
 static float round_to(DType dt, float x) {
   if (dt == DType::kBFloat16) return __bfloat162float(__float2bfloat16(x));
@@ -431,6 +432,31 @@ static void bench_prefill(const char* name, std::vector<int64_t> lens, FILE* js,
   std::sort(ms.begin(), ms.end());
   const float med = ms[ms.size() / 2];
   std::printf("bench %-8s T=%-7lld %.3f ms  %.1f Mtok/s\n", name, (long long)T, med, T / med / 1e3);
+  if (g_profile) {  // phases of the tensor-core forward, plain launches (no graph), median of 9
+    cudaEvent_t ev[6];
+    for (auto& e : ev) cudaEventCreate(&e);
+    cuda::set_fast_timing(ev);
+    std::vector<std::vector<float>> ph(5);
+    for (int r = 0; r < 11; ++r) {
+      cuda::chunk_gated_delta_rule(f, ex);
+      CK(cudaEventSynchronize(ev[5]));
+      if (r < 2) continue;
+      for (int i = 0; i < 5; ++i) {
+        float m;
+        cudaEventElapsedTime(&m, ev[i], ev[i + 1]);
+        ph[i].push_back(m);
+      }
+    }
+    cuda::set_fast_timing(nullptr);
+    const char* names[5] = {"plan", "pack", "prep", "h", "o"};
+    std::printf("  phases %-8s", name);
+    for (int i = 0; i < 5; ++i) {
+      std::sort(ph[i].begin(), ph[i].end());
+      std::printf("  %s %.3f", names[i], ph[i][ph[i].size() / 2]);
+    }
+    std::printf(" ms\n");
+    for (auto& e : ev) cudaEventDestroy(e);
+  }
   std::fprintf(js, "%s{\"name\":\"%s\",\"tokens\":%lld,\"gdn_ms\":%.4f}", first ? "" : ",", name, (long long)T, med);
   first = false;
   cudaGraphExecDestroy(gx); cudaGraphDestroy(graph);
@@ -529,6 +555,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--bench")) bench = true;
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--profile")) g_profile = true;
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
   }
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach a pipe even if the run is cut short
