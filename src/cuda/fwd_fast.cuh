@@ -29,8 +29,11 @@ struct FastBufs {
   __nv_bfloat16* h;         // [max_chunks, HV, D, D] state at each chunk start, K-major
 };
 
-// Warps of the fwd_h block (4 or 8; default 8). For A/B timing by the device check only.
+// Warps per block of fwd_h (4 or 8; default 8), fwd_prep and fwd_o (4 or 8; default 4). For
+// A/B timing by the device check; not thread-safe, not part of the API.
 void set_fwd_h_warps(int nw);
+void set_fwd_prep_warps(int nw);
+void set_fwd_o_warps(int nw);
 // Phase timing for the device check: with 6 events set, fast_forward records one before the plan
 // and one after each phase (plan, q/k packing, prep, h, o). Null (the default) records nothing.
 void set_fast_timing(cudaEvent_t* events);

@@ -2,6 +2,9 @@
 //   o_i = scale (exp(G_i) q_i^T h_c + sum_{j <= i} (q_i . k_j) exp(G_i - G_j) v_new_j)
 // Three mma products per block (q k^T, q h_c, P v_new), operands bf16 in shared memory; P is
 // split into hi + lo bf16 parts (two passes) so that only q, k, h and v_new carry bf16 rounding.
+// NW = 4 warps: warp w owns row tile w (16 rows), all columns. NW = 8: warps w and w + 4 own row
+// tiles w and 3 - w and one half of the columns each, so that the two warps of one SM
+// sub-partition (w % 4) carry equal triangular work.
 #include <type_traits>
 
 #include "cuda/fwd_fast.cuh"
@@ -11,7 +14,7 @@ namespace cuda {
 namespace {
 
 constexpr int C = kChunkSize;
-constexpr int kThreads = 128;
+int g_warps = 4;
 
 template <int D>
 struct OSmem {
@@ -26,12 +29,16 @@ struct OSmem {
   double G[C];
 };
 
-template <int D, typename TO>
-__global__ void __launch_bounds__(kThreads) fwd_o_kernel(FastBufs b, TO* __restrict__ o, int64_t o_st, int64_t o_sh,
+template <int D, typename TO, int NW>
+__global__ void __launch_bounds__(NW * 32) fwd_o_kernel(FastBufs b, TO* __restrict__ o, int64_t o_st, int64_t o_sh,
                                                         bool pairs) {
   extern __shared__ __align__(16) char smem_raw[];
   using S = OSmem<D>;
   S& sm = *reinterpret_cast<S*>(smem_raw);
+  constexpr int kThreads = NW * 32;
+  constexpr int HALVES = NW / 4;          // column groups
+  constexpr int CP = (C / 16) / HALVES;   // P column-tile pairs per warp
+  constexpr int DP = (D / 16) / HALVES;   // o column-tile pairs per warp
   const int HV = b.HV;
   const int64_t gc = blockIdx.x / HV;
   const int hv = blockIdx.x % HV;
@@ -40,6 +47,8 @@ __global__ void __launch_bounds__(kThreads) fwd_o_kernel(FastBufs b, TO* __restr
   int len;
   if (!chunk_info(b.pl, gc, n, t0, len)) return;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int half = warp / 4;
+  const int m = half == 0 ? warp : 3 - (warp - 4);  // row tile
 
   for (int e = tid; e < C * D / 8; e += kThreads) {
     const int i = e / (D / 8), c8 = (e % (D / 8)) * 8;
@@ -62,36 +71,38 @@ __global__ void __launch_bounds__(kThreads) fwd_o_kernel(FastBufs b, TO* __restr
   cp_async_wait<0>();
   __syncthreads();
 
-  const int i0 = 16 * warp + g, i1 = i0 + 8;  // this thread's two rows
+  const int i0 = 16 * m + g, i1 = i0 + 8;  // this thread's two rows
   const double Gi0 = sm.G[i0], Gi1 = sm.G[i1];
-  // P = (q k^T) * exp(G_i - G_j), j <= i: only the column tiles up to this warp's diagonal block.
+  // P = (q k^T) * exp(G_i - G_j), j <= i: column tiles of this warp's half, up to the diagonal.
   {
-    float acc[C / 8][4];
+    float acc[2 * CP][4];
 #pragma unroll
-    for (int nt = 0; nt < C / 8; ++nt)
+    for (int nt = 0; nt < 2 * CP; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
       uint32_t a[4];
-      frag_a(sm.q, S::SK, 16 * warp, 16 * ks, a);
+      frag_a(sm.q, S::SK, 16 * m, 16 * ks, a);
 #pragma unroll
-      for (int np = 0; np < C / 16; ++np) {
-        if (np > warp) break;
+      for (int jp = 0; jp < CP; ++jp) {
+        const int np = CP * half + jp;
+        if (np > m) break;
         uint32_t bb[4];
         frag_b_nk(sm.k, S::SK, 16 * np, 16 * ks, bb);
-        mma_bf16(acc[2 * np], a, bb[0], bb[1]);
-        mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
+        mma_bf16(acc[2 * jp], a, bb[0], bb[1]);
+        mma_bf16(acc[2 * jp + 1], a, bb[2], bb[3]);
       }
     }
 #pragma unroll
-    for (int nt = 0; nt < C / 8; ++nt) {
-      if (nt / 2 > warp) break;
+    for (int jt = 0; jt < 2 * CP; ++jt) {
+      const int nt = 2 * CP * half + jt;
+      if (nt / 2 > m) break;
       const int j = 8 * nt + 2 * t;
-      const float p00 = j <= i0 ? acc[nt][0] * __expf(float(Gi0 - sm.G[j])) : 0.f;
-      const float p01 = j + 1 <= i0 ? acc[nt][1] * __expf(float(Gi0 - sm.G[j + 1])) : 0.f;
-      const float p10 = j <= i1 ? acc[nt][2] * __expf(float(Gi1 - sm.G[j])) : 0.f;
-      const float p11 = j + 1 <= i1 ? acc[nt][3] * __expf(float(Gi1 - sm.G[j + 1])) : 0.f;
+      const float p00 = j <= i0 ? acc[jt][0] * __expf(float(Gi0 - sm.G[j])) : 0.f;
+      const float p01 = j + 1 <= i0 ? acc[jt][1] * __expf(float(Gi0 - sm.G[j + 1])) : 0.f;
+      const float p10 = j <= i1 ? acc[jt][2] * __expf(float(Gi1 - sm.G[j])) : 0.f;
+      const float p11 = j + 1 <= i1 ? acc[jt][3] * __expf(float(Gi1 - sm.G[j + 1])) : 0.f;
       const uint32_t h0 = pack_bf16(p00, p01), h1 = pack_bf16(p10, p11);
       const __nv_bfloat162 r0 = *reinterpret_cast<const __nv_bfloat162*>(&h0);
       const __nv_bfloat162 r1 = *reinterpret_cast<const __nv_bfloat162*>(&h1);
@@ -103,47 +114,48 @@ __global__ void __launch_bounds__(kThreads) fwd_o_kernel(FastBufs b, TO* __restr
           pack_bf16(p10 - __low2float(r1), p11 - __high2float(r1));
     }
   }
-  __syncwarp();  // P rows of this warp are read only by this warp
+  // P rows of tile m are written by the HALVES warps that own that tile.
+  if constexpr (HALVES == 1) __syncwarp(); else __syncthreads();
 
-  float acc[D / 8][4];
+  float acc[2 * DP][4];
 #pragma unroll
-  for (int nt = 0; nt < D / 8; ++nt)
+  for (int nt = 0; nt < 2 * DP; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
   // q h_c
 #pragma unroll
   for (int ks = 0; ks < D / 16; ++ks) {
     uint32_t a[4];
-    frag_a(sm.q, S::SK, 16 * warp, 16 * ks, a);
+    frag_a(sm.q, S::SK, 16 * m, 16 * ks, a);
 #pragma unroll
-    for (int np = 0; np < D / 16; ++np) {
+    for (int jp = 0; jp < DP; ++jp) {
       uint32_t bb[4];
-      frag_b_kn(sm.h, S::SK, 16 * np, 16 * ks, bb);
-      mma_bf16(acc[2 * np], a, bb[0], bb[1]);
-      mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
+      frag_b_kn(sm.h, S::SK, 16 * (DP * half + jp), 16 * ks, bb);
+      mma_bf16(acc[2 * jp], a, bb[0], bb[1]);
+      mma_bf16(acc[2 * jp + 1], a, bb[2], bb[3]);
     }
   }
   const float e0 = __expf(float(Gi0)), e1 = __expf(float(Gi1));
 #pragma unroll
-  for (int nt = 0; nt < D / 8; ++nt) {
+  for (int nt = 0; nt < 2 * DP; ++nt) {
     acc[nt][0] *= e0; acc[nt][1] *= e0;
     acc[nt][2] *= e1; acc[nt][3] *= e1;
   }
   // + P v_new (k-steps past the diagonal block are zero)
 #pragma unroll
   for (int ks = 0; ks < C / 16; ++ks) {
-    if (ks > warp) break;
+    if (ks > m) break;
     uint32_t a[4], al[4];
-    frag_a(sm.P, S::SP, 16 * warp, 16 * ks, a);
-    frag_a(sm.Plo, S::SP, 16 * warp, 16 * ks, al);
+    frag_a(sm.P, S::SP, 16 * m, 16 * ks, a);
+    frag_a(sm.Plo, S::SP, 16 * m, 16 * ks, al);
 #pragma unroll
-    for (int np = 0; np < D / 16; ++np) {
+    for (int jp = 0; jp < DP; ++jp) {
       uint32_t bb[4];
-      frag_b_kn(sm.vn, S::SK, 16 * np, 16 * ks, bb);
-      mma_bf16(acc[2 * np], a, bb[0], bb[1]);
-      mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
-      mma_bf16(acc[2 * np], al, bb[0], bb[1]);
-      mma_bf16(acc[2 * np + 1], al, bb[2], bb[3]);
+      frag_b_kn(sm.vn, S::SK, 16 * (DP * half + jp), 16 * ks, bb);
+      mma_bf16(acc[2 * jp], a, bb[0], bb[1]);
+      mma_bf16(acc[2 * jp + 1], a, bb[2], bb[3]);
+      mma_bf16(acc[2 * jp], al, bb[0], bb[1]);
+      mma_bf16(acc[2 * jp + 1], al, bb[2], bb[3]);
     }
   }
   const float scale = b.scale;
@@ -153,8 +165,8 @@ __global__ void __launch_bounds__(kThreads) fwd_o_kernel(FastBufs b, TO* __restr
     if (i >= len) continue;
     TO* row = o + (t0 + i) * o_st + hv * o_sh;
 #pragma unroll
-    for (int nt = 0; nt < D / 8; ++nt) {
-      const int vv = 8 * nt + 2 * t;
+    for (int nt = 0; nt < 2 * DP; ++nt) {
+      const int vv = 16 * DP * half + 8 * nt + 2 * t;
       const TO x0 = from_f<TO>(scale * acc[nt][2 * hf]), x1 = from_f<TO>(scale * acc[nt][2 * hf + 1]);
       if (pairs) {  // 4-byte aligned rows: one store per pair
         typename std::conditional<std::is_same<TO, __half>::value, __half2, __nv_bfloat162>::type x2;
@@ -169,25 +181,32 @@ __global__ void __launch_bounds__(kThreads) fwd_o_kernel(FastBufs b, TO* __restr
   }
 }
 
+template <int D, typename TO, int NW>
+void launch(const FastBufs& b, const ForwardArgs& f, cudaStream_t s, unsigned blocks, bool pairs) {
+  const size_t smem = sizeof(OSmem<D>);
+  auto k = fwd_o_kernel<D, TO, NW>;
+  allow_smem(k, smem);
+  k<<<blocks, NW * 32, smem, s>>>(b, static_cast<TO*>(f.o.data), f.o.stride_token, f.o.stride_head, pairs);
+}
+
+template <int D, typename TO>
+void launch_nw(const FastBufs& b, const ForwardArgs& f, cudaStream_t s, unsigned blocks, bool pairs) {
+  if (g_warps == 8) launch<D, TO, 8>(b, f, s, blocks, pairs);
+  else launch<D, TO, 4>(b, f, s, blocks, pairs);
+}
+
 }  // namespace
+
+void set_fwd_o_warps(int nw) { g_warps = nw == 8 ? 8 : 4; }
 
 template <int D>
 void launch_fwd_o(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
   if (b.pl.max_chunks == 0) return;
-  const size_t smem = sizeof(OSmem<D>);
   const unsigned blocks = grid_1d(b.pl.max_chunks * b.HV, 1);
   const bool pairs = reinterpret_cast<uintptr_t>(f.o.data) % 4 == 0 && f.o.stride_token % 2 == 0 &&
                      f.o.stride_head % 2 == 0;
-  if (f.problem.dtype == DType::kBFloat16) {
-    auto k = fwd_o_kernel<D, __nv_bfloat16>;
-    allow_smem(k, smem);
-    k<<<blocks, kThreads, smem, s>>>(b, static_cast<__nv_bfloat16*>(f.o.data), f.o.stride_token, f.o.stride_head,
-                                     pairs);
-  } else {
-    auto k = fwd_o_kernel<D, __half>;
-    allow_smem(k, smem);
-    k<<<blocks, kThreads, smem, s>>>(b, static_cast<__half*>(f.o.data), f.o.stride_token, f.o.stride_head, pairs);
-  }
+  if (f.problem.dtype == DType::kBFloat16) launch_nw<D, __nv_bfloat16>(b, f, s, blocks, pairs);
+  else launch_nw<D, __half>(b, f, s, blocks, pairs);
   GDN_CUDA_LAUNCH_CHECK("fwd_o_kernel");
 }
 

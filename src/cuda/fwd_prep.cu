@@ -4,6 +4,9 @@
 // w = A (beta exp(G) k), u = A (beta v) with mma. Writes G (fp64, head-major) and w, u (bf16).
 // The w/u products run in three bf16 passes (A_hi X_hi + A_lo X_hi + A_hi X_lo, each operand
 // split as x = hi + lo): near-fp32 products, so w and u carry only their final bf16 rounding.
+// NW = 4 warps: warp w owns row tile w of every 64-row product, all columns. NW = 8: warps w and
+// w + 4 own row tiles w and 3 - w and one half of the columns each (equal triangular work on
+// each SM sub-partition, w % 4).
 #include "cuda/fwd_fast.cuh"
 
 namespace gdn {
@@ -11,7 +14,7 @@ namespace cuda {
 namespace {
 
 constexpr int C = kChunkSize;
-constexpr int kThreads = 128;  // 4 warps, warp w owns rows [16 w, 16 w + 16) of every 64-row product
+int g_warps = 4;
 
 template <int D>
 struct PrepSmem {
@@ -37,8 +40,8 @@ struct PrepSmem {
   float coef[C];  // beta_i exp(G_i)
 };
 
-template <int D, typename TV>
-__global__ void __launch_bounds__(kThreads) fwd_prep_kernel(FastBufs b, GateArgs ga, const TV* __restrict__ v,
+template <int D, typename TV, int NW>
+__global__ void __launch_bounds__(NW * 32) fwd_prep_kernel(FastBufs b, GateArgs ga, const TV* __restrict__ v,
                                                           int64_t v_st, int64_t v_sh, bool v_aligned) {
   extern __shared__ __align__(16) char smem_raw[];
   using S = PrepSmem<D>;
@@ -51,6 +54,12 @@ __global__ void __launch_bounds__(kThreads) fwd_prep_kernel(FastBufs b, GateArgs
   int len;
   if (!chunk_info(b.pl, gc, n, t0, len)) return;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  constexpr int kThreads = NW * 32;
+  constexpr int HALVES = NW / 4;          // column groups
+  constexpr int CP = (C / 16) / HALVES;   // L column-tile pairs per warp
+  constexpr int DP = (D / 16) / HALVES;   // w/u column-tile pairs per warp
+  const int half = warp / 4;
+  const int m = half == 0 ? warp : 3 - (warp - 4);  // row tile
 
   // k rows (bf16, packed): async, zero-filled past the end of the sequence.
   for (int e = tid; e < C * D / 8; e += kThreads) {
@@ -106,33 +115,35 @@ __global__ void __launch_bounds__(kThreads) fwd_prep_kernel(FastBufs b, GateArgs
 
   // L = k k^T (lower part only: column tiles up to the diagonal block of this warp's rows).
   {
-    float acc[C / 8][4];
+    float acc[2 * CP][4];
 #pragma unroll
-    for (int nt = 0; nt < C / 8; ++nt)
+    for (int nt = 0; nt < 2 * CP; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
       uint32_t a[4];
-      frag_a(sm.k, S::SK, 16 * warp, 16 * ks, a);
+      frag_a(sm.k, S::SK, 16 * m, 16 * ks, a);
 #pragma unroll
-      for (int np = 0; np < C / 16; ++np) {
-        if (np > warp) break;
+      for (int jp = 0; jp < CP; ++jp) {
+        const int np = CP * half + jp;
+        if (np > m) break;
         uint32_t bb[4];
         frag_b_nk(sm.k, S::SK, 16 * np, 16 * ks, bb);
-        mma_bf16(acc[2 * np], a, bb[0], bb[1]);
-        mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
+        mma_bf16(acc[2 * jp], a, bb[0], bb[1]);
+        mma_bf16(acc[2 * jp + 1], a, bb[2], bb[3]);
       }
     }
     const int g = lane / 4, t = lane % 4;
 #pragma unroll
-    for (int nt = 0; nt < C / 8; ++nt) {
-      if (nt / 2 > warp) break;
+    for (int jt = 0; jt < 2 * CP; ++jt) {
+      const int nt = 2 * CP * half + jt;
+      if (nt / 2 > m) break;
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int i = 16 * warp + g + (e / 2) * 8, j = 8 * nt + 2 * t + (e % 2);
+        const int i = 16 * m + g + (e / 2) * 8, j = 8 * nt + 2 * t + (e % 2);
         // Mask before exponentiating: G_i - G_j > 0 (overflow) for j > i.
-        sm.u.s.L[i * (C + 1) + j] = j < i ? sm.beta[i] * acc[nt][e] * __expf(float(sm.G[i] - sm.G[j])) : 0.f;
+        sm.u.s.L[i * (C + 1) + j] = j < i ? sm.beta[i] * acc[jt][e] * __expf(float(sm.G[i] - sm.G[j])) : 0.f;
       }
     }
   }
@@ -149,7 +160,7 @@ __global__ void __launch_bounds__(kThreads) fwd_prep_kernel(FastBufs b, GateArgs
   float* Ls = sm.u.s.L;
   float* As = sm.u.s.A;
   constexpr int LS = C + 1;
-  {
+  if (tid < 128) {  // warp-uniform: the first four warps
     const int task = tid / 2, p = tid % 2, blk = task / 16, c = task % 16, o = 16 * blk;
     for (int i = 1; i < 16; ++i) {
       float s = 0.f;
@@ -210,7 +221,7 @@ __global__ void __launch_bounds__(kThreads) fwd_prep_kernel(FastBufs b, GateArgs
   }
   __syncthreads();
 
-  // w = A kb, u = A vb: warp rows [16 w, 16 w + 16), all D columns; only the lower-triangular
+  // w = A kb, u = A vb: warp rows [16 m, 16 m + 16), its column pairs; only the lower-triangular
   // k-steps (A[i][j] = 0 for j > i) are issued.
   const int g = lane / 4, t = lane % 4;
 #pragma unroll
@@ -218,63 +229,73 @@ __global__ void __launch_bounds__(kThreads) fwd_prep_kernel(FastBufs b, GateArgs
     const __nv_bfloat16* src = which == 0 ? sm.k : sm.v;
     const __nv_bfloat16* src_lo = which == 0 ? sm.u.x.klo : sm.u.x.vlo;
     __nv_bfloat16* dst = which == 0 ? b.w : b.u;
-    float acc[D / 8][4];
+    float acc[2 * DP][4];
 #pragma unroll
-    for (int nt = 0; nt < D / 8; ++nt)
+    for (int nt = 0; nt < 2 * DP; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
 #pragma unroll
     for (int ks = 0; ks < C / 16; ++ks) {
-      if (ks > warp) break;
+      if (ks > m) break;
       uint32_t a[4], al[4];
-      frag_a(sm.Ahi, S::SA, 16 * warp, 16 * ks, a);
-      frag_a(sm.Alo, S::SA, 16 * warp, 16 * ks, al);
+      frag_a(sm.Ahi, S::SA, 16 * m, 16 * ks, a);
+      frag_a(sm.Alo, S::SA, 16 * m, 16 * ks, al);
 #pragma unroll
-      for (int np = 0; np < D / 16; ++np) {
+      for (int jp = 0; jp < DP; ++jp) {
+        const int np = DP * half + jp;
         uint32_t bb[4], bl[4];
         frag_b_kn(src, S::SK, 16 * np, 16 * ks, bb);
         frag_b_kn(src_lo, S::SK, 16 * np, 16 * ks, bl);
-        mma_bf16(acc[2 * np], a, bb[0], bb[1]);
-        mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
-        mma_bf16(acc[2 * np], al, bb[0], bb[1]);
-        mma_bf16(acc[2 * np + 1], al, bb[2], bb[3]);
-        mma_bf16(acc[2 * np], a, bl[0], bl[1]);
-        mma_bf16(acc[2 * np + 1], a, bl[2], bl[3]);
+        mma_bf16(acc[2 * jp], a, bb[0], bb[1]);
+        mma_bf16(acc[2 * jp + 1], a, bb[2], bb[3]);
+        mma_bf16(acc[2 * jp], al, bb[0], bb[1]);
+        mma_bf16(acc[2 * jp + 1], al, bb[2], bb[3]);
+        mma_bf16(acc[2 * jp], a, bl[0], bl[1]);
+        mma_bf16(acc[2 * jp + 1], a, bl[2], bl[3]);
       }
     }
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = 16 * warp + g + half * 8;
+    for (int hf = 0; hf < 2; ++hf) {
+      const int i = 16 * m + g + hf * 8;
       if (i < len) {
-        uint32_t* row = reinterpret_cast<uint32_t*>(dst + ((t0 + i) * HV + hv) * D);
+        uint32_t* row = reinterpret_cast<uint32_t*>(dst + ((t0 + i) * HV + hv) * D + 16 * DP * half);
 #pragma unroll
-        for (int nt = 0; nt < D / 8; ++nt) row[(8 * nt + 2 * t) / 2] = pack_bf16(acc[nt][2 * half], acc[nt][2 * half + 1]);
+        for (int nt = 0; nt < 2 * DP; ++nt) row[(8 * nt + 2 * t) / 2] = pack_bf16(acc[nt][2 * hf], acc[nt][2 * hf + 1]);
       }
     }
   }
 }
 
+template <int D, typename TV, int NW>
+void launch(const FastBufs& b, const ForwardArgs& f, cudaStream_t s, unsigned blocks, const GateArgs& ga,
+            bool v_aligned) {
+  const size_t smem = sizeof(PrepSmem<D>);
+  auto k = fwd_prep_kernel<D, TV, NW>;
+  allow_smem(k, smem);
+  k<<<blocks, NW * 32, smem, s>>>(b, ga, static_cast<const TV*>(f.v.data), f.v.stride_token, f.v.stride_head,
+                                  v_aligned);
+}
+
+template <int D, typename TV>
+void launch_nw(const FastBufs& b, const ForwardArgs& f, cudaStream_t s, unsigned blocks, const GateArgs& ga,
+               bool v_aligned) {
+  if (g_warps == 8) launch<D, TV, 8>(b, f, s, blocks, ga, v_aligned);
+  else launch<D, TV, 4>(b, f, s, blocks, ga, v_aligned);
+}
+
 }  // namespace
+
+void set_fwd_prep_warps(int nw) { g_warps = nw == 8 ? 8 : 4; }
 
 template <int D>
 void launch_fwd_prep(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
   if (b.pl.max_chunks == 0) return;
-  const size_t smem = sizeof(PrepSmem<D>);
   const unsigned blocks = grid_1d(b.pl.max_chunks * b.HV, 1);
   const GateArgs ga = make_gates(f);
   const bool v_aligned = reinterpret_cast<uintptr_t>(f.v.data) % 16 == 0 && f.v.stride_token % 8 == 0 &&
                          f.v.stride_head % 8 == 0;
-  if (f.problem.dtype == DType::kBFloat16) {
-    auto k = fwd_prep_kernel<D, __nv_bfloat16>;
-    allow_smem(k, smem);
-    k<<<blocks, kThreads, smem, s>>>(b, ga, static_cast<const __nv_bfloat16*>(f.v.data), f.v.stride_token,
-                                     f.v.stride_head, v_aligned);
-  } else {
-    auto k = fwd_prep_kernel<D, __half>;
-    allow_smem(k, smem);
-    k<<<blocks, kThreads, smem, s>>>(b, ga, static_cast<const __half*>(f.v.data), f.v.stride_token, f.v.stride_head,
-                                     v_aligned);
-  }
+  if (f.problem.dtype == DType::kBFloat16) launch_nw<D, __nv_bfloat16>(b, f, s, blocks, ga, v_aligned);
+  else launch_nw<D, __half>(b, f, s, blocks, ga, v_aligned);
   GDN_CUDA_LAUNCH_CHECK("fwd_prep_kernel");
 }
 
