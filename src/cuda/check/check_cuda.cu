@@ -610,6 +610,15 @@ int main(int argc, char** argv) {
     run_case(c, rng);
   }
   cuda::set_fwd_h_warps(8);
+  cuda::set_fwd_prep_warps(8);  // the 8-warp variants of fwd_prep and fwd_o
+  cuda::set_fwd_o_warps(8);
+  for (int i = 0; i < 5; ++i) {
+    Case c = cases[i];
+    c.name += " po8";
+    run_case(c, rng);
+  }
+  cuda::set_fwd_prep_warps(4);
+  cuda::set_fwd_o_warps(4);
   std::printf("%s: %d failure(s)\n", g_fail ? "FAILED" : "PASSED", g_fail);
   if (bench) {
     FILE* js = std::fopen(json ? json : "/dev/null", "w");
@@ -624,6 +633,13 @@ int main(int argc, char** argv) {
     bench_prefill("8x1k/w4", std::vector<int64_t>(8, 1024), js, first);
     bench_prefill("256x64/w4", std::vector<int64_t>(256, 64), js, first);
     cuda::set_fwd_h_warps(8);
+    cuda::set_fwd_prep_warps(8);
+    cuda::set_fwd_o_warps(8);
+    bench_prefill("1x32k/po8", {32768}, js, first);
+    bench_prefill("8x1k/po8", std::vector<int64_t>(8, 1024), js, first);
+    bench_prefill("256x64/po8", std::vector<int64_t>(256, 64), js, first);
+    cuda::set_fwd_prep_warps(4);
+    cuda::set_fwd_o_warps(4);
     bench_prefill("1x4k", {4096}, js, first);
     bench_prefill("1x32k", {32768}, js, first);
     bench_prefill("1x128k", {131072}, js, first);
