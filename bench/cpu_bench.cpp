@@ -20,8 +20,8 @@ void BM_ChunkGemm(benchmark::State& state) {
     gdn::cpu::gemm(M, N, D, A.data(), D, B.data(), N, C.data(), N, true);
     benchmark::DoNotOptimize(C.data());
   }
-  state.counters["GFLOP/s"] =
-      benchmark::Counter(2.0 * M * N * D * double(state.iterations()), benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * M * N * D * double(state.iterations()),
+                                                 benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 BENCHMARK(BM_ChunkGemm)->Args({128, 128, 128})->Args({64, 128, 64})->Args({128, 64, 128});
 
@@ -80,7 +80,8 @@ struct Problem {
 void BM_Forward(benchmark::State& state) {
   Problem pb(state.range(0), 1, int(state.range(1)));
   for (auto _ : state) gdn::chunk_gated_delta_rule(pb.a, pb.exec);
-  state.counters["tokens/s"] = benchmark::Counter(double(pb.T) * double(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["tokens/s"] =
+      benchmark::Counter(double(pb.T) * double(state.iterations()), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Forward)->Args({4096, 2})->Args({4096, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -88,7 +89,8 @@ void BM_Decode(benchmark::State& state) {
   Problem pb(state.range(0), state.range(0), 2);
   for (auto _ : state) gdn::recurrent_gated_delta_rule(pb.a, pb.exec);
   const double bytes = 2.0 * double(pb.N) * 32 * 128 * 128 * 4;
-  state.counters["GB/s"] = benchmark::Counter(bytes * double(state.iterations()), benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+  state.counters["GB/s"] =
+      benchmark::Counter(bytes * double(state.iterations()), benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 BENCHMARK(BM_Decode)->Arg(1)->Arg(64)->Arg(256)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -34,8 +34,7 @@ void l2norm(Vec& x, int dim) {
   }
 }
 
-void fused_gates(const Dims& d, const Vec& a, const Vec& A_log, const Vec& dt_bias, const Vec& b, Vec& g,
-                 Vec& beta) {
+void fused_gates(const Dims& d, const Vec& a, const Vec& A_log, const Vec& dt_bias, const Vec& b, Vec& g, Vec& beta) {
   g.assign(d.T * d.HV, 0.0);
   beta.assign(d.T * d.HV, 0.0);
   for (int64_t t = 0; t < d.T; ++t)
@@ -48,8 +47,8 @@ void fused_gates(const Dims& d, const Vec& a, const Vec& A_log, const Vec& dt_bi
     }
 }
 
-void recurrence(const Dims& d, const Vec& q, const Vec& k, const Vec& v, const Vec& g, const Vec& beta,
-                const Vec& h0, double scale, Vec& o, Vec& hT) {
+void recurrence(const Dims& d, const Vec& q, const Vec& k, const Vec& v, const Vec& g, const Vec& beta, const Vec& h0,
+                double scale, Vec& o, Vec& hT) {
   const int H = d.H, HV = d.HV, K = d.K, V = d.V;
   o.assign(d.T * HV * V, 0.0);
   hT.assign(d.N() * HV * K * V, 0.0);
@@ -202,8 +201,8 @@ void chunk_fwd_h(const Dims& d, const Vec& k, const Vec& w, const Vec& u, const 
   }
 }
 
-void chunk_fwd_o(const Dims& d, const Vec& q, const Vec& k, const Vec& v_new, const Vec& h, const Vec& G,
-                 double scale, Vec& o) {
+void chunk_fwd_o(const Dims& d, const Vec& q, const Vec& k, const Vec& v_new, const Vec& h, const Vec& G, double scale,
+                 Vec& o) {
   const int K = d.K, V = d.V, HV = d.HV, H = d.H;
   o.assign(d.T * HV * V, 0.0);
   for_each_chunk(d, [&](int64_t, int hv, int64_t chunk, int64_t t0, int rows) {

@@ -24,16 +24,15 @@ using Vec = std::vector<double>;
 void l2norm(Vec& x, int dim);
 
 // g = -exp(A_log[hv]) * softplus(a + dt_bias[hv]) (softplus(x) = x for x > 20); beta = sigmoid(b).
-void fused_gates(const Dims& d, const Vec& a, const Vec& A_log, const Vec& dt_bias, const Vec& b, Vec& g,
-                 Vec& beta);
+void fused_gates(const Dims& d, const Vec& a, const Vec& A_log, const Vec& dt_bias, const Vec& b, Vec& g, Vec& beta);
 
 // The recurrence. h0: [N, HV, K, V] or empty (zeros). Outputs o [T, HV, V] and hT [N, HV, K, V].
-void recurrence(const Dims& d, const Vec& q, const Vec& k, const Vec& v, const Vec& g, const Vec& beta,
-                const Vec& h0, double scale, Vec& o, Vec& hT);
+void recurrence(const Dims& d, const Vec& q, const Vec& k, const Vec& v, const Vec& g, const Vec& beta, const Vec& h0,
+                double scale, Vec& o, Vec& hT);
 
 // Stage definitions (chunk C = 64, chunks numbered globally in sequence order).
 int64_t num_chunks(const Dims& d);
-void chunk_local_cumsum(const Dims& d, const Vec& g, Vec& G);                                  // [T, HV]
+void chunk_local_cumsum(const Dims& d, const Vec& g, Vec& G);                                   // [T, HV]
 void chunk_scaled_dot_kkt(const Dims& d, const Vec& k, const Vec& beta, const Vec& G, Vec& L);  // [T, HV, 64]
 void solve_tril(const Dims& d, const Vec& L, Vec& A);  // direct inverse of (I + L) per chunk, [T, HV, 64]
 void recompute_w_u(const Dims& d, const Vec& k, const Vec& v, const Vec& beta, const Vec& G, const Vec& A, Vec& w,
@@ -41,8 +40,8 @@ void recompute_w_u(const Dims& d, const Vec& k, const Vec& v, const Vec& beta, c
 // h: [num_chunks, HV, K, V]; v_new: [T, HV, V]; hT: [N, HV, K, V].
 void chunk_fwd_h(const Dims& d, const Vec& k, const Vec& w, const Vec& u, const Vec& G, const Vec& h0, Vec& h,
                  Vec& v_new, Vec& hT);
-void chunk_fwd_o(const Dims& d, const Vec& q, const Vec& k, const Vec& v_new, const Vec& h, const Vec& G,
-                 double scale, Vec& o);
+void chunk_fwd_o(const Dims& d, const Vec& q, const Vec& k, const Vec& v_new, const Vec& h, const Vec& G, double scale,
+                 Vec& o);
 
 // Relative RMS error ||out - ref|| / ||ref||; infinity if out holds a NaN or Inf.
 double rel_rms_error(const double* out, const double* ref, int64_t n);

@@ -7,9 +7,12 @@ namespace gdn {
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return "float32";
-    case DType::kFloat16: return "float16";
-    case DType::kBFloat16: return "bfloat16";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kFloat16:
+      return "float16";
+    case DType::kBFloat16:
+      return "bfloat16";
   }
   return "invalid";
 }
@@ -28,8 +31,7 @@ bool cuda_available() {
 
 // Calls `fn` on the backend's namespace: the one place a runtime backend becomes a code path.
 #ifdef GDN_WITH_CUDA
-#define GDN_DISPATCH(exec, call) \
-  ((exec).backend == Backend::kCUDA ? cuda::call : cpu::call)
+#define GDN_DISPATCH(exec, call) ((exec).backend == Backend::kCUDA ? cuda::call : cpu::call)
 #else
 #define GDN_DISPATCH(exec, call) cpu::call
 #endif
@@ -106,8 +108,8 @@ void recompute_w_u(const Problem& p, const StageBuffers& b, const Exec& exec) {
 }
 
 void chunk_fwd_h(const Problem& p, const StageBuffers& b, const Exec& exec) {
-  run_stage("chunk_fwd_h", p, b, kNeedK | kNeedW | kNeedU | kNeedGcum | kNeedH | kNeedVNew | kNeedStates, exec,
-            true, [&](const Problem& np, const StageBuffers& s) { GDN_DISPATCH(exec, chunk_fwd_h(np, s, exec)); });
+  run_stage("chunk_fwd_h", p, b, kNeedK | kNeedW | kNeedU | kNeedGcum | kNeedH | kNeedVNew | kNeedStates, exec, true,
+            [&](const Problem& np, const StageBuffers& s) { GDN_DISPATCH(exec, chunk_fwd_h(np, s, exec)); });
 }
 
 void chunk_fwd_o(const Problem& p, const StageBuffers& b, const Exec& exec) {

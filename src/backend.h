@@ -7,17 +7,17 @@
 
 #include "gdn/gdn.h"
 
-#define GDN_BACKEND_OPS                                                              \
-  void l2norm(const L2NormArgs& args, const Exec& exec);                             \
-  void chunk_local_cumsum(const Problem& p, const StageBuffers& b, const Exec& exec); \
+#define GDN_BACKEND_OPS                                                                 \
+  void l2norm(const L2NormArgs& args, const Exec& exec);                                \
+  void chunk_local_cumsum(const Problem& p, const StageBuffers& b, const Exec& exec);   \
   void chunk_scaled_dot_kkt(const Problem& p, const StageBuffers& b, const Exec& exec); \
-  void solve_tril(const Problem& p, const StageBuffers& b, const Exec& exec);        \
-  void recompute_w_u(const Problem& p, const StageBuffers& b, const Exec& exec);     \
-  void chunk_fwd_h(const Problem& p, const StageBuffers& b, const Exec& exec);       \
-  void chunk_fwd_o(const Problem& p, const StageBuffers& b, const Exec& exec);       \
-  size_t stage_workspace_size(const Problem& p, int num_threads);                   \
-  size_t chunk_gated_delta_rule_workspace_size(const Problem& p, int num_threads);   \
-  void chunk_gated_delta_rule(const ForwardArgs& args, const Exec& exec);            \
+  void solve_tril(const Problem& p, const StageBuffers& b, const Exec& exec);           \
+  void recompute_w_u(const Problem& p, const StageBuffers& b, const Exec& exec);        \
+  void chunk_fwd_h(const Problem& p, const StageBuffers& b, const Exec& exec);          \
+  void chunk_fwd_o(const Problem& p, const StageBuffers& b, const Exec& exec);          \
+  size_t stage_workspace_size(const Problem& p, int num_threads);                       \
+  size_t chunk_gated_delta_rule_workspace_size(const Problem& p, int num_threads);      \
+  void chunk_gated_delta_rule(const ForwardArgs& args, const Exec& exec);               \
   void recurrent_gated_delta_rule(const ForwardArgs& args, const Exec& exec);
 
 namespace gdn {

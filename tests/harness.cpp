@@ -144,10 +144,10 @@ std::string Case::name() const {
   os << "N" << lens.size() << "_T";
   int64_t T = 0;
   for (int64_t l : lens) T += l;
-  os << T << "_H" << H << "_HV" << HV << "_K" << K << "_V" << V << "_" << dtype_name(dtype)
-     << (l2norm ? "_l2" : "") << (layout == StateLayout::kVMajor ? "_vmajor" : "") << (pool ? "_pool" : "")
-     << (initial_state ? "_h0" : "") << (fused_gate ? "_fused" : "") << "_g" << int(gate) << "x" << gate_factor
-     << "_b" << int(beta) << (strided ? "_strided" : "");
+  os << T << "_H" << H << "_HV" << HV << "_K" << K << "_V" << V << "_" << dtype_name(dtype) << (l2norm ? "_l2" : "")
+     << (layout == StateLayout::kVMajor ? "_vmajor" : "") << (pool ? "_pool" : "") << (initial_state ? "_h0" : "")
+     << (fused_gate ? "_fused" : "") << "_g" << int(gate) << "x" << gate_factor << "_b" << int(beta)
+     << (strided ? "_strided" : "");
   return os.str();
 }
 
@@ -204,9 +204,15 @@ Inputs make_inputs(const Case& c, std::mt19937_64& rng) {
     g[i] = c.gate == GateKind::kZero ? 0.0 : c.gate == GateKind::kVeryNegative ? -1e4 : logsigmoid * c.gate_factor;
     const double sig = 1.0 / (1.0 + std::exp(-nd(rng)));
     switch (c.beta) {
-      case BetaKind::kSigmoid: beta[i] = sig; break;
-      case BetaKind::kZero: beta[i] = 0.0; break;
-      case BetaKind::kTwo: beta[i] = 2.0; break;
+      case BetaKind::kSigmoid:
+        beta[i] = sig;
+        break;
+      case BetaKind::kZero:
+        beta[i] = 0.0;
+        break;
+      case BetaKind::kTwo:
+        beta[i] = 2.0;
+        break;
       case BetaKind::kMixed: {
         const int p = pick(rng);
         beta[i] = p == 0 ? sig : p == 1 ? 0.0 : 2.0;

@@ -36,7 +36,9 @@ class Buffer {
   void download(void* dst, size_t bytes) const;
   std::vector<uint8_t> to_host() const;
   template <typename T>
-  T* as() const { return static_cast<T*>(ptr_); }
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
 
  private:
   Backend backend_ = Backend::kCPU;
@@ -91,10 +93,10 @@ struct Inputs {
   int64_t q_off = 0, k_off = 0, v_off = 0, stride_qk = 0, stride_v = 0;
   std::vector<double> qd, kd, vd, gd, betad;  // as the kernel sees them (before l2norm / fusion)
   std::vector<float> A_log, dt_bias;
-  std::vector<float> state0;         // [slots, HV, ...] in the case's layout
-  std::vector<int32_t> indices;      // [N] when pooled
+  std::vector<float> state0;     // [slots, HV, ...] in the case's layout
+  std::vector<int32_t> indices;  // [N] when pooled
   int64_t slots = 0;
-  int64_t o_stride_token = 0;        // elements
+  int64_t o_stride_token = 0;  // elements
 };
 
 Inputs make_inputs(const Case& c, std::mt19937_64& rng);
@@ -108,8 +110,8 @@ Expected reference(const Inputs& in);
 // Runs the chunked forward (or the decode step) on a backend; returns o and the pool/final
 // state array after the call, as host vectors.
 struct Outputs {
-  std::vector<double> o;            // [T, HV, V]
-  std::vector<float> states;        // the whole final-state array (pool or dense), its layout
+  std::vector<double> o;      // [T, HV, V]
+  std::vector<float> states;  // the whole final-state array (pool or dense), its layout
 };
 enum class Op { kChunk, kRecurrent };
 Outputs run(const Inputs& in, Backend backend, Op op);

@@ -125,7 +125,8 @@ TEST_P(Errors, HeadsNotMultiple) {
 }
 
 TEST_P(Errors, UnsupportedHeadSize) {
-  expect_rejected(GetParam(), [](Fixture& f) { f.a.problem.head_k = 100; }, {"head_k (K = 100) is unsupported", "expected"});
+  expect_rejected(GetParam(), [](Fixture& f) { f.a.problem.head_k = 100; },
+                  {"head_k (K = 100) is unsupported", "expected"});
   expect_rejected(GetParam(), [](Fixture& f) { f.a.problem.head_v = 512; }, {"head_v (V = 512) is unsupported"});
 }
 
@@ -154,11 +155,26 @@ TEST_P(Errors, NullPointers) {
 }
 
 TEST_P(Errors, BadSequenceBoundaries) {
-  expect_rejected(GetParam(), [](Fixture& f) { f.cu_host = {1, 4, 10}; f.a.problem.cu_seqlens_host = f.cu_host.data(); if (f.be == Backend::kCPU) f.cu.upload(f.cu_host.data(), 12); },
+  expect_rejected(GetParam(),
+                  [](Fixture& f) {
+                    f.cu_host = {1, 4, 10};
+                    f.a.problem.cu_seqlens_host = f.cu_host.data();
+                    if (f.be == Backend::kCPU) f.cu.upload(f.cu_host.data(), 12);
+                  },
                   {"cu_seqlens[0] is 1; expected 0"});
-  expect_rejected(GetParam(), [](Fixture& f) { f.cu_host = {0, 6, 4}; f.a.problem.cu_seqlens_host = f.cu_host.data(); if (f.be == Backend::kCPU) f.cu.upload(f.cu_host.data(), 12); },
+  expect_rejected(GetParam(),
+                  [](Fixture& f) {
+                    f.cu_host = {0, 6, 4};
+                    f.a.problem.cu_seqlens_host = f.cu_host.data();
+                    if (f.be == Backend::kCPU) f.cu.upload(f.cu_host.data(), 12);
+                  },
                   {"cu_seqlens[2] is 4, less than cu_seqlens[1] = 6"});
-  expect_rejected(GetParam(), [](Fixture& f) { f.cu_host = {0, 4, 9}; f.a.problem.cu_seqlens_host = f.cu_host.data(); if (f.be == Backend::kCPU) f.cu.upload(f.cu_host.data(), 12); },
+  expect_rejected(GetParam(),
+                  [](Fixture& f) {
+                    f.cu_host = {0, 4, 9};
+                    f.a.problem.cu_seqlens_host = f.cu_host.data();
+                    if (f.be == Backend::kCPU) f.cu.upload(f.cu_host.data(), 12);
+                  },
                   {"cu_seqlens[N = 2] is 9; expected num_tokens (T = 10)"});
   expect_rejected(GetParam(),
                   [](Fixture& f) {
@@ -170,9 +186,17 @@ TEST_P(Errors, BadSequenceBoundaries) {
 }
 
 TEST_P(Errors, BadPoolIndices) {
-  expect_rejected(GetParam(), [](Fixture& f) { f.idx_host = {3, 9}; if (f.be == Backend::kCPU) f.idx.upload(f.idx_host.data(), 8); },
+  expect_rejected(GetParam(),
+                  [](Fixture& f) {
+                    f.idx_host = {3, 9};
+                    if (f.be == Backend::kCPU) f.idx.upload(f.idx_host.data(), 8);
+                  },
                   {"initial_state.indices[1] is 9; expected < num_slots = 5"});
-  expect_rejected(GetParam(), [](Fixture& f) { f.idx_host = {2, 2}; if (f.be == Backend::kCPU) f.idx.upload(f.idx_host.data(), 8); },
+  expect_rejected(GetParam(),
+                  [](Fixture& f) {
+                    f.idx_host = {2, 2};
+                    if (f.be == Backend::kCPU) f.idx.upload(f.idx_host.data(), 8);
+                  },
                   {"indices[1] repeats row 2", "distinct"});
   expect_rejected(GetParam(),
                   [](Fixture& f) {
@@ -188,7 +212,8 @@ TEST_P(Errors, BadStrides) {
 }
 
 TEST_P(Errors, WorkspaceTooSmall) {
-  expect_rejected(GetParam(), [](Fixture& f) { f.exec.workspace_bytes = 16; }, {"exec.workspace", "holds 16 bytes; expected at least"});
+  expect_rejected(GetParam(), [](Fixture& f) { f.exec.workspace_bytes = 16; },
+                  {"exec.workspace", "holds 16 bytes; expected at least"});
 }
 
 TEST_P(Errors, StageArguments) {
@@ -200,7 +225,8 @@ TEST_P(Errors, StageArguments) {
     chunk_local_cumsum(f.a.problem, b, f.exec);
     ADD_FAILURE() << "no error for a null G";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("buffer G; expected fp32 [T, HV] (it is null)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("buffer G; expected fp32 [T, HV] (it is null)"), std::string::npos)
+        << e.what();
   }
   f.a.problem.use_qk_l2norm = true;
   try {

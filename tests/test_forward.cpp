@@ -18,40 +18,144 @@ std::vector<Case> forward_cases() {
     cs.push_back(c);
   };
   for (int64_t T : {1, 63, 64, 65, 200, 1000}) add([&](Case& c) { c.lens = {T}; });
-  add([](Case& c) { c.lens = {100, 100, 100}; c.varlen = false; });
+  add([](Case& c) {
+    c.lens = {100, 100, 100};
+    c.varlen = false;
+  });
   add([](Case& c) { c.lens = {0, 1, 63, 64, 65, 130, 7, 0, 200}; });
   add([](Case& c) { c.lens = {0}; });
-  for (int ratio : {1, 2, 4}) add([&](Case& c) { c.H = 2; c.HV = 2 * ratio; c.lens = {150, 70}; });
-  add([](Case& c) { c.K = 128; c.V = 128; c.lens = {130, 3}; });
-  add([](Case& c) { c.K = 64; c.V = 128; c.lens = {70}; });
-  add([](Case& c) { c.K = 128; c.V = 64; c.lens = {70}; });
-  add([](Case& c) { c.K = 96; c.V = 80; c.lens = {90, 40}; });  // not powers of two (CPU only)
-  add([](Case& c) { c.l2norm = false; c.lens = {129, 5}; });
-  for (double f : {0.01, 1.0, 10.0}) add([&](Case& c) { c.gate_factor = f; c.lens = {140, 60}; });
-  add([](Case& c) { c.gate = GateKind::kZero; c.lens = {140, 60}; });
-  add([](Case& c) { c.gate = GateKind::kVeryNegative; c.lens = {140, 60}; });
-  add([](Case& c) { c.beta = BetaKind::kZero; c.lens = {100}; });
-  add([](Case& c) { c.beta = BetaKind::kTwo; c.lens = {100, 30}; });
-  add([](Case& c) { c.beta = BetaKind::kMixed; c.gate = GateKind::kZero; c.lens = {100, 30}; });
-  add([](Case& c) { c.initial_state = false; c.lens = {77, 64}; });
-  add([](Case& c) { c.final_state = false; c.lens = {77}; });
-  add([](Case& c) { c.layout = StateLayout::kVMajor; c.lens = {77, 64}; });
-  add([](Case& c) { c.pool = true; c.lens = {65, 0, 1, 130, 20, 64}; });
-  add([](Case& c) { c.pool = true; c.layout = StateLayout::kVMajor; c.lens = {65, 1, 130, 20}; });
-  add([](Case& c) { c.pool = true; c.initial_state = false; c.lens = {65, 1, 33}; });
+  for (int ratio : {1, 2, 4})
+    add([&](Case& c) {
+      c.H = 2;
+      c.HV = 2 * ratio;
+      c.lens = {150, 70};
+    });
+  add([](Case& c) {
+    c.K = 128;
+    c.V = 128;
+    c.lens = {130, 3};
+  });
+  add([](Case& c) {
+    c.K = 64;
+    c.V = 128;
+    c.lens = {70};
+  });
+  add([](Case& c) {
+    c.K = 128;
+    c.V = 64;
+    c.lens = {70};
+  });
+  add([](Case& c) {
+    c.K = 96;
+    c.V = 80;
+    c.lens = {90, 40};
+  });  // not powers of two (CPU only)
+  add([](Case& c) {
+    c.l2norm = false;
+    c.lens = {129, 5};
+  });
+  for (double f : {0.01, 1.0, 10.0})
+    add([&](Case& c) {
+      c.gate_factor = f;
+      c.lens = {140, 60};
+    });
+  add([](Case& c) {
+    c.gate = GateKind::kZero;
+    c.lens = {140, 60};
+  });
+  add([](Case& c) {
+    c.gate = GateKind::kVeryNegative;
+    c.lens = {140, 60};
+  });
+  add([](Case& c) {
+    c.beta = BetaKind::kZero;
+    c.lens = {100};
+  });
+  add([](Case& c) {
+    c.beta = BetaKind::kTwo;
+    c.lens = {100, 30};
+  });
+  add([](Case& c) {
+    c.beta = BetaKind::kMixed;
+    c.gate = GateKind::kZero;
+    c.lens = {100, 30};
+  });
+  add([](Case& c) {
+    c.initial_state = false;
+    c.lens = {77, 64};
+  });
+  add([](Case& c) {
+    c.final_state = false;
+    c.lens = {77};
+  });
+  add([](Case& c) {
+    c.layout = StateLayout::kVMajor;
+    c.lens = {77, 64};
+  });
+  add([](Case& c) {
+    c.pool = true;
+    c.lens = {65, 0, 1, 130, 20, 64};
+  });
+  add([](Case& c) {
+    c.pool = true;
+    c.layout = StateLayout::kVMajor;
+    c.lens = {65, 1, 130, 20};
+  });
+  add([](Case& c) {
+    c.pool = true;
+    c.initial_state = false;
+    c.lens = {65, 1, 33};
+  });
   for (DType d : {DType::kBFloat16, DType::kFloat16}) {
-    add([&](Case& c) { c.dtype = d; c.lens = {200, 33}; });
-    add([&](Case& c) { c.dtype = d; c.gate_in_input_dtype = true; c.lens = {90}; });
+    add([&](Case& c) {
+      c.dtype = d;
+      c.lens = {200, 33};
+    });
+    add([&](Case& c) {
+      c.dtype = d;
+      c.gate_in_input_dtype = true;
+      c.lens = {90};
+    });
   }
-  add([](Case& c) { c.fused_gate = true; c.lens = {150, 20}; });
-  add([](Case& c) { c.fused_gate = true; c.dtype = DType::kBFloat16; c.gate_in_input_dtype = true; c.lens = {80}; });
-  add([](Case& c) { c.strided = true; c.lens = {90, 40}; });
-  add([](Case& c) { c.strided = true; c.dtype = DType::kBFloat16; c.lens = {64, 3}; });
+  add([](Case& c) {
+    c.fused_gate = true;
+    c.lens = {150, 20};
+  });
+  add([](Case& c) {
+    c.fused_gate = true;
+    c.dtype = DType::kBFloat16;
+    c.gate_in_input_dtype = true;
+    c.lens = {80};
+  });
+  add([](Case& c) {
+    c.strided = true;
+    c.lens = {90, 40};
+  });
+  add([](Case& c) {
+    c.strided = true;
+    c.dtype = DType::kBFloat16;
+    c.lens = {64, 3};
+  });
   // Decode-shaped batches: one or a few tokens per sequence, states in a pool, both layouts.
-  add([](Case& c) { c.pool = true; c.lens = std::vector<int64_t>(64, 1); });
-  add([](Case& c) { c.pool = true; c.layout = StateLayout::kVMajor; c.lens = {2, 3, 1, 4}; c.dtype = DType::kBFloat16; });
+  add([](Case& c) {
+    c.pool = true;
+    c.lens = std::vector<int64_t>(64, 1);
+  });
+  add([](Case& c) {
+    c.pool = true;
+    c.layout = StateLayout::kVMajor;
+    c.lens = {2, 3, 1, 4};
+    c.dtype = DType::kBFloat16;
+  });
   // The Qwen3-Next shape.
-  add([](Case& c) { c.H = 16; c.HV = 32; c.K = 128; c.V = 128; c.dtype = DType::kBFloat16; c.lens = {150, 64}; });
+  add([](Case& c) {
+    c.H = 16;
+    c.HV = 32;
+    c.K = 128;
+    c.V = 128;
+    c.dtype = DType::kBFloat16;
+    c.lens = {150, 64};
+  });
   return cs;
 }
 

@@ -75,17 +75,25 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) usage(("missing value after " + a).c_str());
       return argv[++i];
     };
-    if (a == "--backend") o.backend = next();
-    else if (a == "--threads") o.threads = std::stoi(next());
+    if (a == "--backend")
+      o.backend = next();
+    else if (a == "--threads")
+      o.threads = std::stoi(next());
     else if (a == "--dtypes") {
       o.dtypes.clear();
       for (const std::string& d : split(next())) o.dtypes.push_back(parse_dtype(d));
-    } else if (a == "--cases") o.cases = split(next());
-    else if (a == "--max-tokens") o.max_tokens = std::stoll(next());
-    else if (a == "--no-decode") o.decode = false;
-    else if (a == "--json") o.json = next();
-    else if (a == "-h" || a == "--help") usage("help");
-    else usage(("unknown argument " + a).c_str());
+    } else if (a == "--cases")
+      o.cases = split(next());
+    else if (a == "--max-tokens")
+      o.max_tokens = std::stoll(next());
+    else if (a == "--no-decode")
+      o.decode = false;
+    else if (a == "--json")
+      o.json = next();
+    else if (a == "-h" || a == "--help")
+      usage("help");
+    else
+      usage(("unknown argument " + a).c_str());
   }
   return o;
 }
@@ -236,9 +244,7 @@ struct Mem {
   }
 };
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // Median milliseconds of `fn`. CPU: wall clock, at least 3 runs and about a second. CUDA: the
 // call captured once in a CUDA graph, replays timed with events.
@@ -472,8 +478,8 @@ int main_impl(int argc, char** argv) {
   const int64_t max_tokens = opt.max_tokens >= 0 ? opt.max_tokens : (backend == Backend::kCPU ? 8192 : 0);
 
   std::fprintf(stderr, "gdn: backend %s%s, shape H=%d HV=%d K=%d V=%d, qk l2norm on, fp32 states\n",
-               backend_name(backend), backend == Backend::kCPU ? (" (" + std::to_string(threads) + " threads)").c_str() : "",
-               H, HV, K, V);
+               backend_name(backend),
+               backend == Backend::kCPU ? (" (" + std::to_string(threads) + " threads)").c_str() : "", H, HV, K, V);
   const double gemm = backend == Backend::kCPU ? blas_gemm_gflops(threads) : 0.0;
   const double copy = copy_bandwidth_GBps(backend);
   if (gemm > 0) std::fprintf(stderr, "gdn: OpenBLAS fp32 GEMM (2048^3, %d threads): %.1f GFLOP/s\n", threads, gemm);
@@ -525,13 +531,13 @@ int main_impl(int argc, char** argv) {
   }
   std::fprintf(stderr, "\r%80s\r", "");
 
-  std::printf("%-8s %-9s %-8s %9s %10s %12s %9s %8s %10s %10s\n", "case", "kind", "dtype", "tokens", "ms",
-              "tokens/s", "GFLOP/s", "GB/s", "err(o)", "err(state)");
+  std::printf("%-8s %-9s %-8s %9s %10s %12s %9s %8s %10s %10s\n", "case", "kind", "dtype", "tokens", "ms", "tokens/s",
+              "GFLOP/s", "GB/s", "err(o)", "err(state)");
   for (const Result& r : results) {
     std::printf("%-8s %-9s %-8s %9lld %10.3f %12.0f %9.1f %8.1f %10.2e %10.2e%s\n", r.name.c_str(),
-                r.kind == "decode" ? (r.layout == "v-major" ? "decode-v" : "decode-k") : "prefill",
-                dtype_name(r.dtype), static_cast<long long>(r.tokens), r.ms, r.tokens_per_s, r.gflops, r.GBps, r.err,
-                r.state_err, r.scaled ? "  (scaled down)" : "");
+                r.kind == "decode" ? (r.layout == "v-major" ? "decode-v" : "decode-k") : "prefill", dtype_name(r.dtype),
+                static_cast<long long>(r.tokens), r.ms, r.tokens_per_s, r.gflops, r.GBps, r.err, r.state_err,
+                r.scaled ? "  (scaled down)" : "");
   }
   if (gemm > 0) std::printf("OpenBLAS fp32 GEMM: %.1f GFLOP/s on %d threads\n", gemm, threads);
   bool any_scaled = false;
@@ -545,18 +551,18 @@ int main_impl(int argc, char** argv) {
     const std::time_t t = std::time(nullptr);
     char date[32];
     std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-    js << "{\n  \"backend\": \"" << backend_name(backend) << "\",\n  \"date\": \"" << date << "\",\n  \"threads\": "
-       << threads << ",\n  \"gemm_gflops\": " << gemm << ",\n  \"copy_GBps\": " << copy
+    js << "{\n  \"backend\": \"" << backend_name(backend) << "\",\n  \"date\": \"" << date
+       << "\",\n  \"threads\": " << threads << ",\n  \"gemm_gflops\": " << gemm << ",\n  \"copy_GBps\": " << copy
        << ",\n  \"shape\": {\"H\": " << H << ", \"HV\": " << HV << ", \"K\": " << K << ", \"V\": " << V
        << "},\n  \"cases\": [\n";
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
       js << "    {\"name\": \"" << r.name << "\", \"kind\": \"" << r.kind << "\", \"tokens\": " << r.tokens
          << ", \"seqs\": " << r.seqs << ", \"dtype\": \"" << dtype_name(r.dtype) << "\", \"threads\": " << threads
-         << ", \"layout\": \"" << r.layout << "\", \"scaled\": " << (r.scaled ? "true" : "false") << ", \"ms\": " << r.ms
-         << ", \"tokens_per_s\": " << r.tokens_per_s << ", \"gflops\": " << r.gflops << ", \"GBps\": " << r.GBps
-         << ", \"err\": " << r.err << ", \"state_err\": " << r.state_err << "}" << (i + 1 < results.size() ? "," : "")
-         << "\n";
+         << ", \"layout\": \"" << r.layout << "\", \"scaled\": " << (r.scaled ? "true" : "false")
+         << ", \"ms\": " << r.ms << ", \"tokens_per_s\": " << r.tokens_per_s << ", \"gflops\": " << r.gflops
+         << ", \"GBps\": " << r.GBps << ", \"err\": " << r.err << ", \"state_err\": " << r.state_err << "}"
+         << (i + 1 < results.size() ? "," : "") << "\n";
     }
     js << "  ]\n}\n";
     std::fprintf(stderr, "gdn: wrote %s\n", opt.json.c_str());

@@ -58,8 +58,8 @@ struct MutTensor {
 // the update happens in place. Indices must be in [-inf, num_slots) and the non-negative ones
 // distinct among the sequences of one call.
 struct StateRef {
-  float* data = nullptr;  // null: no state (zeros in, nothing out)
-  int64_t num_slots = 0;  // rows of data; for a dense per-sequence array, N
+  float* data = nullptr;               // null: no state (zeros in, nothing out)
+  int64_t num_slots = 0;               // rows of data; for a dense per-sequence array, N
   const void* indices = nullptr;       // [N] on the backend's device, IndexType below
   const void* indices_host = nullptr;  // optional host copy of indices, for validation (CUDA)
   IndexType index_type = IndexType::kInt32;
@@ -67,16 +67,16 @@ struct StateRef {
 
 // What a call computes, shared by the forward, the decode step and the stages.
 struct Problem {
-  int64_t num_tokens = 0;  // T: tokens of all sequences, packed
-  int64_t num_seqs = 0;    // N
-  int num_qk_heads = 0;    // H
-  int num_v_heads = 0;     // HV, a multiple of H
-  int head_k = 0;          // K
-  int head_v = 0;          // V
-  DType dtype = DType::kBFloat16;       // q, k, v and o
-  DType gate_dtype = DType::kFloat32;   // g and beta: kFloat32 or dtype
-  float scale = 0.0f;                   // 0: K^-0.5
-  bool use_qk_l2norm = false;           // q, k <- x / sqrt(sum(x^2) + 1e-6) in fp32
+  int64_t num_tokens = 0;              // T: tokens of all sequences, packed
+  int64_t num_seqs = 0;                // N
+  int num_qk_heads = 0;                // H
+  int num_v_heads = 0;                 // HV, a multiple of H
+  int head_k = 0;                      // K
+  int head_v = 0;                      // V
+  DType dtype = DType::kBFloat16;      // q, k, v and o
+  DType gate_dtype = DType::kFloat32;  // g and beta: kFloat32 or dtype
+  float scale = 0.0f;                  // 0: K^-0.5
+  bool use_qk_l2norm = false;          // q, k <- x / sqrt(sum(x^2) + 1e-6) in fp32
   StateLayout state_layout = StateLayout::kKMajor;
   // Gate fusion: g holds `a` and beta holds `b` (pre-sigmoid); then
   // g = -exp(A_log[hv]) * softplus(a + dt_bias[hv]) and beta = sigmoid(b).
@@ -94,10 +94,10 @@ struct Problem {
 // Where and how a call runs.
 struct Exec {
   Backend backend = Backend::kCPU;
-  void* stream = nullptr;         // cudaStream_t for kCUDA; null = the default stream
-  void* workspace = nullptr;      // caller-provided scratch, at least *_workspace_size bytes
+  void* stream = nullptr;     // cudaStream_t for kCUDA; null = the default stream
+  void* workspace = nullptr;  // caller-provided scratch, at least *_workspace_size bytes
   size_t workspace_bytes = 0;
-  int num_threads = 0;            // kCPU: worker threads; 0 = all hardware threads
+  int num_threads = 0;  // kCPU: worker threads; 0 = all hardware threads
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -105,14 +105,14 @@ struct Exec {
 
 struct ForwardArgs {
   Problem problem;
-  ConstTensor q;     // [T, H, K]   dtype
-  ConstTensor k;     // [T, H, K]   dtype
-  ConstTensor v;     // [T, HV, V]  dtype
-  ConstTensor g;     // [T, HV]     gate_dtype: log decay <= 0 (or `a` with fused_gate)
-  ConstTensor beta;  // [T, HV]     gate_dtype: in [0, 2] (or `b` with fused_gate)
+  ConstTensor q;                   // [T, H, K]   dtype
+  ConstTensor k;                   // [T, H, K]   dtype
+  ConstTensor v;                   // [T, HV, V]  dtype
+  ConstTensor g;                   // [T, HV]     gate_dtype: log decay <= 0 (or `a` with fused_gate)
+  ConstTensor beta;                // [T, HV]     gate_dtype: in [0, 2] (or `b` with fused_gate)
   const float* A_log = nullptr;    // [HV] fp32, fused_gate only
   const float* dt_bias = nullptr;  // [HV] fp32, fused_gate only
-  MutTensor o;       // [T, HV, V]  dtype
+  MutTensor o;                     // [T, HV, V]  dtype
   StateRef initial_state;
   StateRef final_state;
 };
@@ -137,16 +137,16 @@ int64_t max_num_chunks(int64_t num_tokens, int64_t num_seqs);
 
 struct StageBuffers {
   ConstTensor q, k, v, g, beta;  // as in ForwardArgs
-  float* G = nullptr;      // [T, HV]            chunk-local cumulative sum of g (natural log)
-  float* L = nullptr;      // [T, HV, 64]        row i of its chunk: beta_i (k_i.k_j) exp(G_i-G_j), j<i
-  float* A = nullptr;      // [T, HV, 64]        row i of (I + L)^-1 of its chunk
-  float* w = nullptr;      // [T, HV, K]         A (beta exp(G) k)
-  float* u = nullptr;      // [T, HV, V]         A (beta v)
-  float* h = nullptr;      // [max_num_chunks, HV, K, V]  state at each chunk's start (K-major)
-  float* v_new = nullptr;  // [T, HV, V]         u - w h
-  MutTensor o;             // [T, HV, V] dtype
-  StateRef initial_state;  // read by chunk_fwd_h
-  StateRef final_state;    // written by chunk_fwd_h when data is set
+  float* G = nullptr;            // [T, HV]            chunk-local cumulative sum of g (natural log)
+  float* L = nullptr;            // [T, HV, 64]        row i of its chunk: beta_i (k_i.k_j) exp(G_i-G_j), j<i
+  float* A = nullptr;            // [T, HV, 64]        row i of (I + L)^-1 of its chunk
+  float* w = nullptr;            // [T, HV, K]         A (beta exp(G) k)
+  float* u = nullptr;            // [T, HV, V]         A (beta v)
+  float* h = nullptr;            // [max_num_chunks, HV, K, V]  state at each chunk's start (K-major)
+  float* v_new = nullptr;        // [T, HV, V]         u - w h
+  MutTensor o;                   // [T, HV, V] dtype
+  StateRef initial_state;        // read by chunk_fwd_h
+  StateRef final_state;          // written by chunk_fwd_h when data is set
 };
 
 // Stage 0: y = x / sqrt(sum(x^2) + 1e-6) per token and head, computed in fp32.
@@ -163,7 +163,7 @@ void l2norm(const L2NormArgs& args, const Exec& exec);
 void chunk_local_cumsum(const Problem& p, const StageBuffers& b, const Exec& exec);    // g -> G
 void chunk_scaled_dot_kkt(const Problem& p, const StageBuffers& b, const Exec& exec);  // k, beta, G -> L
 void solve_tril(const Problem& p, const StageBuffers& b, const Exec& exec);            // L -> A
-void recompute_w_u(const Problem& p, const StageBuffers& b, const Exec& exec);  // A, k, v, beta, G -> w, u
+void recompute_w_u(const Problem& p, const StageBuffers& b, const Exec& exec);         // A, k, v, beta, G -> w, u
 // k, w, u, G, initial_state -> h, v_new, final_state. Workspace: stage_workspace_size.
 void chunk_fwd_h(const Problem& p, const StageBuffers& b, const Exec& exec);
 void chunk_fwd_o(const Problem& p, const StageBuffers& b, const Exec& exec);  // q, k, v_new, h, G -> o

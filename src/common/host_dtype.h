@@ -40,17 +40,26 @@ inline uint16_t float_to_fp16(float f) {
 // Element `i` of an array of `dtype`, as float.
 inline float load_as_float(const void* base, int64_t i, DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return static_cast<const float*>(base)[i];
-    case DType::kBFloat16: return bf16_to_float(static_cast<const uint16_t*>(base)[i]);
-    default: return fp16_to_float(static_cast<const uint16_t*>(base)[i]);
+    case DType::kFloat32:
+      return static_cast<const float*>(base)[i];
+    case DType::kBFloat16:
+      return bf16_to_float(static_cast<const uint16_t*>(base)[i]);
+    default:
+      return fp16_to_float(static_cast<const uint16_t*>(base)[i]);
   }
 }
 
 inline void store_from_float(void* base, int64_t i, DType dtype, float x) {
   switch (dtype) {
-    case DType::kFloat32: static_cast<float*>(base)[i] = x; break;
-    case DType::kBFloat16: static_cast<uint16_t*>(base)[i] = float_to_bf16(x); break;
-    default: static_cast<uint16_t*>(base)[i] = float_to_fp16(x); break;
+    case DType::kFloat32:
+      static_cast<float*>(base)[i] = x;
+      break;
+    case DType::kBFloat16:
+      static_cast<uint16_t*>(base)[i] = float_to_bf16(x);
+      break;
+    default:
+      static_cast<uint16_t*>(base)[i] = float_to_fp16(x);
+      break;
   }
 }
 

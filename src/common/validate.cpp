@@ -16,13 +16,10 @@ template <typename... Parts>
 }
 
 int64_t read_index(const void* base, int64_t i, IndexType type) {
-  return type == IndexType::kInt32 ? static_cast<const int32_t*>(base)[i]
-                                   : static_cast<const int64_t*>(base)[i];
+  return type == IndexType::kInt32 ? static_cast<const int32_t*>(base)[i] : static_cast<const int64_t*>(base)[i];
 }
 
-bool valid_dtype(DType d) {
-  return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16;
-}
+bool valid_dtype(DType d) { return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16; }
 
 // Head sizes each backend supports. The CPU backend takes any multiple of 16 up to 256 (so a
 // size that is not a power of two, such as 96, works); the CUDA kernels are specialized.
@@ -58,12 +55,11 @@ void check_tensor(const char* op, const char* name, const TensorT& t, int heads,
   if (heads > 1 && t.stride_head < dim)
     fail(op, name, ".stride_head (", t.stride_head, ") overlaps rows; expected 0 or >= ", dim);
   if (t.stride_token != 0 && t.stride_token < static_cast<int64_t>(heads - 1) * t.stride_head + dim)
-    fail(op, name, ".stride_token (", t.stride_token, ") overlaps tokens; expected 0 or >= ",
-         static_cast<int64_t>(heads - 1) * t.stride_head + dim);
+    fail(op, name, ".stride_token (", t.stride_token,
+         ") overlaps tokens; expected 0 or >= ", static_cast<int64_t>(heads - 1) * t.stride_head + dim);
 }
 
-void check_state(const char* op, const char* name, const StateRef& s, const Problem& p, Backend backend,
-                 bool written) {
+void check_state(const char* op, const char* name, const StateRef& s, const Problem& p, Backend backend, bool written) {
   if (s.data == nullptr) return;
   if (s.num_slots <= 0) fail(op, name, ".num_slots is ", s.num_slots, "; expected > 0");
   if (s.index_type != IndexType::kInt32 && s.index_type != IndexType::kInt64)
@@ -80,8 +76,7 @@ void check_state(const char* op, const char* name, const StateRef& s, const Prob
   for (int64_t n = 0; n < p.num_seqs; ++n) {
     int64_t row = read_index(idx, n, s.index_type);
     if (row >= s.num_slots)
-      fail(op, name, ".indices[", n, "] is ", row, "; expected < num_slots = ", s.num_slots,
-           " (or negative for none)");
+      fail(op, name, ".indices[", n, "] is ", row, "; expected < num_slots = ", s.num_slots, " (or negative for none)");
     if (row >= 0 && !seen.insert(row).second)
       fail(op, name, ".indices[", n, "] repeats row ", row, "; expected distinct rows",
            written ? " (two sequences would write one row)" : "");
@@ -119,8 +114,7 @@ void validate_problem(const char* op, const Problem& p, Backend backend) {
   if (p.num_qk_heads < 1) fail(op, "num_qk_heads (H) is ", p.num_qk_heads, "; expected >= 1");
   if (p.num_v_heads < 1) fail(op, "num_v_heads (HV) is ", p.num_v_heads, "; expected >= 1");
   if (p.num_v_heads % p.num_qk_heads != 0)
-    fail(op, "num_v_heads (HV = ", p.num_v_heads, ") must be a multiple of num_qk_heads (H = ",
-         p.num_qk_heads, ")");
+    fail(op, "num_v_heads (HV = ", p.num_v_heads, ") must be a multiple of num_qk_heads (H = ", p.num_qk_heads, ")");
   if (!head_dim_supported(p.head_k, backend))
     fail(op, "head_k (K = ", p.head_k, ") is unsupported; expected ", head_dims_expected(backend));
   if (!head_dim_supported(p.head_v, backend))
@@ -193,13 +187,11 @@ ForwardArgs validate_forward(const char* op, const ForwardArgs& args, const Exec
   return a;
 }
 
-StageBuffers validate_stage(const char* op, const Problem& p, const StageBuffers& b, unsigned needs,
-                            const Exec& exec) {
+StageBuffers validate_stage(const char* op, const Problem& p, const StageBuffers& b, unsigned needs, const Exec& exec) {
   validate_problem(op, p, exec.backend);
   if (p.use_qk_l2norm)
     fail(op, "problem.use_qk_l2norm is set; expected false for a stage (run gdn::l2norm on q and k first)");
-  if (p.fused_gate)
-    fail(op, "problem.fused_gate is set; expected false for a stage (stages take plain g and beta)");
+  if (p.fused_gate) fail(op, "problem.fused_gate is set; expected false for a stage (stages take plain g and beta)");
   StageBuffers s = b;
   const int H = p.num_qk_heads, HV = p.num_v_heads;
   fill_strides(s.q, H, p.head_k);

@@ -21,12 +21,22 @@ ForwardArgs validate_forward(const char* op, const ForwardArgs& args, const Exec
 
 // Stage checks: `needs` lists the buffers that the stage reads or writes.
 enum StageBuffer : unsigned {
-  kNeedQ = 1u << 0, kNeedK = 1u << 1, kNeedV = 1u << 2, kNeedG = 1u << 3, kNeedBeta = 1u << 4,
-  kNeedGcum = 1u << 5, kNeedL = 1u << 6, kNeedA = 1u << 7, kNeedW = 1u << 8, kNeedU = 1u << 9,
-  kNeedH = 1u << 10, kNeedVNew = 1u << 11, kNeedO = 1u << 12, kNeedStates = 1u << 13,
+  kNeedQ = 1u << 0,
+  kNeedK = 1u << 1,
+  kNeedV = 1u << 2,
+  kNeedG = 1u << 3,
+  kNeedBeta = 1u << 4,
+  kNeedGcum = 1u << 5,
+  kNeedL = 1u << 6,
+  kNeedA = 1u << 7,
+  kNeedW = 1u << 8,
+  kNeedU = 1u << 9,
+  kNeedH = 1u << 10,
+  kNeedVNew = 1u << 11,
+  kNeedO = 1u << 12,
+  kNeedStates = 1u << 13,
 };
-StageBuffers validate_stage(const char* op, const Problem& p, const StageBuffers& b, unsigned needs,
-                            const Exec& exec);
+StageBuffers validate_stage(const char* op, const Problem& p, const StageBuffers& b, unsigned needs, const Exec& exec);
 Problem normalize_problem(const Problem& p);
 
 L2NormArgs validate_l2norm(const L2NormArgs& args, const Exec& exec);

@@ -11,23 +11,24 @@ namespace gdn {
 namespace cpu {
 
 struct ChunkScratch {
-  float* S;   // [states, K, V]  running states, K-major (one per value head of a task)
-  float* X;   // [3C, K]  rows [0, C): k, [C, 2C): q, [2C, 3C): w  (so [k; q] and [q; w] are contiguous)
-  float* kT;  // [K, C]   k transposed
+  float* S;      // [states, K, V]  running states, K-major (one per value head of a task)
+  float* X;      // [3C, K]  rows [0, C): k, [C, 2C): q, [2C, 3C): w  (so [k; q] and [q; w] are contiguous)
+  float* kT;     // [K, C]   k transposed
   float* KQraw;  // [2C, C]  [k k^T; q k^T] (lower triangles), shared by the value heads of a q/k head
-  float* KQ;  // [2C, C]  [L; P]: KQraw gated for one value head
-  float* A;   // [C, C]   (I + L)^-1
-  float* kb;  // [C, K]   beta exp(G) k
-  float* vb;  // [C, V]   beta v
-  float* u;   // [C, V]   u, then v_new in place
-  float* QW;  // [2C, V]  [q S; w S], then o in rows [0, C)
-  float* vd;  // [C, V]   exp(G_last - G) v_new
-  float* G;   // [C]      chunk-local cumulative gate (natural log)
-  float* beta;  // [C]
+  float* KQ;     // [2C, C]  [L; P]: KQraw gated for one value head
+  float* A;      // [C, C]   (I + L)^-1
+  float* kb;     // [C, K]   beta exp(G) k
+  float* vb;     // [C, V]   beta v
+  float* u;      // [C, V]   u, then v_new in place
+  float* QW;     // [2C, V]  [q S; w S], then o in rows [0, C)
+  float* vd;     // [C, V]   exp(G_last - G) v_new
+  float* G;      // [C]      chunk-local cumulative gate (natural log)
+  float* beta;   // [C]
 
   static size_t bytes(int K, int V, int states) {
-    const size_t floats[] = {size_t(states) * K * V, 3u * C * K, size_t(K) * C, 2u * C * C, 2u * C * C, C * C, size_t(C) * K,
-                             size_t(C) * V, size_t(C) * V, 2u * C * V, size_t(C) * V, C, C};
+    const size_t floats[] = {
+        size_t(states) * K * V, 3u * C * K,    size_t(K) * C, 2u * C * C,    2u * C * C, C * C, size_t(C) * K,
+        size_t(C) * V,          size_t(C) * V, 2u * C * V,    size_t(C) * V, C,          C};
     size_t total = 0;
     for (size_t f : floats) total += align_up(f * sizeof(float), 64);
     return total;
@@ -171,8 +172,7 @@ inline void chunk_w_u(const float* A, const float* kb, const float* vb, int K, i
 }
 
 // S <- exp(G_last) S + sum_i exp(G_last - G_i) k_i v_new_i^T  (kT: [K, C], v_new: [C, V]).
-inline void chunk_state_update(float* S, const float* kT, const float* v_new, const float* G, int K, int V,
-                               float* vd) {
+inline void chunk_state_update(float* S, const float* kT, const float* v_new, const float* G, int K, int V, float* vd) {
   const float G_last = G[C - 1];
   for (int i = 0; i < C; ++i) {
     const float f = std::exp(G_last - G[i]);

@@ -119,8 +119,8 @@ void chunk_gated_delta_rule(const ForwardArgs& a, const Exec& exec) {
   const int H = p.num_qk_heads, K = p.head_k, V = p.head_v, ratio = heads_per_task(p);
   // Longest sequences first, so that the dynamic schedule ends with short tasks (no thread is
   // left alone with a long sequence at the end).
-  int64_t* order = reinterpret_cast<int64_t*>(static_cast<char*>(exec.workspace) +
-                                              threads_workspace_bytes(threads, K, V, ratio));
+  int64_t* order =
+      reinterpret_cast<int64_t*>(static_cast<char*>(exec.workspace) + threads_workspace_bytes(threads, K, V, ratio));
   for (int64_t n = 0; n < p.num_seqs; ++n) order[n] = n;
   std::sort(order, order + p.num_seqs, [&](int64_t x, int64_t y) {  // in place, no allocation
     const int64_t lx = seqs.end(x) - seqs.begin(x), ly = seqs.end(y) - seqs.begin(y);

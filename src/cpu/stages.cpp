@@ -165,8 +165,7 @@ void chunk_fwd_h(const Problem& p, const StageBuffers& b, const Exec& exec) {
       chunk_state_update(s.S, s.kT, s.u, s.G, K, V, s.vd);
     }
     const int64_t out_row = state_row(b.final_state, n);
-    if (out_row >= 0)
-      store_state(s.S, p.state_layout, K, V, b.final_state.data + (out_row * HV + hv) * head_elems);
+    if (out_row >= 0) store_state(s.S, p.state_layout, K, V, b.final_state.data + (out_row * HV + hv) * head_elems);
   });
 }
 
