@@ -52,9 +52,13 @@ void recurrence(const Dims& d, const Vec& q, const Vec& k, const Vec& v, const V
   const int H = d.H, HV = d.HV, K = d.K, V = d.V;
   o.assign(d.T * HV * V, 0.0);
   hT.assign(d.N() * HV * K * V, 0.0);
-  Vec S(K * V), err(V);
-  for (int64_t n = 0; n < d.N(); ++n)
-    for (int hv = 0; hv < HV; ++hv) {
+  // Each (sequence, head) is independent: spread them over threads (big GPU-sized test cases).
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t task = 0; task < d.N() * HV; ++task) {
+    const int64_t n = task / HV;
+    const int hv = static_cast<int>(task % HV);
+    Vec S(K * V), err(V);
+    {
       const int hk = d.qk_head(hv);
       const int64_t state = (n * HV + hv) * K * V;
       for (int i = 0; i < K * V; ++i) S[i] = h0.empty() ? 0.0 : h0[state + i];
@@ -80,6 +84,7 @@ void recurrence(const Dims& d, const Vec& q, const Vec& k, const Vec& v, const V
       }
       for (int i = 0; i < K * V; ++i) hT[state + i] = S[i];
     }
+  }
 }
 
 int64_t num_chunks(const Dims& d) {
