@@ -36,3 +36,26 @@ def test_bench_dry_run_and_report(tmp_path):
                         "--png", str(png)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "| dry_mixed |" in md.read_text() and png.stat().st_size > 0
+
+
+def _readme_blocks():
+    import re
+
+    with open(os.path.join(ROOT, "python", "README.md")) as f:
+        return re.findall(r"```python\n(.*?)```", f.read(), re.S)
+
+
+def test_readme_numpy_example_runs():
+    blocks = [b for b in _readme_blocks() if "import numpy" in b]
+    assert blocks
+    for b in blocks:
+        exec(compile(b, "python/README.md", "exec"), {})
+
+
+def test_readme_torch_examples_run():
+    pytest.importorskip("torch")
+    blocks = [b for b in _readme_blocks() if "import numpy" not in b]
+    assert len(blocks) >= 2
+    ns = {}
+    for b in blocks:  # later blocks use the names of the first
+        exec(compile(b, "python/README.md", "exec"), ns)
