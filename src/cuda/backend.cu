@@ -26,8 +26,8 @@ namespace {
 void check_dims(const char* op, const Problem& p) {
   auto ok = [](int d) { return d == 64 || d == 128 || d == 256; };
   if (!ok(p.head_k) || !ok(p.head_v))
-    throw Error(std::string(op) + ": head_k = " + std::to_string(p.head_k) + ", head_v = " +
-                std::to_string(p.head_v) + " unsupported on the CUDA backend; expected 64, 128 or 256");
+    throw Error(std::string(op) + ": head_k = " + std::to_string(p.head_k) + ", head_v = " + std::to_string(p.head_v) +
+                " unsupported on the CUDA backend; expected 64, 128 or 256");
 }
 
 TensorView tv(const ConstTensor& t) { return TensorView{t.data, t.stride_token, t.stride_head}; }
@@ -99,12 +99,12 @@ void exact_forward(const ForwardArgs& f, const Exec& exec) {
   exact_ws(p, exec.workspace, &ws, s);
   const int64_t T = p.num_tokens;
   const int H = p.num_qk_heads, HV = p.num_v_heads, K = p.head_k, V = p.head_v;
-  convert_rows(p.dtype, DType::kFloat32, f.q.data, f.q.stride_token, f.q.stride_head, ws.q, int64_t(H) * K, K, T, H,
-               K, p.use_qk_l2norm, s);
-  convert_rows(p.dtype, DType::kFloat32, f.k.data, f.k.stride_token, f.k.stride_head, ws.k, int64_t(H) * K, K, T, H,
-               K, p.use_qk_l2norm, s);
-  convert_rows(p.dtype, DType::kFloat32, f.v.data, f.v.stride_token, f.v.stride_head, ws.v, int64_t(HV) * V, V, T,
-               HV, V, false, s);
+  convert_rows(p.dtype, DType::kFloat32, f.q.data, f.q.stride_token, f.q.stride_head, ws.q, int64_t(H) * K, K, T, H, K,
+               p.use_qk_l2norm, s);
+  convert_rows(p.dtype, DType::kFloat32, f.k.data, f.k.stride_token, f.k.stride_head, ws.k, int64_t(H) * K, K, T, H, K,
+               p.use_qk_l2norm, s);
+  convert_rows(p.dtype, DType::kFloat32, f.v.data, f.v.stride_token, f.v.stride_head, ws.v, int64_t(HV) * V, V, T, HV,
+               V, false, s);
   if (T * HV > 0) {
     gates_kernel<<<grid_1d(T * HV, 256), 256, 0, s>>>(make_gates(f), T, HV, ws.g, ws.beta);
     GDN_CUDA_LAUNCH_CHECK("gates_kernel");
@@ -136,8 +136,10 @@ void chunk_gated_delta_rule(const ForwardArgs& f, const Exec& exec) {
   const size_t need = chunk_gated_delta_rule_workspace_size(f.problem, 0);
   if (need > 0 && (exec.workspace == nullptr || exec.workspace_bytes < need))
     throw Error("chunk_gated_delta_rule: exec.workspace must hold chunk_gated_delta_rule_workspace_size() bytes");
-  if (fast_path_supported(f.problem)) fast_forward(f, exec);
-  else exact_forward(f, exec);
+  if (fast_path_supported(f.problem))
+    fast_forward(f, exec);
+  else
+    exact_forward(f, exec);
 }
 
 void chunk_local_cumsum(const Problem& p, const StageBuffers& b, const Exec& exec) {
@@ -157,13 +159,14 @@ void solve_tril(const Problem& p, const StageBuffers& b, const Exec& exec) {
 
 void recompute_w_u(const Problem& p, const StageBuffers& b, const Exec& exec) {
   const Plan pl = stage_plan("recompute_w_u", p, exec);
-  run_w_u(make_ctx(p, pl, stream_of(exec)), tv(b.k), tv(b.v), p.dtype, tv(b.beta), p.gate_dtype, GPtr{b.G, false}, b.A, b.w, b.u);
+  run_w_u(make_ctx(p, pl, stream_of(exec)), tv(b.k), tv(b.v), p.dtype, tv(b.beta), p.gate_dtype, GPtr{b.G, false}, b.A,
+          b.w, b.u);
 }
 
 void chunk_fwd_h(const Problem& p, const StageBuffers& b, const Exec& exec) {
   const Plan pl = stage_plan("chunk_fwd_h", p, exec);
-  run_fwd_h(make_ctx(p, pl, stream_of(exec)), tv(b.k), p.dtype, b.w, b.u, GPtr{b.G, false}, b.initial_state, b.final_state, b.h,
-            b.v_new);
+  run_fwd_h(make_ctx(p, pl, stream_of(exec)), tv(b.k), p.dtype, b.w, b.u, GPtr{b.G, false}, b.initial_state,
+            b.final_state, b.h, b.v_new);
 }
 
 void chunk_fwd_o(const Problem& p, const StageBuffers& b, const Exec& exec) {

@@ -17,8 +17,7 @@ namespace cuda {
 
 // A CUDA runtime failure is not bad input: report it as a runtime error naming the call.
 inline void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("gdn cuda: ") + what + ": " + cudaGetErrorString(e));
+  if (e != cudaSuccess) throw std::runtime_error(std::string("gdn cuda: ") + what + ": " + cudaGetErrorString(e));
 }
 // After each launch: a launch failure (bad configuration) surfaces here, never later.
 #define GDN_CUDA_LAUNCH_CHECK(name) ::gdn::cuda::check(cudaGetLastError(), name)
@@ -42,15 +41,35 @@ inline void allow_smem(Kernel k, size_t bytes) {
 }
 
 // ---- dtype conversions ------------------------------------------------------------------------
-template <typename T> __device__ __forceinline__ float to_f(T x);
-template <> __device__ __forceinline__ float to_f<float>(float x) { return x; }
-template <> __device__ __forceinline__ float to_f<__half>(__half x) { return __half2float(x); }
-template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T>
+__device__ __forceinline__ float to_f(T x);
+template <>
+__device__ __forceinline__ float to_f<float>(float x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ float to_f<__half>(__half x) {
+  return __half2float(x);
+}
+template <>
+__device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
 
-template <typename T> __device__ __forceinline__ T from_f(float x);
-template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
-template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <typename T>
+__device__ __forceinline__ T from_f(float x);
+template <>
+__device__ __forceinline__ float from_f<float>(float x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ __half from_f<__half>(float x) {
+  return __float2half_rn(x);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
 
 // Element i of a buffer whose dtype is only known at run time (gates: fp32 or the input dtype).
 __device__ __forceinline__ float load_dt(const void* p, DType dt, int64_t i) {
@@ -59,9 +78,12 @@ __device__ __forceinline__ float load_dt(const void* p, DType dt, int64_t i) {
   return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
 }
 __device__ __forceinline__ void store_dt(void* p, DType dt, int64_t i, float x) {
-  if (dt == DType::kFloat32) static_cast<float*>(p)[i] = x;
-  else if (dt == DType::kFloat16) static_cast<__half*>(p)[i] = __float2half_rn(x);
-  else static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(x);
+  if (dt == DType::kFloat32)
+    static_cast<float*>(p)[i] = x;
+  else if (dt == DType::kFloat16)
+    static_cast<__half*>(p)[i] = __float2half_rn(x);
+  else
+    static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(x);
 }
 
 __device__ __forceinline__ int64_t load_index(const void* p, IndexType t, int64_t i) {
@@ -79,8 +101,10 @@ __device__ __forceinline__ int64_t state_row(const StateRef& s, int64_t n) {
 
 // Gates of token t, head hv: fp32 decay g (natural log) and beta, with optional model fusion.
 struct GateArgs {
-  const void* g; int64_t g_st, g_sh;
-  const void* beta; int64_t b_st, b_sh;
+  const void* g;
+  int64_t g_st, g_sh;
+  const void* beta;
+  int64_t b_st, b_sh;
   DType dt;
   bool fused;
   const float* A_log;
@@ -153,11 +177,13 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
 }
 __device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
 }
 __device__ __forceinline__ void ldsm_x4_t(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
 }
 // D = A(16x16 bf16, row) * B(16x8 bf16, col) + D (fp32).
 __device__ __forceinline__ void mma_bf16(float* d, const uint32_t* a, uint32_t b0, uint32_t b1) {
@@ -173,12 +199,13 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 }
 // 16-byte async copy global -> shared; src_bytes = 0 fills the 16 bytes with zeros.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem),
-               "r"(src_bytes));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem), "r"(src_bytes));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
 
 }  // namespace cuda
 }  // namespace gdn

@@ -23,7 +23,13 @@ size_t carve(const Problem& p, void* base, FastBufs* b, char** plan_mem) {
     b->H = p.num_qk_heads;
     b->HV = p.num_v_heads;
     b->scale = p.scale;
-    b->qb = qb; b->kb = kb; b->Gt = Gt; b->w = w; b->u = u; b->v_new = v_new; b->h = h;
+    b->qb = qb;
+    b->kb = kb;
+    b->Gt = Gt;
+    b->w = w;
+    b->u = u;
+    b->v_new = v_new;
+    b->h = h;
     *plan_mem = pm;
   }
   return c.used;

@@ -227,8 +227,10 @@ void set_fwd_h_warps(int nw) { g_fwd_h_warps = nw == 4 ? 4 : 8; }
 
 template <int D>
 void launch_fwd_h(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
-  if (g_fwd_h_warps == 4) launch<D, 4>(b, f, s);
-  else launch<D, 8>(b, f, s);
+  if (g_fwd_h_warps == 4)
+    launch<D, 4>(b, f, s);
+  else
+    launch<D, 8>(b, f, s);
 }
 
 template void launch_fwd_h<64>(const FastBufs&, const ForwardArgs&, cudaStream_t);

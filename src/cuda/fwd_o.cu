@@ -30,15 +30,15 @@ struct OSmem {
 };
 
 template <int D, typename TO, int NW>
-__global__ void __launch_bounds__(NW * 32) fwd_o_kernel(FastBufs b, TO* __restrict__ o, int64_t o_st, int64_t o_sh,
-                                                        bool pairs) {
+__global__ void __launch_bounds__(NW * 32)
+    fwd_o_kernel(FastBufs b, TO* __restrict__ o, int64_t o_st, int64_t o_sh, bool pairs) {
   extern __shared__ __align__(16) char smem_raw[];
   using S = OSmem<D>;
   S& sm = *reinterpret_cast<S*>(smem_raw);
   constexpr int kThreads = NW * 32;
-  constexpr int HALVES = NW / 4;          // column groups
-  constexpr int CP = (C / 16) / HALVES;   // P column-tile pairs per warp
-  constexpr int DP = (D / 16) / HALVES;   // o column-tile pairs per warp
+  constexpr int HALVES = NW / 4;         // column groups
+  constexpr int CP = (C / 16) / HALVES;  // P column-tile pairs per warp
+  constexpr int DP = (D / 16) / HALVES;  // o column-tile pairs per warp
   const int HV = b.HV;
   const int64_t gc = blockIdx.x / HV;
   const int hv = blockIdx.x % HV;
@@ -108,21 +108,22 @@ __global__ void __launch_bounds__(NW * 32) fwd_o_kernel(FastBufs b, TO* __restri
       const __nv_bfloat162 r1 = *reinterpret_cast<const __nv_bfloat162*>(&h1);
       *reinterpret_cast<uint32_t*>(&sm.P[i0 * S::SP + j]) = h0;
       *reinterpret_cast<uint32_t*>(&sm.P[i1 * S::SP + j]) = h1;
-      *reinterpret_cast<uint32_t*>(&sm.Plo[i0 * S::SP + j]) =
-          pack_bf16(p00 - __low2float(r0), p01 - __high2float(r0));
-      *reinterpret_cast<uint32_t*>(&sm.Plo[i1 * S::SP + j]) =
-          pack_bf16(p10 - __low2float(r1), p11 - __high2float(r1));
+      *reinterpret_cast<uint32_t*>(&sm.Plo[i0 * S::SP + j]) = pack_bf16(p00 - __low2float(r0), p01 - __high2float(r0));
+      *reinterpret_cast<uint32_t*>(&sm.Plo[i1 * S::SP + j]) = pack_bf16(p10 - __low2float(r1), p11 - __high2float(r1));
     }
   }
   // P rows of tile m are written by the HALVES warps that own that tile.
-  if constexpr (HALVES == 1) __syncwarp(); else __syncthreads();
+  if constexpr (HALVES == 1)
+    __syncwarp();
+  else
+    __syncthreads();
 
   float acc[2 * DP][4];
 #pragma unroll
   for (int nt = 0; nt < 2 * DP; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
-  // q h_c
+      // q h_c
 #pragma unroll
   for (int ks = 0; ks < D / 16; ++ks) {
     uint32_t a[4];
@@ -138,8 +139,10 @@ __global__ void __launch_bounds__(NW * 32) fwd_o_kernel(FastBufs b, TO* __restri
   const float e0 = __expf(float(Gi0)), e1 = __expf(float(Gi1));
 #pragma unroll
   for (int nt = 0; nt < 2 * DP; ++nt) {
-    acc[nt][0] *= e0; acc[nt][1] *= e0;
-    acc[nt][2] *= e1; acc[nt][3] *= e1;
+    acc[nt][0] *= e0;
+    acc[nt][1] *= e0;
+    acc[nt][2] *= e1;
+    acc[nt][3] *= e1;
   }
   // + P v_new (k-steps past the diagonal block are zero)
 #pragma unroll
@@ -191,8 +194,10 @@ void launch(const FastBufs& b, const ForwardArgs& f, cudaStream_t s, unsigned bl
 
 template <int D, typename TO>
 void launch_nw(const FastBufs& b, const ForwardArgs& f, cudaStream_t s, unsigned blocks, bool pairs) {
-  if (g_warps == 8) launch<D, TO, 8>(b, f, s, blocks, pairs);
-  else launch<D, TO, 4>(b, f, s, blocks, pairs);
+  if (g_warps == 8)
+    launch<D, TO, 8>(b, f, s, blocks, pairs);
+  else
+    launch<D, TO, 4>(b, f, s, blocks, pairs);
 }
 
 }  // namespace
@@ -203,10 +208,12 @@ template <int D>
 void launch_fwd_o(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
   if (b.pl.max_chunks == 0) return;
   const unsigned blocks = grid_1d(b.pl.max_chunks * b.HV, 1);
-  const bool pairs = reinterpret_cast<uintptr_t>(f.o.data) % 4 == 0 && f.o.stride_token % 2 == 0 &&
-                     f.o.stride_head % 2 == 0;
-  if (f.problem.dtype == DType::kBFloat16) launch_nw<D, __nv_bfloat16>(b, f, s, blocks, pairs);
-  else launch_nw<D, __half>(b, f, s, blocks, pairs);
+  const bool pairs =
+      reinterpret_cast<uintptr_t>(f.o.data) % 4 == 0 && f.o.stride_token % 2 == 0 && f.o.stride_head % 2 == 0;
+  if (f.problem.dtype == DType::kBFloat16)
+    launch_nw<D, __nv_bfloat16>(b, f, s, blocks, pairs);
+  else
+    launch_nw<D, __half>(b, f, s, blocks, pairs);
   GDN_CUDA_LAUNCH_CHECK("fwd_o_kernel");
 }
 

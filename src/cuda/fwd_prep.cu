@@ -20,8 +20,8 @@ template <int D>
 struct PrepSmem {
   static constexpr int SK = D + 8;  // bf16 row stride: +16 bytes keeps ldmatrix conflict-free
   static constexpr int SA = C + 8;
-  __nv_bfloat16 k[C * SK];   // k, later hi part of beta exp(G) k
-  __nv_bfloat16 v[C * SK];   // hi part of beta v
+  __nv_bfloat16 k[C * SK];  // k, later hi part of beta exp(G) k
+  __nv_bfloat16 v[C * SK];  // hi part of beta v
   union {
     struct {  // the solve (dead once A is split into Ahi / Alo)
       float L[C * (C + 1)];
@@ -41,8 +41,8 @@ struct PrepSmem {
 };
 
 template <int D, typename TV, int NW>
-__global__ void __launch_bounds__(NW * 32) fwd_prep_kernel(FastBufs b, GateArgs ga, const TV* __restrict__ v,
-                                                          int64_t v_st, int64_t v_sh, bool v_aligned) {
+__global__ void __launch_bounds__(NW * 32)
+    fwd_prep_kernel(FastBufs b, GateArgs ga, const TV* __restrict__ v, int64_t v_st, int64_t v_sh, bool v_aligned) {
   extern __shared__ __align__(16) char smem_raw[];
   using S = PrepSmem<D>;
   S& sm = *reinterpret_cast<S*>(smem_raw);
@@ -55,9 +55,9 @@ __global__ void __launch_bounds__(NW * 32) fwd_prep_kernel(FastBufs b, GateArgs 
   if (!chunk_info(b.pl, gc, n, t0, len)) return;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   constexpr int kThreads = NW * 32;
-  constexpr int HALVES = NW / 4;          // column groups
-  constexpr int CP = (C / 16) / HALVES;   // L column-tile pairs per warp
-  constexpr int DP = (D / 16) / HALVES;   // w/u column-tile pairs per warp
+  constexpr int HALVES = NW / 4;         // column groups
+  constexpr int CP = (C / 16) / HALVES;  // L column-tile pairs per warp
+  constexpr int DP = (D / 16) / HALVES;  // w/u column-tile pairs per warp
   const int half = warp / 4;
   const int m = half == 0 ? warp : 3 - (warp - 4);  // row tile
 
@@ -85,8 +85,8 @@ __global__ void __launch_bounds__(NW * 32) fwd_prep_kernel(FastBufs b, GateArgs 
         unsigned short x[8];
 #pragma unroll
         for (int j = 0; j < 8; ++j) x[j] = reinterpret_cast<const unsigned short*>(src)[j];
-        vr[r] = make_uint4(x[0] | (uint32_t(x[1]) << 16), x[2] | (uint32_t(x[3]) << 16),
-                           x[4] | (uint32_t(x[5]) << 16), x[6] | (uint32_t(x[7]) << 16));
+        vr[r] = make_uint4(x[0] | (uint32_t(x[1]) << 16), x[2] | (uint32_t(x[3]) << 16), x[4] | (uint32_t(x[5]) << 16),
+                           x[6] | (uint32_t(x[7]) << 16));
       }
     }
   }
@@ -279,8 +279,10 @@ void launch(const FastBufs& b, const ForwardArgs& f, cudaStream_t s, unsigned bl
 template <int D, typename TV>
 void launch_nw(const FastBufs& b, const ForwardArgs& f, cudaStream_t s, unsigned blocks, const GateArgs& ga,
                bool v_aligned) {
-  if (g_warps == 8) launch<D, TV, 8>(b, f, s, blocks, ga, v_aligned);
-  else launch<D, TV, 4>(b, f, s, blocks, ga, v_aligned);
+  if (g_warps == 8)
+    launch<D, TV, 8>(b, f, s, blocks, ga, v_aligned);
+  else
+    launch<D, TV, 4>(b, f, s, blocks, ga, v_aligned);
 }
 
 }  // namespace
@@ -292,10 +294,12 @@ void launch_fwd_prep(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
   if (b.pl.max_chunks == 0) return;
   const unsigned blocks = grid_1d(b.pl.max_chunks * b.HV, 1);
   const GateArgs ga = make_gates(f);
-  const bool v_aligned = reinterpret_cast<uintptr_t>(f.v.data) % 16 == 0 && f.v.stride_token % 8 == 0 &&
-                         f.v.stride_head % 8 == 0;
-  if (f.problem.dtype == DType::kBFloat16) launch_nw<D, __nv_bfloat16>(b, f, s, blocks, ga, v_aligned);
-  else launch_nw<D, __half>(b, f, s, blocks, ga, v_aligned);
+  const bool v_aligned =
+      reinterpret_cast<uintptr_t>(f.v.data) % 16 == 0 && f.v.stride_token % 8 == 0 && f.v.stride_head % 8 == 0;
+  if (f.problem.dtype == DType::kBFloat16)
+    launch_nw<D, __nv_bfloat16>(b, f, s, blocks, ga, v_aligned);
+  else
+    launch_nw<D, __half>(b, f, s, blocks, ga, v_aligned);
   GDN_CUDA_LAUNCH_CHECK("fwd_prep_kernel");
 }
 

@@ -10,9 +10,9 @@ namespace {
 constexpr int kWarps = 8;
 
 template <typename Tin, typename Tout>
-__global__ void __launch_bounds__(kWarps * 32) l2norm_kernel(const Tin* __restrict__ x, int64_t x_st, int64_t x_sh,
-                                                           Tout* __restrict__ y, int64_t y_st, int64_t y_sh,
-                                                           int64_t T, int heads, int dim, bool normalize) {
+__global__ void __launch_bounds__(kWarps * 32)
+    l2norm_kernel(const Tin* __restrict__ x, int64_t x_st, int64_t x_sh, Tout* __restrict__ y, int64_t y_st,
+                  int64_t y_sh, int64_t T, int heads, int dim, bool normalize) {
   const int64_t row = (blockIdx.x * int64_t(kWarps)) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= T * heads) return;
@@ -56,8 +56,10 @@ template <typename Tout>
 void launch_in(DType in, const void* x, int64_t x_st, int64_t x_sh, void* y, int64_t y_st, int64_t y_sh, int64_t T,
                int heads, int dim, bool normalize, cudaStream_t s) {
   switch (in) {
-    case DType::kFloat32: return launch<float, Tout>(x, x_st, x_sh, y, y_st, y_sh, T, heads, dim, normalize, s);
-    case DType::kFloat16: return launch<__half, Tout>(x, x_st, x_sh, y, y_st, y_sh, T, heads, dim, normalize, s);
+    case DType::kFloat32:
+      return launch<float, Tout>(x, x_st, x_sh, y, y_st, y_sh, T, heads, dim, normalize, s);
+    case DType::kFloat16:
+      return launch<__half, Tout>(x, x_st, x_sh, y, y_st, y_sh, T, heads, dim, normalize, s);
     case DType::kBFloat16:
       return launch<__nv_bfloat16, Tout>(x, x_st, x_sh, y, y_st, y_sh, T, heads, dim, normalize, s);
   }
@@ -69,8 +71,10 @@ void convert_rows(DType in, DType out, const void* x, int64_t x_st, int64_t x_sh
                   int64_t T, int heads, int dim, bool normalize, cudaStream_t s) {
   if (dim > 256) throw Error("gdn cuda l2norm: dim must be <= 256");
   switch (out) {
-    case DType::kFloat32: return launch_in<float>(in, x, x_st, x_sh, y, y_st, y_sh, T, heads, dim, normalize, s);
-    case DType::kFloat16: return launch_in<__half>(in, x, x_st, x_sh, y, y_st, y_sh, T, heads, dim, normalize, s);
+    case DType::kFloat32:
+      return launch_in<float>(in, x, x_st, x_sh, y, y_st, y_sh, T, heads, dim, normalize, s);
+    case DType::kFloat16:
+      return launch_in<__half>(in, x, x_st, x_sh, y, y_st, y_sh, T, heads, dim, normalize, s);
     case DType::kBFloat16:
       return launch_in<__nv_bfloat16>(in, x, x_st, x_sh, y, y_st, y_sh, T, heads, dim, normalize, s);
   }

@@ -18,7 +18,10 @@ __device__ int64_t block_scan_incl(int64_t x, int64_t* sh) {
   for (int off = 1; off < kPlanThreads; off <<= 1) {
     const int64_t y = tid >= off ? sh[tid - off] : (kMax ? INT64_MIN : 0);
     __syncthreads();
-    if (kMax) x = x > y ? x : y; else x += y;
+    if (kMax)
+      x = x > y ? x : y;
+    else
+      x += y;
     sh[tid] = x;
     __syncthreads();
   }
@@ -26,8 +29,8 @@ __device__ int64_t block_scan_incl(int64_t x, int64_t* sh) {
 }
 
 // One block: bounds[0..N] and chunk_off[0..N]. Each thread owns a contiguous range of sequences.
-__global__ void __launch_bounds__(kPlanThreads) plan_bounds_kernel(
-    const void* cu, IndexType cu_type, int64_t T, int64_t N, int64_t* bounds, int64_t* chunk_off) {
+__global__ void __launch_bounds__(kPlanThreads)
+    plan_bounds_kernel(const void* cu, IndexType cu_type, int64_t T, int64_t N, int64_t* bounds, int64_t* chunk_off) {
   __shared__ int64_t sh[kPlanThreads];
   const int64_t items = N + 1;
   const int64_t per = (items + kPlanThreads - 1) / kPlanThreads;
@@ -65,11 +68,17 @@ __global__ void __launch_bounds__(kPlanThreads) plan_bounds_kernel(
 __global__ void plan_chunks_kernel(const int64_t* chunk_off, int64_t N, int64_t max_chunks, int32_t* chunk_seq) {
   const int64_t gc = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (gc >= max_chunks) return;
-  if (gc >= chunk_off[N]) { chunk_seq[gc] = -1; return; }
+  if (gc >= chunk_off[N]) {
+    chunk_seq[gc] = -1;
+    return;
+  }
   int64_t lo = 0, hi = N;  // answer in [lo, hi)
   while (hi - lo > 1) {
     const int64_t mid = (lo + hi) / 2;
-    if (chunk_off[mid] <= gc) lo = mid; else hi = mid;
+    if (chunk_off[mid] <= gc)
+      lo = mid;
+    else
+      hi = mid;
   }
   chunk_seq[gc] = static_cast<int32_t>(lo);
 }
@@ -92,12 +101,12 @@ Plan build_plan(const Problem& p, void* ws, cudaStream_t stream) {
   pl.chunk_off = chunk_off;
   pl.chunk_seq = chunk_seq;
   pl.num_seqs = p.num_seqs;
-  plan_bounds_kernel<<<1, kPlanThreads, 0, stream>>>(p.cu_seqlens, p.cu_seqlens_type, p.num_tokens,
-                                                      p.num_seqs, bounds, chunk_off);
+  plan_bounds_kernel<<<1, kPlanThreads, 0, stream>>>(p.cu_seqlens, p.cu_seqlens_type, p.num_tokens, p.num_seqs, bounds,
+                                                     chunk_off);
   GDN_CUDA_LAUNCH_CHECK("plan_bounds_kernel");
   if (pl.max_chunks > 0) {
     plan_chunks_kernel<<<grid_1d(pl.max_chunks, 256), 256, 0, stream>>>(chunk_off, p.num_seqs, pl.max_chunks,
-                                                                         chunk_seq);
+                                                                        chunk_seq);
     GDN_CUDA_LAUNCH_CHECK("plan_chunks_kernel");
   }
   return pl;

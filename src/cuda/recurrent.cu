@@ -11,15 +11,19 @@ namespace gdn {
 namespace cuda {
 namespace {
 
-
 struct DecodeArgs {
-  const void* q; int64_t q_st, q_sh;
-  const void* k; int64_t k_st, k_sh;
-  const void* v; int64_t v_st, v_sh;
-  void* o; int64_t o_st, o_sh;
+  const void* q;
+  int64_t q_st, q_sh;
+  const void* k;
+  int64_t k_st, k_sh;
+  const void* v;
+  int64_t v_st, v_sh;
+  void* o;
+  int64_t o_st, o_sh;
   DType dt;
   GateArgs gates;
-  const void* cu; IndexType cu_type;
+  const void* cu;
+  IndexType cu_type;
   int64_t T, N;
   int H, HV;
   float scale;
@@ -33,12 +37,16 @@ __device__ __forceinline__ void ld_vec(const float* p, float* r) {
     r[0] = *p;
   } else if constexpr (VEC == 2) {
     const float2 x = *reinterpret_cast<const float2*>(p);
-    r[0] = x.x; r[1] = x.y;
+    r[0] = x.x;
+    r[1] = x.y;
   } else {
 #pragma unroll
     for (int e = 0; e < VEC; e += 4) {
       const float4 x = *reinterpret_cast<const float4*>(p + e);
-      r[e] = x.x; r[e + 1] = x.y; r[e + 2] = x.z; r[e + 3] = x.w;
+      r[e] = x.x;
+      r[e + 1] = x.y;
+      r[e + 2] = x.z;
+      r[e + 3] = x.w;
     }
   }
 }
@@ -50,16 +58,17 @@ __device__ __forceinline__ void st_vec(float* p, const float* r) {
     *reinterpret_cast<float2*>(p) = make_float2(r[0], r[1]);
   } else {
 #pragma unroll
-    for (int e = 0; e < VEC; e += 4) *reinterpret_cast<float4*>(p + e) = make_float4(r[e], r[e + 1], r[e + 2], r[e + 3]);
+    for (int e = 0; e < VEC; e += 4)
+      *reinterpret_cast<float4*>(p + e) = make_float4(r[e], r[e + 1], r[e + 2], r[e + 3]);
   }
 }
 
 template <int K, int V, int BV, bool KMAJ, int kWarps>
 __global__ void __launch_bounds__(kWarps * 32) decode_kernel(DecodeArgs a) {
-  constexpr int CONT = KMAJ ? BV : K;      // contiguous run per row
-  constexpr int ROWS = KMAJ ? K : BV;      // rows of the tile
-  constexpr int VEC = CONT / 32;           // floats per lane per row
-  constexpr int RPW = ROWS / kWarps;       // rows per warp
+  constexpr int CONT = KMAJ ? BV : K;  // contiguous run per row
+  constexpr int ROWS = KMAJ ? K : BV;  // rows of the tile
+  constexpr int VEC = CONT / 32;       // floats per lane per row
+  constexpr int RPW = ROWS / kWarps;   // rows per warp
   constexpr int SLICES = V / BV;
   __shared__ float qs[K], ks[K], vsm[BV];
   __shared__ float red[2][kWarps][KMAJ ? BV : 1];
@@ -172,8 +181,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(DecodeArgs a) {
           sq += red[1][w][lane * VEC + e];
         }
         vp[e] = beta * (vsm[lane * VEC + e] - sk);
-        if (warp == 0)
-          store_dt(a.o, a.dt, t * a.o_st + hv * a.o_sh + v0 + lane * VEC + e, a.scale * (sq + vp[e] * kq));
+        if (warp == 0) store_dt(a.o, a.dt, t * a.o_st + hv * a.o_sh + v0 + lane * VEC + e, a.scale * (sq + vp[e] * kq));
       }
 #pragma unroll
       for (int i = 0; i < RPW; ++i) {
@@ -225,24 +233,33 @@ void launch_kv(const DecodeArgs& a, bool kmaj, cudaStream_t st) {
   constexpr int BV = (K * V > 8192) ? 8192 / K : V;
   constexpr int W = K == 256 ? 16 : 8;  // warps: at most 32 state floats per thread for K = 256
   const int64_t blocks = a.N * a.HV * (V / BV);
-  if (kmaj) decode_kernel<K, V, BV, true, W><<<grid_1d(blocks, 1), W * 32, 0, st>>>(a);
-  else decode_kernel<K, V, BV, false, W><<<grid_1d(blocks, 1), W * 32, 0, st>>>(a);
+  if (kmaj)
+    decode_kernel<K, V, BV, true, W><<<grid_1d(blocks, 1), W * 32, 0, st>>>(a);
+  else
+    decode_kernel<K, V, BV, false, W><<<grid_1d(blocks, 1), W * 32, 0, st>>>(a);
   GDN_CUDA_LAUNCH_CHECK("decode_kernel");
 }
 
 template <int K>
 void launch_k(const DecodeArgs& a, int V, bool kmaj, cudaStream_t st) {
-  if (V == 64) launch_kv<K, 64>(a, kmaj, st);
-  else if (V == 128) launch_kv<K, 128>(a, kmaj, st);
-  else launch_kv<K, 256>(a, kmaj, st);
+  if (V == 64)
+    launch_kv<K, 64>(a, kmaj, st);
+  else if (V == 128)
+    launch_kv<K, 128>(a, kmaj, st);
+  else
+    launch_kv<K, 256>(a, kmaj, st);
 }
 
 }  // namespace
 
 GateArgs make_gates(const ForwardArgs& f) {
   GateArgs g;
-  g.g = f.g.data; g.g_st = f.g.stride_token; g.g_sh = f.g.stride_head;
-  g.beta = f.beta.data; g.b_st = f.beta.stride_token; g.b_sh = f.beta.stride_head;
+  g.g = f.g.data;
+  g.g_st = f.g.stride_token;
+  g.g_sh = f.g.stride_head;
+  g.beta = f.beta.data;
+  g.b_st = f.beta.stride_token;
+  g.b_sh = f.beta.stride_head;
   g.dt = f.problem.gate_dtype;
   g.fused = f.problem.fused_gate;
   g.A_log = f.A_log;
@@ -257,23 +274,38 @@ void recurrent_gated_delta_rule(const ForwardArgs& f, const Exec& exec) {
   if (!ok(K) || !ok(V))
     throw Error("recurrent_gated_delta_rule: head_k and head_v must be 64, 128 or 256 on the CUDA backend");
   DecodeArgs a;
-  a.q = f.q.data; a.q_st = f.q.stride_token; a.q_sh = f.q.stride_head;
-  a.k = f.k.data; a.k_st = f.k.stride_token; a.k_sh = f.k.stride_head;
-  a.v = f.v.data; a.v_st = f.v.stride_token; a.v_sh = f.v.stride_head;
-  a.o = f.o.data; a.o_st = f.o.stride_token; a.o_sh = f.o.stride_head;
+  a.q = f.q.data;
+  a.q_st = f.q.stride_token;
+  a.q_sh = f.q.stride_head;
+  a.k = f.k.data;
+  a.k_st = f.k.stride_token;
+  a.k_sh = f.k.stride_head;
+  a.v = f.v.data;
+  a.v_st = f.v.stride_token;
+  a.v_sh = f.v.stride_head;
+  a.o = f.o.data;
+  a.o_st = f.o.stride_token;
+  a.o_sh = f.o.stride_head;
   a.dt = p.dtype;
   a.gates = make_gates(f);
-  a.cu = p.cu_seqlens; a.cu_type = p.cu_seqlens_type;
-  a.T = p.num_tokens; a.N = p.num_seqs;
-  a.H = p.num_qk_heads; a.HV = p.num_v_heads;
+  a.cu = p.cu_seqlens;
+  a.cu_type = p.cu_seqlens_type;
+  a.T = p.num_tokens;
+  a.N = p.num_seqs;
+  a.H = p.num_qk_heads;
+  a.HV = p.num_v_heads;
   a.scale = p.scale;
   a.l2norm = p.use_qk_l2norm;
-  a.init = f.initial_state; a.fin = f.final_state;
+  a.init = f.initial_state;
+  a.fin = f.final_state;
   const bool kmaj = p.state_layout == StateLayout::kKMajor;
   cudaStream_t st = stream_of(exec);
-  if (K == 64) launch_k<64>(a, V, kmaj, st);
-  else if (K == 128) launch_k<128>(a, V, kmaj, st);
-  else launch_k<256>(a, V, kmaj, st);
+  if (K == 64)
+    launch_k<64>(a, V, kmaj, st);
+  else if (K == 128)
+    launch_k<128>(a, V, kmaj, st);
+  else
+    launch_k<256>(a, V, kmaj, st);
 }
 
 }  // namespace cuda

@@ -10,7 +10,9 @@ namespace {
 constexpr int C = kChunkSize;
 
 template <typename T>
-__device__ __forceinline__ float ld(const void* p, int64_t i) { return to_f(static_cast<const T*>(p)[i]); }
+__device__ __forceinline__ float ld(const void* p, int64_t i) {
+  return to_f(static_cast<const T*>(p)[i]);
+}
 
 // ---- chunk_local_cumsum: one thread per (chunk, hv) ---------------------------------------------
 template <typename TG>
@@ -67,8 +69,8 @@ __global__ void __launch_bounds__(256) kkt_kernel(Plan pl, int H, int HV, int K,
 }
 
 // ---- solve_tril: A = (I + L)^-1 by forward substitution, one thread per column -------------------
-__global__ void __launch_bounds__(C) solve_tril_kernel(Plan pl, int HV, const float* __restrict__ L,
-                                                      float* __restrict__ A) {
+__global__ void __launch_bounds__(C)
+    solve_tril_kernel(Plan pl, int HV, const float* __restrict__ L, float* __restrict__ A) {
   __shared__ float Ls[C][C + 1];
   __shared__ float As[C][C + 1];
   const int64_t gc = blockIdx.x / HV;
@@ -96,10 +98,9 @@ __global__ void __launch_bounds__(C) solve_tril_kernel(Plan pl, int HV, const fl
 
 // ---- recompute_w_u: w = A (beta exp(G) k), u = A (beta v); a thread per output column --------------
 template <typename T, typename TG>
-__global__ void __launch_bounds__(256) w_u_kernel(Plan pl, int H, int HV, int K, int V, TensorView k, TensorView v,
-                                                  TensorView beta, DType gdt, const TG* __restrict__ G,
-                                                  const float* __restrict__ A, float* __restrict__ w,
-                                                  float* __restrict__ u) {
+__global__ void __launch_bounds__(256)
+    w_u_kernel(Plan pl, int H, int HV, int K, int V, TensorView k, TensorView v, TensorView beta, DType gdt,
+               const TG* __restrict__ G, const float* __restrict__ A, float* __restrict__ w, float* __restrict__ u) {
   __shared__ float As[C][C + 1];
   __shared__ float cw[C], cu[C];
   const int64_t gc = blockIdx.x / HV;
@@ -146,14 +147,13 @@ __global__ void __launch_bounds__(256) w_u_kernel(Plan pl, int H, int HV, int K,
 constexpr int kHSlice = 64;
 
 template <typename T, typename TG>
-__global__ void __launch_bounds__(256) fwd_h_kernel(Plan pl, int H, int HV, int K, int V, StateLayout layout,
-                                                    TensorView k, const float* __restrict__ w,
-                                                    const float* __restrict__ u, const TG* __restrict__ G,
-                                                    StateRef init, StateRef fin, float* __restrict__ h,
-                                                    float* __restrict__ v_new) {
+__global__ void __launch_bounds__(256)
+    fwd_h_kernel(Plan pl, int H, int HV, int K, int V, StateLayout layout, TensorView k, const float* __restrict__ w,
+                 const float* __restrict__ u, const TG* __restrict__ G, StateRef init, StateRef fin,
+                 float* __restrict__ h, float* __restrict__ v_new) {
   extern __shared__ float sm[];
-  float* S = sm;                  // [K][kHSlice]
-  float* vs = S + K * kHSlice;    // [C][kHSlice]: v_new_i * exp(G_last - G_i)
+  float* S = sm;                // [K][kHSlice]
+  float* vs = S + K * kHSlice;  // [C][kHSlice]: v_new_i * exp(G_last - G_i)
   __shared__ TG Gs[C];
   const int slices = V / kHSlice;
   const int64_t item = blockIdx.x;
@@ -232,15 +232,15 @@ __global__ void __launch_bounds__(256) fwd_h_kernel(Plan pl, int H, int HV, int 
 
 // ---- chunk_fwd_o -----------------------------------------------------------------------------------
 template <typename T, typename TO, int V, typename TG>
-__global__ void __launch_bounds__(256) fwd_o_kernel(Plan pl, int H, int HV, int K, float scale, TensorView q,
-                                                    TensorView k, const float* __restrict__ v_new,
-                                                    const float* __restrict__ h, const TG* __restrict__ G,
-                                                    TO* __restrict__ o, int64_t o_st, int64_t o_sh) {
+__global__ void __launch_bounds__(256)
+    fwd_o_kernel(Plan pl, int H, int HV, int K, float scale, TensorView q, TensorView k,
+                 const float* __restrict__ v_new, const float* __restrict__ h, const TG* __restrict__ G,
+                 TO* __restrict__ o, int64_t o_st, int64_t o_sh) {
   extern __shared__ float sm[];
   const int KP = K + 1;
-  float* qs = sm;            // [C][K + 1]
-  float* ks = qs + C * KP;   // [C][K + 1]
-  float* P = ks + C * KP;    // [C][C + 1]
+  float* qs = sm;           // [C][K + 1]
+  float* ks = qs + C * KP;  // [C][K + 1]
+  float* P = ks + C * KP;   // [C][C + 1]
   __shared__ TG Gs[C];
   const int64_t gc = blockIdx.x / HV;
   const int hv = blockIdx.x % HV;
@@ -268,8 +268,8 @@ __global__ void __launch_bounds__(256) fwd_o_kernel(Plan pl, int H, int HV, int 
     P[i * (C + 1) + j] = r;
   }
   __syncthreads();
-  constexpr int kGroups = 256 / V;       // row groups
-  constexpr int kRows = C / kGroups;     // rows per thread
+  constexpr int kGroups = 256 / V;    // row groups
+  constexpr int kRows = C / kGroups;  // rows per thread
   const int vv = tid % V, ig = tid / V;
   float acc[kRows];
 #pragma unroll
@@ -297,9 +297,15 @@ __global__ void __launch_bounds__(256) fwd_o_kernel(Plan pl, int H, int HV, int 
 template <typename F>
 void by_dtype(DType dt, F&& f) {
   switch (dt) {
-    case DType::kFloat32: f(float{}); break;
-    case DType::kFloat16: f(__half{}); break;
-    case DType::kBFloat16: f(__nv_bfloat16{}); break;
+    case DType::kFloat32:
+      f(float{});
+      break;
+    case DType::kFloat16:
+      f(__half{});
+      break;
+    case DType::kBFloat16:
+      f(__nv_bfloat16{});
+      break;
   }
 }
 
@@ -312,16 +318,20 @@ unsigned chunk_blocks(const StageCtx& c) { return grid_1d(c.pl.max_chunks * c.HV
 void run_cumsum(const StageCtx& c, TensorView g, DType gdt, GPtr G) {
   const int64_t items = c.pl.max_chunks * c.HV;
   if (items == 0) return;
-  if (G.fp64) cumsum_kernel<double><<<grid_1d(items, 128), 128, 0, c.s>>>(c.pl, c.HV, g, gdt, static_cast<double*>(G.p));
-  else cumsum_kernel<float><<<grid_1d(items, 128), 128, 0, c.s>>>(c.pl, c.HV, g, gdt, static_cast<float*>(G.p));
+  if (G.fp64)
+    cumsum_kernel<double><<<grid_1d(items, 128), 128, 0, c.s>>>(c.pl, c.HV, g, gdt, static_cast<double*>(G.p));
+  else
+    cumsum_kernel<float><<<grid_1d(items, 128), 128, 0, c.s>>>(c.pl, c.HV, g, gdt, static_cast<float*>(G.p));
   GDN_CUDA_LAUNCH_CHECK("cumsum_kernel");
 }
 
 // Calls f(T{}, TG{}): the input dtype T, and G's type (fp64 G only with fp32 inputs: the exact forward).
 template <typename F>
 void by_types(DType dt, GPtr G, F&& f) {
-  if (G.fp64) f(float{}, double{});
-  else by_dtype(dt, [&](auto tag) { f(tag, float{}); });
+  if (G.fp64)
+    f(float{}, double{});
+  else
+    by_dtype(dt, [&](auto tag) { f(tag, float{}); });
 }
 
 void run_kkt(const StageCtx& c, TensorView k, DType kdt, TensorView beta, DType gdt, GPtr G, float* L) {
@@ -331,8 +341,8 @@ void run_kkt(const StageCtx& c, TensorView k, DType kdt, TensorView beta, DType 
     using T = decltype(tag);
     using TG = decltype(gtag);
     allow_smem(kkt_kernel<T, TG>, smem);
-    kkt_kernel<T, TG><<<chunk_blocks(c), 256, smem, c.s>>>(c.pl, c.H, c.HV, c.K, k, beta, gdt,
-                                                           static_cast<const TG*>(G.p), L);
+    kkt_kernel<T, TG>
+        <<<chunk_blocks(c), 256, smem, c.s>>>(c.pl, c.H, c.HV, c.K, k, beta, gdt, static_cast<const TG*>(G.p), L);
     GDN_CUDA_LAUNCH_CHECK("kkt_kernel");
   });
 }
@@ -350,13 +360,13 @@ void run_w_u(const StageCtx& c, TensorView k, TensorView v, DType kvdt, TensorVi
     using T = decltype(tag);
     using TG = decltype(gtag);
     w_u_kernel<T, TG><<<chunk_blocks(c), 256, 0, c.s>>>(c.pl, c.H, c.HV, c.K, c.V, k, v, beta, gdt,
-                                                         static_cast<const TG*>(G.p), A, w, u);
+                                                        static_cast<const TG*>(G.p), A, w, u);
     GDN_CUDA_LAUNCH_CHECK("w_u_kernel");
   });
 }
 
-void run_fwd_h(const StageCtx& c, TensorView k, DType kdt, const float* w, const float* u, GPtr G,
-               const StateRef& init, const StateRef& fin, float* h, float* v_new) {
+void run_fwd_h(const StageCtx& c, TensorView k, DType kdt, const float* w, const float* u, GPtr G, const StateRef& init,
+               const StateRef& fin, float* h, float* v_new) {
   const size_t smem = sizeof(float) * (size_t(c.K) * kHSlice + C * kHSlice);
   const int64_t blocks = c.pl.num_seqs * c.HV * (c.V / kHSlice);
   by_types(kdt, G, [&](auto tag, auto gtag) {
@@ -364,13 +374,13 @@ void run_fwd_h(const StageCtx& c, TensorView k, DType kdt, const float* w, const
     using TG = decltype(gtag);
     allow_smem(fwd_h_kernel<T, TG>, smem);
     fwd_h_kernel<T, TG><<<grid_1d(blocks, 1), 256, smem, c.s>>>(c.pl, c.H, c.HV, c.K, c.V, c.layout, k, w, u,
-                                                                 static_cast<const TG*>(G.p), init, fin, h, v_new);
+                                                                static_cast<const TG*>(G.p), init, fin, h, v_new);
     GDN_CUDA_LAUNCH_CHECK("fwd_h_kernel");
   });
 }
 
-void run_fwd_o(const StageCtx& c, TensorView q, TensorView k, DType qkdt, const float* v_new, const float* h,
-               GPtr G, void* o, int64_t o_st, int64_t o_sh, DType odt) {
+void run_fwd_o(const StageCtx& c, TensorView q, TensorView k, DType qkdt, const float* v_new, const float* h, GPtr G,
+               void* o, int64_t o_st, int64_t o_sh, DType odt) {
   if (c.pl.max_chunks == 0) return;
   const size_t smem = sizeof(float) * (2 * C * (c.K + 1) + C * (C + 1));
   auto go = [&](auto ttag, auto otag, auto vtag, auto gtag) {
@@ -384,9 +394,12 @@ void run_fwd_o(const StageCtx& c, TensorView q, TensorView k, DType qkdt, const 
     GDN_CUDA_LAUNCH_CHECK("fwd_o_kernel");
   };
   auto with_v = [&](auto ttag, auto otag, auto gtag) {
-    if (c.V == 64) go(ttag, otag, std::integral_constant<int, 64>{}, gtag);
-    else if (c.V == 128) go(ttag, otag, std::integral_constant<int, 128>{}, gtag);
-    else go(ttag, otag, std::integral_constant<int, 256>{}, gtag);
+    if (c.V == 64)
+      go(ttag, otag, std::integral_constant<int, 64>{}, gtag);
+    else if (c.V == 128)
+      go(ttag, otag, std::integral_constant<int, 128>{}, gtag);
+    else
+      go(ttag, otag, std::integral_constant<int, 256>{}, gtag);
   };
   if (G.fp64) {  // the exact forward: fp32 q/k, o in the input dtype
     by_dtype(odt, [&](auto otag) { with_v(float{}, otag, double{}); });

@@ -33,11 +33,11 @@ void run_kkt(const StageCtx& c, TensorView k, DType kdt, TensorView beta, DType 
 void run_solve_tril(const StageCtx& c, const float* L, float* A);
 void run_w_u(const StageCtx& c, TensorView k, TensorView v, DType kvdt, TensorView beta, DType gdt, GPtr G,
              const float* A, float* w, float* u);
-void run_fwd_h(const StageCtx& c, TensorView k, DType kdt, const float* w, const float* u, GPtr G,
-               const StateRef& init, const StateRef& fin, float* h, float* v_new);
+void run_fwd_h(const StageCtx& c, TensorView k, DType kdt, const float* w, const float* u, GPtr G, const StateRef& init,
+               const StateRef& fin, float* h, float* v_new);
 // q, k of dtype qkdt; o of dtype odt with strides (o_st, o_sh).
-void run_fwd_o(const StageCtx& c, TensorView q, TensorView k, DType qkdt, const float* v_new, const float* h,
-               GPtr G, void* o, int64_t o_st, int64_t o_sh, DType odt);
+void run_fwd_o(const StageCtx& c, TensorView q, TensorView k, DType qkdt, const float* v_new, const float* h, GPtr G,
+               void* o, int64_t o_st, int64_t o_sh, DType odt);
 
 }  // namespace cuda
 }  // namespace gdn

@@ -19,13 +19,13 @@
 
 using namespace gdn;
 
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    cudaError_t e_ = (x);                                                                       \
-    if (e_ != cudaSuccess) {                                                                    \
-      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__);      \
-      std::exit(2);                                                                             \
-    }                                                                                           \
+#define CK(x)                                                                              \
+  do {                                                                                     \
+    cudaError_t e_ = (x);                                                                  \
+    if (e_ != cudaSuccess) {                                                               \
+      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
+      std::exit(2);                                                                        \
+    }                                                                                      \
   } while (0)
 
 static int g_fail = 0;
@@ -45,9 +45,12 @@ static void* upload(const std::vector<float>& x, DType dt, int64_t rows, int64_t
     for (int64_t i = 0; i < row_len; ++i) {
       const float v = x[r * row_len + i];
       const int64_t o = r * stride + i;
-      if (dt == DType::kFloat32) reinterpret_cast<float*>(buf.data())[o] = v;
-      else if (dt == DType::kFloat16) reinterpret_cast<__half*>(buf.data())[o] = __float2half(v);
-      else reinterpret_cast<__nv_bfloat16*>(buf.data())[o] = __float2bfloat16(v);
+      if (dt == DType::kFloat32)
+        reinterpret_cast<float*>(buf.data())[o] = v;
+      else if (dt == DType::kFloat16)
+        reinterpret_cast<__half*>(buf.data())[o] = __float2half(v);
+      else
+        reinterpret_cast<__nv_bfloat16*>(buf.data())[o] = __float2bfloat16(v);
     }
   void* d;
   CK(cudaMalloc(&d, buf.size()));
@@ -62,9 +65,12 @@ static std::vector<float> download(const void* d, DType dt, int64_t rows, int64_
     for (int64_t i = 0; i < row_len; ++i) {
       const int64_t o = r * stride + i;
       float v;
-      if (dt == DType::kFloat32) v = reinterpret_cast<float*>(buf.data())[o];
-      else if (dt == DType::kFloat16) v = __half2float(reinterpret_cast<__half*>(buf.data())[o]);
-      else v = __bfloat162float(reinterpret_cast<__nv_bfloat16*>(buf.data())[o]);
+      if (dt == DType::kFloat32)
+        v = reinterpret_cast<float*>(buf.data())[o];
+      else if (dt == DType::kFloat16)
+        v = __half2float(reinterpret_cast<__half*>(buf.data())[o]);
+      else
+        v = __bfloat162float(reinterpret_cast<__nv_bfloat16*>(buf.data())[o]);
       x[r * row_len + i] = v;
     }
   return x;
@@ -107,7 +113,8 @@ static Data make_data(const Case& c, std::mt19937& rng) {
   if (!c.l2) {  // normalized keys (and queries) in the input dtype
     for (int64_t r = 0; r < d.T * c.H; ++r) {
       double sk = 0, sq = 0;
-      for (int i = 0; i < c.K; ++i) sk += d.k[r * c.K + i] * d.k[r * c.K + i], sq += d.q[r * c.K + i] * d.q[r * c.K + i];
+      for (int i = 0; i < c.K; ++i)
+        sk += d.k[r * c.K + i] * d.k[r * c.K + i], sq += d.q[r * c.K + i] * d.q[r * c.K + i];
       for (int i = 0; i < c.K; ++i) {
         d.k[r * c.K + i] = round_to(c.dt, d.k[r * c.K + i] / std::sqrt(sk));
         d.q[r * c.K + i] = round_to(c.dt, d.q[r * c.K + i] / std::sqrt(sq));
@@ -144,7 +151,7 @@ static Data make_data(const Case& c, std::mt19937& rng) {
   d.idx_out.resize(d.N);
   for (int64_t n = 0; n < d.N; ++n) {
     if (c.pool) {
-      d.idx_in[n] = (n % 5 == 3) ? -1 : 2 * n + 1;  // some sequences start from zero
+      d.idx_in[n] = (n % 5 == 3) ? -1 : 2 * n + 1;                                // some sequences start from zero
       d.idx_out[n] = (n % 7 == 4) ? -1 : d.idx_in[n] >= 0 ? d.idx_in[n] : 2 * n;  // in place
     } else {
       d.idx_in[n] = d.idx_out[n] = n;
@@ -246,7 +253,10 @@ static void run_case(const Case& c, std::mt19937& rng) {
   p.cu_seqlens_type = IndexType::kInt64;
   const int64_t qst = H * K + (c.pad ? 8 : 0), vst = HV * V + (c.pad ? 3 : 0), ost = HV * V + (c.pad ? 5 : 0);
   void* q_d = upload(d.q, c.dt, T * H, K, K);
-  if (c.pad) { CK(cudaFree(q_d)); q_d = upload(d.q, c.dt, T, H * K, qst); }
+  if (c.pad) {
+    CK(cudaFree(q_d));
+    q_d = upload(d.q, c.dt, T, H * K, qst);
+  }
   void* k_d = upload(d.k, c.dt, T * H, K, K);
   void* v_d = upload(d.v, c.dt, T, HV * V, vst);
   void* g_d = upload(d.g, p.gate_dtype, T * HV, 1, 1);
@@ -258,8 +268,7 @@ static void run_case(const Case& c, std::mt19937& rng) {
   std::vector<float> S0l(d.S0.size());
   for (int64_t r = 0; r < d.slots * HV; ++r)
     for (int i = 0; i < K; ++i)
-      for (int j = 0; j < V; ++j)
-        S0l[r * KV + (c.vmajor ? j * K + i : i * V + j)] = d.S0[r * KV + i * V + j];
+      for (int j = 0; j < V; ++j) S0l[r * KV + (c.vmajor ? j * K + i : i * V + j)] = d.S0[r * KV + i * V + j];
   float* S_d = static_cast<float*>(upload(S0l, DType::kFloat32, 1, S0l.size(), S0l.size()));
   int64_t *ii_d, *io_d;
   CK(cudaMalloc(&ii_d, 8 * N));
@@ -299,7 +308,11 @@ static void run_case(const Case& c, std::mt19937& rng) {
       cuda::recurrent_gated_delta_rule(f, ex);
     } else if (c.stages) {
       StageBuffers sb;
-      sb.q = f.q; sb.k = f.k; sb.v = f.v; sb.g = f.g; sb.beta = f.beta;
+      sb.q = f.q;
+      sb.k = f.k;
+      sb.v = f.v;
+      sb.g = f.g;
+      sb.beta = f.beta;
       float *G, *L, *A, *w, *u, *vn;
       CK(cudaMalloc(&G, 4 * T * HV));
       CK(cudaMalloc(&L, 4 * T * HV * 64));
@@ -308,7 +321,13 @@ static void run_case(const Case& c, std::mt19937& rng) {
       CK(cudaMalloc(&u, 4 * T * HV * V));
       CK(cudaMalloc(&vn, 4 * T * HV * V));
       CK(cudaMalloc(&h_d, 4 * mc * HV * KV));
-      sb.G = G; sb.L = L; sb.A = A; sb.w = w; sb.u = u; sb.v_new = vn; sb.h = h_d;
+      sb.G = G;
+      sb.L = L;
+      sb.A = A;
+      sb.w = w;
+      sb.u = u;
+      sb.v_new = vn;
+      sb.h = h_d;
       sb.o = f.o;
       sb.initial_state = f.initial_state;
       sb.final_state = f.final_state;
@@ -363,8 +382,18 @@ static void run_case(const Case& c, std::mt19937& rng) {
               (long long)T, (long long)N, eo, es, want_h ? (" err_h=" + std::to_string(eh)).c_str() : "",
               bad ? " NON-FINITE" : "");
   // Determinism: the same inputs twice give bitwise identical o (forward only, fresh states).
-  cudaFree(q_d); cudaFree(k_d); cudaFree(v_d); cudaFree(g_d); cudaFree(b_d); cudaFree(A_d); cudaFree(dtb_d);
-  cudaFree(S_d); cudaFree(ii_d); cudaFree(io_d); cudaFree(o_d); cudaFree(cu_d);
+  cudaFree(q_d);
+  cudaFree(k_d);
+  cudaFree(v_d);
+  cudaFree(g_d);
+  cudaFree(b_d);
+  cudaFree(A_d);
+  cudaFree(dtb_d);
+  cudaFree(S_d);
+  cudaFree(ii_d);
+  cudaFree(io_d);
+  cudaFree(o_d);
+  cudaFree(cu_d);
   if (ws) cudaFree(ws);
   if (h_d) cudaFree(h_d);
   cudaStreamDestroy(st);
@@ -378,16 +407,28 @@ static void bench_prefill(const char* name, std::vector<int64_t> lens, FILE* js,
   for (int64_t n = 0; n < N; ++n) cu[n + 1] = cu[n] + lens[n];
   const int64_t T = cu[N];
   Problem p;
-  p.num_tokens = T; p.num_seqs = N; p.num_qk_heads = H; p.num_v_heads = HV; p.head_k = K; p.head_v = V;
-  p.dtype = DType::kBFloat16; p.gate_dtype = DType::kFloat32; p.scale = 1.f / std::sqrt(128.f);
+  p.num_tokens = T;
+  p.num_seqs = N;
+  p.num_qk_heads = H;
+  p.num_v_heads = HV;
+  p.head_k = K;
+  p.head_v = V;
+  p.dtype = DType::kBFloat16;
+  p.gate_dtype = DType::kFloat32;
+  p.scale = 1.f / std::sqrt(128.f);
   p.use_qk_l2norm = true;
   int64_t* cu_d;
   CK(cudaMalloc(&cu_d, 8 * (N + 1)));
   CK(cudaMemcpy(cu_d, cu.data(), 8 * (N + 1), cudaMemcpyHostToDevice));
-  p.cu_seqlens = cu_d; p.cu_seqlens_type = IndexType::kInt64;
+  p.cu_seqlens = cu_d;
+  p.cu_seqlens_type = IndexType::kInt64;
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
-  auto rnd = [&](int64_t cnt, float s) { std::vector<float> x(cnt); for (auto& e : x) e = s * nd(rng); return x; };
+  auto rnd = [&](int64_t cnt, float s) {
+    std::vector<float> x(cnt);
+    for (auto& e : x) e = s * nd(rng);
+    return x;
+  };
   std::vector<float> g(T * HV), b(T * HV);
   for (int64_t i = 0; i < T * HV; ++i) g[i] = -std::log1p(std::exp(-nd(rng))), b[i] = 1.f / (1.f + std::exp(-nd(rng)));
   void* q = upload(rnd(T * H * K, 1), p.dtype, 1, T * H * K, T * H * K);
@@ -400,7 +441,11 @@ static void bench_prefill(const char* name, std::vector<int64_t> lens, FILE* js,
   CK(cudaMalloc(&o, T * HV * V * 2));
   ForwardArgs f;
   f.problem = p;
-  f.q = {q, H * K, K}; f.k = {k, H * K, K}; f.v = {v, HV * V, V}; f.g = {gd, HV, 1}; f.beta = {bd, HV, 1};
+  f.q = {q, H * K, K};
+  f.k = {k, H * K, K};
+  f.v = {v, HV * V, V};
+  f.g = {gd, HV, 1};
+  f.beta = {bd, HV, 1};
   f.o = {o, HV * V, V};
   f.initial_state = {static_cast<float*>(S), N, nullptr, nullptr, IndexType::kInt32};
   f.final_state = f.initial_state;
@@ -409,7 +454,11 @@ static void bench_prefill(const char* name, std::vector<int64_t> lens, FILE* js,
   CK(cudaMalloc(&ws, wsz));
   cudaStream_t st;
   CK(cudaStreamCreate(&st));
-  Exec ex; ex.backend = Backend::kCUDA; ex.stream = st; ex.workspace = ws; ex.workspace_bytes = wsz;
+  Exec ex;
+  ex.backend = Backend::kCUDA;
+  ex.stream = st;
+  ex.workspace = ws;
+  ex.workspace_bytes = wsz;
   cuda::chunk_gated_delta_rule(f, ex);
   CK(cudaStreamSynchronize(st));
   cudaGraph_t graph;
@@ -419,14 +468,16 @@ static void bench_prefill(const char* name, std::vector<int64_t> lens, FILE* js,
   CK(cudaStreamEndCapture(st, &graph));
   CK(cudaGraphInstantiate(&gx, graph, 0));
   cudaEvent_t e0, e1;
-  cudaEventCreate(&e0); cudaEventCreate(&e1);
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
   std::vector<float> ms;
   for (int r = 0; r < 23; ++r) {
     cudaEventRecord(e0, st);
     CK(cudaGraphLaunch(gx, st));
     cudaEventRecord(e1, st);
     CK(cudaEventSynchronize(e1));
-    float m; cudaEventElapsedTime(&m, e0, e1);
+    float m;
+    cudaEventElapsedTime(&m, e0, e1);
     if (r >= 3) ms.push_back(m);
   }
   std::sort(ms.begin(), ms.end());
@@ -459,20 +510,40 @@ static void bench_prefill(const char* name, std::vector<int64_t> lens, FILE* js,
   }
   std::fprintf(js, "%s{\"name\":\"%s\",\"tokens\":%lld,\"gdn_ms\":%.4f}", first ? "" : ",", name, (long long)T, med);
   first = false;
-  cudaGraphExecDestroy(gx); cudaGraphDestroy(graph);
-  cudaFree(q); cudaFree(k); cudaFree(v); cudaFree(gd); cudaFree(bd); cudaFree(S); cudaFree(o); cudaFree(ws);
-  cudaFree(cu_d); cudaStreamDestroy(st);
+  cudaGraphExecDestroy(gx);
+  cudaGraphDestroy(graph);
+  cudaFree(q);
+  cudaFree(k);
+  cudaFree(v);
+  cudaFree(gd);
+  cudaFree(bd);
+  cudaFree(S);
+  cudaFree(o);
+  cudaFree(ws);
+  cudaFree(cu_d);
+  cudaStreamDestroy(st);
 }
 
 static void bench_decode(int64_t N, bool vmajor, FILE* js) {
   const int H = 16, HV = 32, K = 128, V = 128;
   Problem p;
-  p.num_tokens = N; p.num_seqs = N; p.num_qk_heads = H; p.num_v_heads = HV; p.head_k = K; p.head_v = V;
-  p.dtype = DType::kBFloat16; p.scale = 1.f / std::sqrt(128.f); p.use_qk_l2norm = true;
+  p.num_tokens = N;
+  p.num_seqs = N;
+  p.num_qk_heads = H;
+  p.num_v_heads = HV;
+  p.head_k = K;
+  p.head_v = V;
+  p.dtype = DType::kBFloat16;
+  p.scale = 1.f / std::sqrt(128.f);
+  p.use_qk_l2norm = true;
   p.state_layout = vmajor ? StateLayout::kVMajor : StateLayout::kKMajor;
   std::mt19937 rng(2);
   std::normal_distribution<float> nd;
-  auto rnd = [&](int64_t cnt, float s) { std::vector<float> x(cnt); for (auto& e : x) e = s * nd(rng); return x; };
+  auto rnd = [&](int64_t cnt, float s) {
+    std::vector<float> x(cnt);
+    for (auto& e : x) e = s * nd(rng);
+    return x;
+  };
   void* q = upload(rnd(N * H * K, 1), p.dtype, 1, N * H * K, N * H * K);
   void* k = upload(rnd(N * H * K, 1), p.dtype, 1, N * H * K, N * H * K);
   void* v = upload(rnd(N * HV * V, 1), p.dtype, 1, N * HV * V, N * HV * V);
@@ -496,13 +567,19 @@ static void bench_decode(int64_t N, bool vmajor, FILE* js) {
   CK(cudaMalloc(&o, N * HV * V * 2));
   ForwardArgs f;
   f.problem = p;
-  f.q = {q, H * K, K}; f.k = {k, H * K, K}; f.v = {v, HV * V, V}; f.g = {gd, HV, 1}; f.beta = {bd, HV, 1};
+  f.q = {q, H * K, K};
+  f.k = {k, H * K, K};
+  f.v = {v, HV * V, V};
+  f.g = {gd, HV, 1};
+  f.beta = {bd, HV, 1};
   f.o = {o, HV * V, V};
   f.initial_state = {S, slots, idx_d, nullptr, IndexType::kInt32};
   f.final_state = f.initial_state;
   cudaStream_t st;
   CK(cudaStreamCreate(&st));
-  Exec ex; ex.backend = Backend::kCUDA; ex.stream = st;
+  Exec ex;
+  ex.backend = Backend::kCUDA;
+  ex.stream = st;
   cuda::recurrent_gated_delta_rule(f, ex);
   CK(cudaStreamSynchronize(st));
   cudaGraph_t graph;
@@ -512,14 +589,16 @@ static void bench_decode(int64_t N, bool vmajor, FILE* js) {
   CK(cudaStreamEndCapture(st, &graph));
   CK(cudaGraphInstantiate(&gx, graph, 0));
   cudaEvent_t e0, e1;
-  cudaEventCreate(&e0); cudaEventCreate(&e1);
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
   std::vector<float> ms;
   for (int r = 0; r < 53; ++r) {
     cudaEventRecord(e0, st);
     CK(cudaGraphLaunch(gx, st));
     cudaEventRecord(e1, st);
     CK(cudaEventSynchronize(e1));
-    float m; cudaEventElapsedTime(&m, e0, e1);
+    float m;
+    cudaEventElapsedTime(&m, e0, e1);
     if (r >= 3) ms.push_back(m);
   }
   std::sort(ms.begin(), ms.end());
@@ -527,14 +606,16 @@ static void bench_decode(int64_t N, bool vmajor, FILE* js) {
   const double bytes = 2.0 * N * HV * K * V * 4;
   // copy bandwidth on a buffer of the same size
   void *c0, *c1;
-  CK(cudaMalloc(&c0, bytes / 2)); CK(cudaMalloc(&c1, bytes / 2));
+  CK(cudaMalloc(&c0, bytes / 2));
+  CK(cudaMalloc(&c1, bytes / 2));
   std::vector<float> cm;
   for (int r = 0; r < 23; ++r) {
     cudaEventRecord(e0, st);
     cudaMemcpyAsync(c1, c0, bytes / 2, cudaMemcpyDeviceToDevice, st);
     cudaEventRecord(e1, st);
     CK(cudaEventSynchronize(e1));
-    float m; cudaEventElapsedTime(&m, e0, e1);
+    float m;
+    cudaEventElapsedTime(&m, e0, e1);
     if (r >= 3) cm.push_back(m);
   }
   std::sort(cm.begin(), cm.end());
@@ -543,9 +624,18 @@ static void bench_decode(int64_t N, bool vmajor, FILE* js) {
               vmajor ? "vmajor" : "kmajor", med, gbps, cbps, 100 * gbps / cbps);
   std::fprintf(js, ",{\"decode_n\":%lld,\"layout\":\"%s\",\"gdn_ms\":%.4f,\"gdn_GBps\":%.1f,\"copy_GBps\":%.1f}",
                (long long)N, vmajor ? "vmajor" : "kmajor", med, gbps, cbps);
-  cudaFree(c0); cudaFree(c1);
-  cudaGraphExecDestroy(gx); cudaGraphDestroy(graph);
-  cudaFree(q); cudaFree(k); cudaFree(v); cudaFree(gd); cudaFree(bd); cudaFree(S); cudaFree(o); cudaFree(idx_d);
+  cudaFree(c0);
+  cudaFree(c1);
+  cudaGraphExecDestroy(gx);
+  cudaGraphDestroy(graph);
+  cudaFree(q);
+  cudaFree(k);
+  cudaFree(v);
+  cudaFree(gd);
+  cudaFree(bd);
+  cudaFree(S);
+  cudaFree(o);
+  cudaFree(idx_d);
   cudaStreamDestroy(st);
 }
 
@@ -553,10 +643,14 @@ int main(int argc, char** argv) {
   bool bench = false, quick = false;
   const char* json = nullptr;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--bench")) bench = true;
-    else if (!std::strcmp(argv[i], "--quick")) quick = true;
-    else if (!std::strcmp(argv[i], "--profile")) g_profile = true;
-    else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
+    if (!std::strcmp(argv[i], "--bench"))
+      bench = true;
+    else if (!std::strcmp(argv[i], "--quick"))
+      quick = true;
+    else if (!std::strcmp(argv[i], "--profile"))
+      g_profile = true;
+    else if (!std::strcmp(argv[i], "--json") && i + 1 < argc)
+      json = argv[++i];
   }
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach a pipe even if the run is cut short
   if (!cuda::device_available()) {
@@ -567,21 +661,131 @@ int main(int argc, char** argv) {
   const std::vector<int64_t> mix = {1, 63, 64, 65, 200, 0, 130, 7, 128};
   std::vector<Case> cases;
   auto add = [&](Case c) { cases.push_back(c); };
-  { Case c; c.name = "fast bf16 128 vmajor pool"; c.lens = mix; c.vmajor = true; add(c); }
-  { Case c; c.name = "fast bf16 128 kmajor plain"; c.lens = mix; c.fused = false; c.l2 = false; c.gate_in_dtype = true; c.pad = true; add(c); }
-  { Case c; c.name = "fast bf16 128 gates x10"; c.lens = {300, 17}; c.fused = false; c.gscale = 10.f; add(c); }
-  { Case c; c.name = "fast bf16 128 gates x0.01"; c.lens = {300, 17}; c.fused = false; c.gscale = 0.01f; c.H = 4; add(c); }
-  { Case c; c.name = "fast fp16 64 vmajor"; c.lens = mix; c.dt = DType::kFloat16; c.K = c.V = 64; c.vmajor = true; add(c); }
-  { Case c; c.name = "exact fp32 128"; c.lens = mix; c.dt = DType::kFloat32; c.tol = 1e-4; c.pad = true; add(c); }
-  { Case c; c.name = "exact fp32 64 vmajor"; c.lens = mix; c.dt = DType::kFloat32; c.K = c.V = 64; c.tol = 1e-4; c.vmajor = true; add(c); }
-  { Case c; c.name = "exact bf16 256"; c.lens = {70, 5, 129}; c.K = c.V = 256; c.H = 1; c.HV = 2; add(c); }
-  { Case c; c.name = "exact bf16 K128 V64"; c.lens = {70, 5, 129}; c.V = 64; c.vmajor = true; add(c); }
+  {
+    Case c;
+    c.name = "fast bf16 128 vmajor pool";
+    c.lens = mix;
+    c.vmajor = true;
+    add(c);
+  }
+  {
+    Case c;
+    c.name = "fast bf16 128 kmajor plain";
+    c.lens = mix;
+    c.fused = false;
+    c.l2 = false;
+    c.gate_in_dtype = true;
+    c.pad = true;
+    add(c);
+  }
+  {
+    Case c;
+    c.name = "fast bf16 128 gates x10";
+    c.lens = {300, 17};
+    c.fused = false;
+    c.gscale = 10.f;
+    add(c);
+  }
+  {
+    Case c;
+    c.name = "fast bf16 128 gates x0.01";
+    c.lens = {300, 17};
+    c.fused = false;
+    c.gscale = 0.01f;
+    c.H = 4;
+    add(c);
+  }
+  {
+    Case c;
+    c.name = "fast fp16 64 vmajor";
+    c.lens = mix;
+    c.dt = DType::kFloat16;
+    c.K = c.V = 64;
+    c.vmajor = true;
+    add(c);
+  }
+  {
+    Case c;
+    c.name = "exact fp32 128";
+    c.lens = mix;
+    c.dt = DType::kFloat32;
+    c.tol = 1e-4;
+    c.pad = true;
+    add(c);
+  }
+  {
+    Case c;
+    c.name = "exact fp32 64 vmajor";
+    c.lens = mix;
+    c.dt = DType::kFloat32;
+    c.K = c.V = 64;
+    c.tol = 1e-4;
+    c.vmajor = true;
+    add(c);
+  }
+  {
+    Case c;
+    c.name = "exact bf16 256";
+    c.lens = {70, 5, 129};
+    c.K = c.V = 256;
+    c.H = 1;
+    c.HV = 2;
+    add(c);
+  }
+  {
+    Case c;
+    c.name = "exact bf16 K128 V64";
+    c.lens = {70, 5, 129};
+    c.V = 64;
+    c.vmajor = true;
+    add(c);
+  }
   // The stage API's G is fp32: after g = -1e4 its small differences keep ~1e-3 absolute error
   // (ulp(1e4)), inherent to that format, hence a looser bound than the forward's 1e-4.
-  { Case c; c.name = "stages fp32 128"; c.lens = mix; c.dt = DType::kFloat32; c.stages = true; c.l2 = false; c.fused = false; c.tol = 5e-4; add(c); }
-  { Case c; c.name = "exact fp32 128 extreme gates"; c.lens = mix; c.dt = DType::kFloat32; c.l2 = false; c.fused = false; c.tol = 1e-4; add(c); }
-  { Case c; c.name = "stages bf16 64 vmajor"; c.lens = mix; c.stages = true; c.l2 = false; c.fused = false; c.K = c.V = 64; c.vmajor = true; add(c); }
-  { Case c; c.name = "stages bf16 256"; c.lens = {70, 129}; c.stages = true; c.l2 = false; c.fused = false; c.K = c.V = 256; c.H = 1; c.HV = 2; add(c); }
+  {
+    Case c;
+    c.name = "stages fp32 128";
+    c.lens = mix;
+    c.dt = DType::kFloat32;
+    c.stages = true;
+    c.l2 = false;
+    c.fused = false;
+    c.tol = 5e-4;
+    add(c);
+  }
+  {
+    Case c;
+    c.name = "exact fp32 128 extreme gates";
+    c.lens = mix;
+    c.dt = DType::kFloat32;
+    c.l2 = false;
+    c.fused = false;
+    c.tol = 1e-4;
+    add(c);
+  }
+  {
+    Case c;
+    c.name = "stages bf16 64 vmajor";
+    c.lens = mix;
+    c.stages = true;
+    c.l2 = false;
+    c.fused = false;
+    c.K = c.V = 64;
+    c.vmajor = true;
+    add(c);
+  }
+  {
+    Case c;
+    c.name = "stages bf16 256";
+    c.lens = {70, 129};
+    c.stages = true;
+    c.l2 = false;
+    c.fused = false;
+    c.K = c.V = 256;
+    c.H = 1;
+    c.HV = 2;
+    add(c);
+  }
   for (int kd : {64, 128, 256})
     for (bool vm : {false, true}) {
       Case c;
@@ -592,15 +796,46 @@ int main(int argc, char** argv) {
       c.decode = true;
       add(c);
     }
-  { Case c; c.name = "decode fp32 128 plain"; c.lens = {1, 4, 1}; c.dt = DType::kFloat32; c.decode = true; c.fused = false; c.tol = 1e-5; add(c); }
+  {
+    Case c;
+    c.name = "decode fp32 128 plain";
+    c.lens = {1, 4, 1};
+    c.dt = DType::kFloat32;
+    c.decode = true;
+    c.fused = false;
+    c.tol = 1e-5;
+    add(c);
+  }
   if (!quick) {
-    { Case c; c.name = "fast bf16 T=131072"; c.lens = {131072}; c.H = 1; c.HV = 2; c.pool = false; add(c); }
     {
-      Case c; c.name = "fast bf16 4096 seqs HV=32"; c.H = 16; c.HV = 32; c.K = c.V = 64; c.pool = false;
+      Case c;
+      c.name = "fast bf16 T=131072";
+      c.lens = {131072};
+      c.H = 1;
+      c.HV = 2;
+      c.pool = false;
+      add(c);
+    }
+    {
+      Case c;
+      c.name = "fast bf16 4096 seqs HV=32";
+      c.H = 16;
+      c.HV = 32;
+      c.K = c.V = 64;
+      c.pool = false;
       for (int n = 0; n < 4096; ++n) c.lens.push_back(1 + (n * 37) % 16);
       add(c);
     }
-    { Case c; c.name = "decode 4096 pool 8192"; c.decode = true; c.H = 8; c.HV = 16; c.K = c.V = 64; c.lens.assign(4096, 1); add(c); }
+    {
+      Case c;
+      c.name = "decode 4096 pool 8192";
+      c.decode = true;
+      c.H = 8;
+      c.HV = 16;
+      c.K = c.V = 64;
+      c.lens.assign(4096, 1);
+      add(c);
+    }
   }
   for (auto& c : cases) run_case(c, rng);
   cuda::set_fwd_h_warps(4);  // the 4-warp variant of fwd_h on the first fast cases
@@ -626,7 +861,11 @@ int main(int argc, char** argv) {
     bool first = true;
     std::vector<int64_t> mixed;
     int64_t tot = 0;
-    for (int i = 0; i < 15; ++i) { const int64_t l = 256 + (i * 3541) % 3841; mixed.push_back(l); tot += l; }
+    for (int i = 0; i < 15; ++i) {
+      const int64_t l = 256 + (i * 3541) % 3841;
+      mixed.push_back(l);
+      tot += l;
+    }
     mixed.push_back(32768 - tot > 0 ? 32768 - tot : 1);
     cuda::set_fwd_h_warps(4);
     bench_prefill("1x32k/w4", {32768}, js, first);
