@@ -50,12 +50,24 @@ __global__ void __launch_bounds__(NW * 32)
   const int half = warp / 4;
   const int m = half == 0 ? warp : 3 - (warp - 4);  // row tile
 
+  // Two groups of async copies: q, k, G first (for P), then h and v_new, which land while P is
+  // computed.
   for (int e = tid; e < C * D / 8; e += kThreads) {
     const int i = e / (D / 8), c8 = (e % (D / 8)) * 8;
     const bool ok = i < len;
     const int64_t tt = t0 + (ok ? i : 0);
     cp_async16(&sm.q[i * S::SK + c8], b.qb + (tt * b.H + hk) * D + c8, ok ? 16 : 0);
     cp_async16(&sm.k[i * S::SK + c8], b.kb + (tt * b.H + hk) * D + c8, ok ? 16 : 0);
+  }
+  if (tid < C) {
+    const bool ok = tid < len;
+    cp_async8(&sm.G[tid], b.Gt + int64_t(hv) * b.T + t0 + (ok ? tid : 0), ok ? 8 : 0);
+  }
+  cp_async_commit();
+  for (int e = tid; e < C * D / 8; e += kThreads) {
+    const int i = e / (D / 8), c8 = (e % (D / 8)) * 8;
+    const bool ok = i < len;
+    const int64_t tt = t0 + (ok ? i : 0);
     cp_async16(&sm.vn[i * S::SK + c8], b.v_new + (tt * HV + hv) * D + c8, ok ? 16 : 0);
   }
   const __nv_bfloat16* hg = b.h + (gc * HV + hv) * int64_t(D) * D;
@@ -63,12 +75,8 @@ __global__ void __launch_bounds__(NW * 32)
     const int r = e / (D / 8), c8 = (e % (D / 8)) * 8;
     cp_async16(&sm.h[r * S::SK + c8], hg + int64_t(r) * D + c8, 16);
   }
-  if (tid < C) {
-    const bool ok = tid < len;
-    cp_async8(&sm.G[tid], b.Gt + int64_t(hv) * b.T + t0 + (ok ? tid : 0), ok ? 8 : 0);
-  }
   cp_async_commit();
-  cp_async_wait<0>();
+  cp_async_wait<1>();  // q, k, G
   __syncthreads();
 
   const int i0 = 16 * m + g, i1 = i0 + 8;  // this thread's two rows
@@ -112,11 +120,10 @@ __global__ void __launch_bounds__(NW * 32)
       *reinterpret_cast<uint32_t*>(&sm.Plo[i1 * S::SP + j]) = pack_bf16(p10 - __low2float(r1), p11 - __high2float(r1));
     }
   }
-  // P rows of tile m are written by the HALVES warps that own that tile.
-  if constexpr (HALVES == 1)
-    __syncwarp();
-  else
-    __syncthreads();
+  // h and v_new have landed; P rows of tile m (written by the warps that own that tile) are
+  // visible to all after the barrier.
+  cp_async_wait<0>();
+  __syncthreads();
 
   float acc[2 * DP][4];
 #pragma unroll
