@@ -38,7 +38,7 @@ if has build; then
     fi
     EXTRA+=(-DCMAKE_PREFIX_PATH=/tmp/gtest)
   fi
-  cmake -S . -B $BUILD -DGDN_CUDA=ON -DCMAKE_BUILD_TYPE=Release "${EXTRA[@]}" >>"$OUT/build.log" 2>&1
+  cmake -S . -B $BUILD -DGDN_CUDA=ON -DGDN_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=Release "${EXTRA[@]}" >>"$OUT/build.log" 2>&1
   TARGETS=()
   has test || TARGETS=(--target gdn_cuda_check)  # without the tests, only the backend check
   if cmake --build $BUILD -j"$JOBS" "${TARGETS[@]}" >>"$OUT/build.log" 2>&1; then
