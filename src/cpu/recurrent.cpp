@@ -14,23 +14,22 @@ namespace {
 constexpr int kMaxDim = 256;
 
 // One token on a K-major state S [K, V]:  S = e S;  err = beta (v - S^T k);  S += k err^T;  o = S^T q.
+// Two passes over S: the first reads it for S^T k (the decay factors out), the second decays,
+// writes and reads for o.
 void token_k_major(float* S, int K, int V, const float* k, const float* q, const float* v, float decay, float beta,
                    float* o) {
   float kS[kMaxDim] = {};
   for (int i = 0; i < K; ++i) {
-    float* row = S + i * V;
-    for (int j = 0; j < V; ++j) {
-      row[j] *= decay;
-      kS[j] += k[i] * row[j];
-    }
+    const float* row = S + i * V;
+    for (int j = 0; j < V; ++j) kS[j] += k[i] * row[j];
   }
   float err[kMaxDim];
-  for (int j = 0; j < V; ++j) err[j] = beta * (v[j] - kS[j]);
+  for (int j = 0; j < V; ++j) err[j] = beta * (v[j] - decay * kS[j]);
   for (int j = 0; j < V; ++j) o[j] = 0.0f;
   for (int i = 0; i < K; ++i) {
     float* row = S + i * V;
     for (int j = 0; j < V; ++j) {
-      row[j] += k[i] * err[j];
+      row[j] = decay * row[j] + k[i] * err[j];
       o[j] += q[i] * row[j];
     }
   }
