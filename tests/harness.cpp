@@ -308,13 +308,11 @@ Expected reference(const Inputs& in) {
   return e;
 }
 
-Outputs run(const Inputs& in, Backend backend, Op op) {
+Problem problem_of(const Inputs& in) {
   const Case& c = in.c;
-  const int64_t N = in.dims.N(), T = in.T;
-  ForwardArgs a;
-  Problem& p = a.problem;
-  p.num_tokens = T;
-  p.num_seqs = N;
+  Problem p;
+  p.num_tokens = in.T;
+  p.num_seqs = in.dims.N();
   p.num_qk_heads = c.H;
   p.num_v_heads = c.HV;
   p.head_k = c.K;
@@ -324,6 +322,15 @@ Outputs run(const Inputs& in, Backend backend, Op op) {
   p.use_qk_l2norm = c.l2norm;
   p.state_layout = c.layout;
   p.fused_gate = c.fused_gate;
+  return p;
+}
+
+Outputs run(const Inputs& in, Backend backend, Op op) {
+  const Case& c = in.c;
+  const int64_t N = in.dims.N(), T = in.T;
+  ForwardArgs a;
+  a.problem = problem_of(in);
+  Problem& p = a.problem;
 
   // int64 boundaries for odd batch sizes, int32 for even: both index types get exercised.
   const bool cu64 = N % 2 == 1;

@@ -107,6 +107,9 @@ struct Expected {
 };
 Expected reference(const Inputs& in);
 
+// The problem description of a case (cu_seqlens left for the caller to set).
+Problem problem_of(const Inputs& in);
+
 // Runs the chunked forward (or the decode step) on a backend; returns o and the pool/final
 // state array after the call, as host vectors.
 struct Outputs {

@@ -118,16 +118,7 @@ TEST_P(Stages, EachStageMatchesItsDefinition) {
   const double scale = 1.0 / std::sqrt(double(K));
   ref::chunk_fwd_o(d, in.qd, in.kd, v_new, h, G, scale, o);
 
-  Problem p;
-  p.num_tokens = T;
-  p.num_seqs = N;
-  p.num_qk_heads = c.H;
-  p.num_v_heads = c.HV;
-  p.head_k = c.K;
-  p.head_v = c.V;
-  p.dtype = c.dtype;
-  p.gate_dtype = c.gate_in_input_dtype ? c.dtype : DType::kFloat32;
-  p.state_layout = c.layout;
+  Problem p = problem_of(in);  // l2norm off: stages take q and k as given
   std::vector<int32_t> cu32(in.bounds.begin(), in.bounds.end());
   Buffer cu = upload_vec(be, cu32);
   p.cu_seqlens = cu.data();

@@ -46,6 +46,17 @@ void fill_strides(MutTensor& t, int heads, int dim) {
   if (t.stride_token == 0) t.stride_token = static_cast<int64_t>(heads) * t.stride_head;
 }
 
+// Packed strides for the token-major tensors that ForwardArgs and StageBuffers share.
+template <typename Args>
+void fill_io_strides(Args& a, const Problem& p) {
+  fill_strides(a.q, p.num_qk_heads, p.head_k);
+  fill_strides(a.k, p.num_qk_heads, p.head_k);
+  fill_strides(a.v, p.num_v_heads, p.head_v);
+  fill_strides(a.g, p.num_v_heads, 1);
+  fill_strides(a.beta, p.num_v_heads, 1);
+  fill_strides(a.o, p.num_v_heads, p.head_v);
+}
+
 template <typename TensorT>
 void check_tensor(const char* op, const char* name, const TensorT& t, int heads, int dim) {
   if (t.data == nullptr) fail(op, name, " is null; expected a pointer to [T, ", heads, ", ", dim, "]");
@@ -166,12 +177,7 @@ ForwardArgs validate_forward(const char* op, const ForwardArgs& args, const Exec
   ForwardArgs a = args;
   a.problem = normalize_problem(p);
   const int H = p.num_qk_heads, HV = p.num_v_heads;
-  fill_strides(a.q, H, p.head_k);
-  fill_strides(a.k, H, p.head_k);
-  fill_strides(a.v, HV, p.head_v);
-  fill_strides(a.g, HV, 1);
-  fill_strides(a.beta, HV, 1);
-  fill_strides(a.o, HV, p.head_v);
+  fill_io_strides(a, p);
   check_tensor(op, "q", a.q, H, p.head_k);
   check_tensor(op, "k", a.k, H, p.head_k);
   check_tensor(op, "v", a.v, HV, p.head_v);
@@ -194,12 +200,7 @@ StageBuffers validate_stage(const char* op, const Problem& p, const StageBuffers
   if (p.fused_gate) fail(op, "problem.fused_gate is set; expected false for a stage (stages take plain g and beta)");
   StageBuffers s = b;
   const int H = p.num_qk_heads, HV = p.num_v_heads;
-  fill_strides(s.q, H, p.head_k);
-  fill_strides(s.k, H, p.head_k);
-  fill_strides(s.v, HV, p.head_v);
-  fill_strides(s.g, HV, 1);
-  fill_strides(s.beta, HV, 1);
-  fill_strides(s.o, HV, p.head_v);
+  fill_io_strides(s, p);
   if (needs & kNeedQ) check_tensor(op, "q", s.q, H, p.head_k);
   if (needs & kNeedK) check_tensor(op, "k", s.k, H, p.head_k);
   if (needs & kNeedV) check_tensor(op, "v", s.v, HV, p.head_v);
