@@ -60,7 +60,8 @@ std::vector<uint8_t> encode(const std::vector<double>& x, DType dtype);
 std::vector<double> decode(const uint8_t* bytes, size_t count, DType dtype);
 std::vector<double> round_to(const std::vector<double>& x, DType dtype);  // encode + decode
 
-enum class GateKind { kLogSigmoid, kZero, kVeryNegative };
+// kMixedExtreme: logsigmoid gates with one token in ten at -1e4 (a reset inside a chunk).
+enum class GateKind { kLogSigmoid, kZero, kVeryNegative, kMixedExtreme };
 enum class BetaKind { kSigmoid, kZero, kTwo, kMixed };
 
 struct Case {

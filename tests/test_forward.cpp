@@ -67,6 +67,15 @@ std::vector<Case> forward_cases() {
     c.gate = GateKind::kVeryNegative;
     c.lens = {140, 60};
   });
+  add([](Case& c) {  // resets inside chunks: fp32 cumulative gates would lose ~1e-3
+    c.gate = GateKind::kMixedExtreme;
+    c.lens = {200, 70};
+  });
+  add([](Case& c) {
+    c.gate = GateKind::kMixedExtreme;
+    c.dtype = DType::kBFloat16;
+    c.lens = {130};
+  });
   add([](Case& c) {
     c.beta = BetaKind::kZero;
     c.lens = {100};

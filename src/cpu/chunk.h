@@ -22,7 +22,7 @@ struct ChunkScratch {
   float* u;      // [C, V]   u, then v_new in place
   float* QW;     // [2C, V]  [q S; w S], then o in rows [0, C)
   float* vd;     // [C, V]   exp(G_last - G) v_new
-  float* G;      // [C]      chunk-local cumulative gate (natural log)
+  double* G;     // [C]      chunk-local cumulative gate (natural log), fp64: see chunk_cumsum
   float* beta;   // [C]
 
   static size_t bytes(int K, int V, int states) {
@@ -54,7 +54,7 @@ struct ChunkScratch {
     s.u = take(size_t(C) * V);
     s.QW = take(2u * C * V);
     s.vd = take(size_t(C) * V);
-    s.G = take(C);
+    s.G = reinterpret_cast<double*>(take(2 * C));
     s.beta = take(C);
     return s;
   }
@@ -110,8 +110,10 @@ inline void store_rows_f32(const float* src, int64_t t0, int rows, int heads, in
 }
 
 // G[i] = g_0 + ... + g_i for the valid rows; padded rows repeat G_last (their g is 0).
-inline void chunk_cumsum(const float* g, int rows, float* G) {
-  float acc = 0;
+// Summed in fp64: after a very negative gate (g = -1e4) an fp32 G keeps only ~1e-3 of absolute
+// precision, and G_i - G_j of two later tokens would lose it (exp of it then errs by ~1e-3).
+inline void chunk_cumsum(const float* g, int rows, double* G) {
+  double acc = 0;
   for (int i = 0; i < C; ++i) {
     if (i < rows) acc += g[i];
     G[i] = acc;
@@ -120,22 +122,22 @@ inline void chunk_cumsum(const float* g, int rows, float* G) {
 
 // X[i, j] <- coef_i X[i, j] exp(G_i - G_j) for j < i (strict) or j <= i, else 0.
 // Masked before exponentiating: exp(G_i - G_j) overflows for j > i.
-inline void gate_lower(float* X, const float* G, const float* coef, bool strict) {
+inline void gate_lower(float* X, const double* G, const float* coef, bool strict) {
   for (int i = 0; i < C; ++i) {
     const int last = strict ? i : i + 1;
     const float c = coef ? coef[i] : 1.0f;
-    for (int j = 0; j < last; ++j) X[i * C + j] *= c * std::exp(G[i] - G[j]);
+    for (int j = 0; j < last; ++j) X[i * C + j] *= c * std::exp(static_cast<float>(G[i] - G[j]));
     for (int j = last; j < C; ++j) X[i * C + j] = 0.0f;
   }
 }
 
 // out[i, j] = coef_i X[i, j] exp(G_i - G_j) for j < i (strict) or j <= i, else 0; X is not changed
 // and only its lower triangle is read.
-inline void gate_lower_into(const float* X, float* out, const float* G, const float* coef, bool strict) {
+inline void gate_lower_into(const float* X, float* out, const double* G, const float* coef, bool strict) {
   for (int i = 0; i < C; ++i) {
     const int last = strict ? i : i + 1;
     const float c = coef ? coef[i] : 1.0f;
-    for (int j = 0; j < last; ++j) out[i * C + j] = X[i * C + j] * c * std::exp(G[i] - G[j]);
+    for (int j = 0; j < last; ++j) out[i * C + j] = X[i * C + j] * c * std::exp(static_cast<float>(G[i] - G[j]));
     for (int j = last; j < C; ++j) out[i * C + j] = 0.0f;
   }
 }
@@ -157,9 +159,10 @@ inline void invert_unit_lower(const float* L, float* A) {
 }
 
 // kb_j = beta_j exp(G_j) k_j; vb_j = beta_j v_j (vb holds v on entry).
-inline void scale_rows_for_w_u(const float* k, const float* G, const float* beta, int K, int V, float* kb, float* vb) {
+inline void scale_rows_for_w_u(const float* k, const double* G, const float* beta, int K, int V, float* kb,
+                               float* vb) {
   for (int j = 0; j < C; ++j) {
-    const float fk = beta[j] * std::exp(G[j]);
+    const float fk = beta[j] * std::exp(static_cast<float>(G[j]));
     for (int x = 0; x < K; ++x) kb[j * K + x] = fk * k[j * K + x];
     for (int x = 0; x < V; ++x) vb[j * V + x] *= beta[j];
   }
@@ -172,13 +175,14 @@ inline void chunk_w_u(const float* A, const float* kb, const float* vb, int K, i
 }
 
 // S <- exp(G_last) S + sum_i exp(G_last - G_i) k_i v_new_i^T  (kT: [K, C], v_new: [C, V]).
-inline void chunk_state_update(float* S, const float* kT, const float* v_new, const float* G, int K, int V, float* vd) {
-  const float G_last = G[C - 1];
+inline void chunk_state_update(float* S, const float* kT, const float* v_new, const double* G, int K, int V,
+                               float* vd) {
+  const double G_last = G[C - 1];
   for (int i = 0; i < C; ++i) {
-    const float f = std::exp(G_last - G[i]);
+    const float f = std::exp(static_cast<float>(G_last - G[i]));
     for (int x = 0; x < V; ++x) vd[i * V + x] = f * v_new[i * V + x];
   }
-  const float decay = std::exp(G_last);
+  const float decay = std::exp(static_cast<float>(G_last));
   for (int64_t i = 0; i < int64_t{K} * V; ++i) S[i] *= decay;
   gemm(K, V, C, kT, C, vd, V, S, V, true);
 }

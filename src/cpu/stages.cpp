@@ -31,7 +31,7 @@ void for_each_sequence_head(const Problem& p, const Exec& exec, Fn&& fn) {
 }
 
 // G of one chunk from the [T, HV] buffer; padded rows repeat G_last.
-void load_chunk_G(const float* G, int64_t t0, int rows, int HV, int hv, float* dst) {
+void load_chunk_G(const float* G, int64_t t0, int rows, int HV, int hv, double* dst) {
   for (int i = 0; i < C; ++i) dst[i] = G[(t0 + std::min(i, rows - 1)) * HV + hv];
 }
 
@@ -190,7 +190,7 @@ void chunk_fwd_o(const Problem& p, const StageBuffers& b, const Exec& exec) {
       gate_lower(s.KQ, s.G, nullptr, false);
       gemm(C, V, K, q, K, b.h + (chunk * HV + hv) * head_elems, V, s.QW, V, false);
       for (int i = 0; i < C; ++i) {
-        const float f = std::exp(s.G[i]);
+        const float f = std::exp(static_cast<float>(s.G[i]));
         for (int x = 0; x < V; ++x) s.QW[i * V + x] *= f;
       }
       gemm<Shape::kLowerA>(C, V, C, s.KQ, C, s.u, V, s.QW, V, true);
