@@ -279,6 +279,23 @@ static int64_t state_index(const Inputs& in, int64_t row, int hv, int k, int v) 
 
 static int64_t row_of(const Inputs& in, int64_t n) { return in.c.pool ? in.indices[n] : n; }
 
+std::vector<double> initial_states(const Inputs& in) {
+  const Case& c = in.c;
+  const int64_t N = in.dims.N();
+  std::vector<double> h0;
+  if (!c.initial_state) return h0;
+  h0.assign(N * c.HV * c.K * c.V, 0.0);
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t row = row_of(in, n);
+    if (row < 0) continue;
+    for (int hv = 0; hv < c.HV; ++hv)
+      for (int x = 0; x < c.K; ++x)
+        for (int y = 0; y < c.V; ++y)
+          h0[((n * c.HV + hv) * c.K + x) * c.V + y] = in.state0[state_index(in, row, hv, x, y)];
+  }
+  return h0;
+}
+
 Expected reference(const Inputs& in) {
   const Case& c = in.c;
   std::vector<double> q = in.qd, k = in.kd, g = in.gd, beta = in.betad;
@@ -290,19 +307,7 @@ Expected reference(const Inputs& in) {
     std::vector<double> A_log(in.A_log.begin(), in.A_log.end()), dt_bias(in.dt_bias.begin(), in.dt_bias.end());
     ref::fused_gates(in.dims, in.gd, A_log, dt_bias, in.betad, g, beta);
   }
-  const int64_t N = in.dims.N();
-  std::vector<double> h0;
-  if (c.initial_state) {
-    h0.assign(N * c.HV * c.K * c.V, 0.0);
-    for (int64_t n = 0; n < N; ++n) {
-      const int64_t row = row_of(in, n);
-      if (row < 0) continue;
-      for (int hv = 0; hv < c.HV; ++hv)
-        for (int x = 0; x < c.K; ++x)
-          for (int y = 0; y < c.V; ++y)
-            h0[((n * c.HV + hv) * c.K + x) * c.V + y] = in.state0[state_index(in, row, hv, x, y)];
-    }
-  }
+  const std::vector<double> h0 = initial_states(in);
   Expected e;
   const double scale = 1.0 / std::sqrt(double(c.K));
   ref::recurrence(in.dims, q, k, in.vd, g, beta, h0, scale, e.o, e.final_state);

@@ -102,6 +102,10 @@ struct Inputs {
 
 Inputs make_inputs(const Case& c, std::mt19937_64& rng);
 
+// The initial states as the oracle takes them: dense K-major [N, HV, K, V] (zeros for index -1
+// rows), or empty when the case has none.
+std::vector<double> initial_states(const Inputs& in);
+
 // The oracle on the inputs: o [T, HV, V], final states [N, HV, K, V] K-major (zeros for -1 rows).
 struct Expected {
   std::vector<double> o, final_state;

@@ -94,21 +94,7 @@ TEST_P(Stages, EachStageMatchesItsDefinition) {
   const int64_t T = in.T, N = d.N(), HV = c.HV, K = c.K, V = c.V;
 
   // The reference chain.
-  std::vector<double> h0;
-  if (c.initial_state) {
-    h0.assign(N * HV * K * V, 0.0);
-    for (int64_t n = 0; n < N; ++n) {
-      const int64_t row = c.pool ? in.indices[n] : n;
-      if (row < 0) continue;
-      for (int hv = 0; hv < HV; ++hv)
-        for (int x = 0; x < K; ++x)
-          for (int y = 0; y < V; ++y) {
-            const int64_t head = (row * HV + hv) * K * V;
-            h0[((n * HV + hv) * K + x) * V + y] =
-                in.state0[head + (c.layout == StateLayout::kKMajor ? x * V + y : y * K + x)];
-          }
-    }
-  }
+  const std::vector<double> h0 = initial_states(in);
   std::vector<double> G, L, A, w, u, h, v_new, hT, o;
   ref::chunk_local_cumsum(d, in.gd, G);
   ref::chunk_scaled_dot_kkt(d, in.kd, in.betad, G, L);

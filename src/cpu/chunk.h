@@ -159,8 +159,7 @@ inline void invert_unit_lower(const float* L, float* A) {
 }
 
 // kb_j = beta_j exp(G_j) k_j; vb_j = beta_j v_j (vb holds v on entry).
-inline void scale_rows_for_w_u(const float* k, const double* G, const float* beta, int K, int V, float* kb,
-                               float* vb) {
+inline void scale_rows_for_w_u(const float* k, const double* G, const float* beta, int K, int V, float* kb, float* vb) {
   for (int j = 0; j < C; ++j) {
     const float fk = beta[j] * std::exp(static_cast<float>(G[j]));
     for (int x = 0; x < K; ++x) kb[j * K + x] = fk * k[j * K + x];

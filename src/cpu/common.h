@@ -119,6 +119,18 @@ inline void load_state(const float* src, StateLayout layout, int K, int V, float
       for (int i = 0; i < K; ++i) S[i * V + j] = src[j * K + i];
   }
 }
+// State of value head hv of sequence n from the initial-state array or pool (zeros when the
+// sequence has none), into a K-major scratch S [K, V].
+inline void load_initial_state(const StateRef& init, int64_t n, int hv, int HV, StateLayout layout, int K, int V,
+                               float* S) {
+  const int64_t row = state_row(init, n), head_elems = int64_t{K} * V;
+  if (row >= 0) {
+    load_state(init.data + (row * HV + hv) * head_elems, layout, K, V, S);
+  } else {
+    for (int64_t i = 0; i < head_elems; ++i) S[i] = 0.0f;
+  }
+}
+
 inline void store_state(const float* S, StateLayout layout, int K, int V, float* dst) {
   if (layout == StateLayout::kKMajor) {
     for (int64_t i = 0; i < int64_t{K} * V; ++i) dst[i] = S[i];

@@ -40,15 +40,8 @@ void forward_task(const ForwardArgs& a, const Sequences& seqs, int64_t n, int hk
   const int K = p.head_k, V = p.head_v, HV = p.num_v_heads, ratio = heads_per_task(p);
   const int64_t head_elems = int64_t{K} * V;
 
-  const int64_t in_row = state_row(a.initial_state, n);
-  for (int r = 0; r < ratio; ++r) {
-    float* S = s.S + r * head_elems;
-    if (in_row >= 0) {
-      load_state(a.initial_state.data + (in_row * HV + hk * ratio + r) * head_elems, p.state_layout, K, V, S);
-    } else {
-      for (int64_t i = 0; i < head_elems; ++i) S[i] = 0.0f;
-    }
-  }
+  for (int r = 0; r < ratio; ++r)
+    load_initial_state(a.initial_state, n, hk * ratio + r, HV, p.state_layout, K, V, s.S + r * head_elems);
 
   float* k = s.X;          // [C, K]
   float* q = s.X + C * K;  // [C, K]

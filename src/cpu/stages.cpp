@@ -142,12 +142,7 @@ void chunk_fwd_h(const Problem& p, const StageBuffers& b, const Exec& exec) {
   int64_t* offsets = chunk_offsets(exec.workspace);
   fill_chunk_offsets(seqs, offsets);
   for_each_sequence_head(p, exec, [&](ChunkScratch& s, int64_t n, int hv) {
-    const int64_t in_row = state_row(b.initial_state, n);
-    if (in_row >= 0) {
-      load_state(b.initial_state.data + (in_row * HV + hv) * head_elems, p.state_layout, K, V, s.S);
-    } else {
-      for (int64_t i = 0; i < head_elems; ++i) s.S[i] = 0.0f;
-    }
+    load_initial_state(b.initial_state, n, hv, HV, p.state_layout, K, V, s.S);
     float* w = s.X + 2 * C * K;
     int64_t chunk = offsets[n];
     for (int64_t t0 = seqs.begin(n); t0 < seqs.end(n); t0 += C, ++chunk) {
