@@ -92,7 +92,7 @@ fi
 
 # --- 6. optional: the backend's own check (big cases, A/B timings) and the CLI's main job --------
 if has check && [[ -x $CHECK ]]; then
-  timeout 200 $CHECK --bench --json "$OUT/check.json" >"$OUT/check.log" 2>&1
+  timeout 200 $CHECK --bench --profile --json "$OUT/check.json" >"$OUT/check.log" 2>&1
   note "check: $(grep -E '^(PASSED|FAILED)' "$OUT/check.log" || echo 'did not finish')"
 fi
 if has cli && [[ -x $BUILD/tools/gdn ]]; then
