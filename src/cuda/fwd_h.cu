@@ -1,10 +1,12 @@
-// fwd_h: the sequential part. One block per (sequence, value head, 32-wide slice of V); the fp32
-// state slice [D][32] lives in registers (mma accumulator layout) across all chunks of the
+// fwd_h: the sequential part. One block per (sequence, value head, BV-wide slice of V, BV = 32 or
+// 64); the fp32 state slice [D][BV] lives in registers (mma accumulator layout) across all chunks of the
 // sequence, and the next chunk's w, k, u, G stream into shared memory (cp.async, two stages)
 // while the current one is computed. Per chunk:
 //   h_c -> workspace (bf16, for fwd_o);  v_new = u - w h_c  (mma);  v_new -> workspace (bf16)
 //   S = exp(G_last) S + k^T (exp(G_last - G_i) v_new_i)   (mma)
-// NW warps split both products (4 or 8: more warps = shorter serial chain per chunk).
+// NW warps split both products (4 or 8: more warps = shorter serial chain per chunk). BV = 64 halves
+// the re-reads of w and k (every slice block of a head reads them whole: the kernel is bound by
+// L2 bandwidth with BV = 32) but holds one block per SM; BV = 32 suits many short sequences.
 #include "cuda/fwd_fast.cuh"
 
 namespace gdn {
@@ -12,10 +14,10 @@ namespace cuda {
 namespace {
 
 constexpr int C = kChunkSize;
-constexpr int BV = 32;
 int g_fwd_h_warps = 8;
+int g_fwd_h_bv = 0;  // 0: chosen by the launcher
 
-template <int D>
+template <int D, int BV>
 struct HSmem {
   static constexpr int SK = D + 8;
   static constexpr int SV = BV + 8;
@@ -27,10 +29,10 @@ struct HSmem {
   __nv_bfloat16 vs[C * SV];  // decayed v_new as the B operand of the state update
 };
 
-template <int D, int NW>
+template <int D, int BV, int NW>
 __global__ void __launch_bounds__(NW * 32, 1) fwd_h_kernel(FastBufs b, StateRef init, StateRef fin, bool kmajor) {
   extern __shared__ __align__(16) char smem_raw[];
-  using S = HSmem<D>;
+  using S = HSmem<D, BV>;
   S& sm = *reinterpret_cast<S*>(smem_raw);
   constexpr int kThreads = NW * 32;
   // State update [D][BV] += k^T vs: warp = (um, ung) owns UMT m-tiles of 16 state rows and UNP
@@ -111,8 +113,8 @@ __global__ void __launch_bounds__(NW * 32, 1) fwd_h_kernel(FastBufs b, StateRef 
     if (c + 1 < nch) prefetch(c + 1, stage ^ 1);
     cp_async_commit();
 
-    // h_c: to shared memory (B operand) and to the workspace for fwd_o.
-    __nv_bfloat16* hg = b.h + (gc * HV + hv) * DD;
+    // h_c: to shared memory (B operand of w h), then from there to the workspace for fwd_o in
+    // 16-byte pieces (whole 32-byte sectors, not the 4-byte fragments).
 #pragma unroll
     for (int mt = 0; mt < UMT; ++mt)
 #pragma unroll
@@ -120,12 +122,17 @@ __global__ void __launch_bounds__(NW * 32, 1) fwd_h_kernel(FastBufs b, StateRef 
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
           const int kk = row_of(mt, 2 * hf), vv = col_of(nt, 0);
-          const uint32_t x = pack_bf16(st[mt][nt][2 * hf], st[mt][nt][2 * hf + 1]);
-          *reinterpret_cast<uint32_t*>(&sm.h[kk * S::SV + vv]) = x;
-          *reinterpret_cast<uint32_t*>(hg + int64_t(kk) * D + v0 + vv) = x;
+          *reinterpret_cast<uint32_t*>(&sm.h[kk * S::SV + vv]) = pack_bf16(st[mt][nt][2 * hf], st[mt][nt][2 * hf + 1]);
         }
     cp_async_wait<1>();
     __syncthreads();
+    {
+      __nv_bfloat16* hg = b.h + (gc * HV + hv) * DD + v0;  // [D][D] K-major, this slice's columns
+      for (int e = tid; e < D * BV / 8; e += kThreads) {
+        const int kk = e / (BV / 8), c8 = (e % (BV / 8)) * 8;
+        *reinterpret_cast<uint4*>(hg + int64_t(kk) * D + c8) = *reinterpret_cast<const uint4*>(&sm.h[kk * S::SV + c8]);
+      }
+    }
 
     const double* Gs = sm.G[stage];
     const double g_last = Gs[len - 1];
@@ -211,26 +218,38 @@ __global__ void __launch_bounds__(NW * 32, 1) fwd_h_kernel(FastBufs b, StateRef 
   }
 }
 
-template <int D, int NW>
+template <int D, int BV, int NW>
 void launch(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
-  const size_t smem = sizeof(HSmem<D>);
+  const size_t smem = sizeof(HSmem<D, BV>);
   const int64_t blocks = f.problem.num_seqs * b.HV * (D / BV);
-  allow_smem(fwd_h_kernel<D, NW>, smem);
-  fwd_h_kernel<D, NW><<<grid_1d(blocks, 1), NW * 32, smem, s>>>(b, f.initial_state, f.final_state,
-                                                                f.problem.state_layout == StateLayout::kKMajor);
+  allow_smem(fwd_h_kernel<D, BV, NW>, smem);
+  fwd_h_kernel<D, BV, NW><<<grid_1d(blocks, 1), NW * 32, smem, s>>>(b, f.initial_state, f.final_state,
+                                                                    f.problem.state_layout == StateLayout::kKMajor);
   GDN_CUDA_LAUNCH_CHECK("fwd_h_kernel");
 }
 
 }  // namespace
 
 void set_fwd_h_warps(int nw) { g_fwd_h_warps = nw == 4 ? 4 : 8; }
+void set_fwd_h_bv(int bv) { g_fwd_h_bv = bv == 32 || bv == 64 ? bv : 0; }
 
 template <int D>
 void launch_fwd_h(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
-  if (g_fwd_h_warps == 4)
-    launch<D, 4>(b, f, s);
-  else
-    launch<D, 8>(b, f, s);
+  // Slices of 64 while the (sequence, head) chains alone cannot fill the GPU twice over (a long
+  // chain is bound by L2 traffic); slices of 32 (two blocks per SM) for many short sequences.
+  int bv = g_fwd_h_bv;
+  if (bv == 0) bv = f.problem.num_seqs * b.HV * (D / 64) <= 2 * 132 ? 64 : 32;
+  if (bv == 64) {
+    if (g_fwd_h_warps == 4)
+      launch<D, 64, 4>(b, f, s);
+    else
+      launch<D, 64, 8>(b, f, s);
+  } else {
+    if (g_fwd_h_warps == 4)
+      launch<D, 32, 4>(b, f, s);
+    else
+      launch<D, 32, 8>(b, f, s);
+  }
 }
 
 template void launch_fwd_h<64>(const FastBufs&, const ForwardArgs&, cudaStream_t);

@@ -14,7 +14,7 @@ namespace cuda {
 namespace {
 
 constexpr int C = kChunkSize;
-int g_warps = 4;
+int g_warps = 8;
 
 template <int D>
 struct OSmem {

@@ -1,12 +1,18 @@
 // fwd_prep: per (chunk, value head), in parallel over all chunks. Computes the gates (fused or
-// plain), G = chunk-local cumsum, L = beta_i (k_i.k_j) exp(G_i - G_j) (j < i) with mma, the
-// unit lower-triangular inverse A = (I + L)^-1 by forward substitution in fp32, and
-// w = A (beta exp(G) k), u = A (beta v) with mma. Writes G (fp64, head-major) and w, u (bf16).
-// The w/u products run in three bf16 passes (A_hi X_hi + A_lo X_hi + A_hi X_lo, each operand
-// split as x = hi + lo): near-fp32 products, so w and u carry only their final bf16 rounding.
-// NW = 4 warps: warp w owns row tile w of every 64-row product, all columns. NW = 8: warps w and
-// w + 4 own row tiles w and 3 - w and one half of the columns each (equal triangular work on
-// each SM sub-partition, w % 4).
+// plain), G = chunk-local cumsum (fp64), L = beta_i (k_i.k_j) exp(G_i - G_j) (j < i) with mma,
+// the unit lower-triangular inverse A = (I + L)^-1 in fp32, and
+//   w = A diag(beta exp(G)) k,   u = A diag(beta) v
+// with mma. Writes G (fp64, head-major) and w, u (bf16).
+// Accuracy: the row scalings of k and v are folded into A's columns (in fp32), so the bf16
+// operands k (packed) and v (bf16 input) are exact; the scaled A is split as hi + lo bf16 and each
+// product runs in two passes (A_hi X + A_lo X): near-fp32 products, so w and u carry only their
+// final bf16 rounding. fp16 v is split too (hi + lo, a third pass).
+// The inverse: the four 16x16 diagonal blocks by forward substitution, one column per thread in
+// registers; then block rows I = 1..3: A_IJ = -A_II sum_{J <= K < I} L_IK A_KJ, 4-wide strips.
+// 8 warps: warps w and w + 4 own row tiles w and 3 - w of every 64-row product and one half of its
+// columns (equal triangular work on each SM sub-partition, w % 4).
+#include <type_traits>
+
 #include "cuda/fwd_fast.cuh"
 
 namespace gdn {
@@ -14,37 +20,60 @@ namespace cuda {
 namespace {
 
 constexpr int C = kChunkSize;
-int g_warps = 4;
+constexpr int NW = 8;
+constexpr int kThreads = NW * 32;
 
-template <int D>
+template <int D, bool kVLo>
 struct PrepSmem {
   static constexpr int SK = D + 8;  // bf16 row stride: +16 bytes keeps ldmatrix conflict-free
   static constexpr int SA = C + 8;
-  __nv_bfloat16 k[C * SK];  // k, later hi part of beta exp(G) k
-  __nv_bfloat16 v[C * SK];  // hi part of beta v
+  static constexpr int LS = C + 4;  // fp32 row stride: float4 rows, diagonal blocks in distinct banks
+  __nv_bfloat16 k[C * SK];          // [C][D] packed k (bf16, exact operand)
+  __nv_bfloat16 v[C * SK];          // [C][D] v (hi part when v is fp16)
   union {
-    struct {  // the solve (dead once A is split into Ahi / Alo)
-      float L[C * (C + 1)];
-      float A[C * (C + 1)];
-      float T[16 * 48];  // block forward substitution: sum_K L_IK A_KJ for one block row
+    struct {  // the solve (dead once A is split into its scaled bf16 parts)
+      float L[C * LS];
+      float A[C * LS];
+      float T[16 * 48];  // sum_K L_IK A_KJ for one block row I, J < I
     } s;
-    struct {  // then the lo parts of the w/u operands
-      __nv_bfloat16 klo[C * SK];
-      __nv_bfloat16 vlo[C * SK];
+    struct {  // A diag(beta exp(G)) and A diag(beta), hi + lo parts; lo part of fp16 v
+      __nv_bfloat16 aw_hi[C * SA], aw_lo[C * SA], au_hi[C * SA], au_lo[C * SA];
+      __nv_bfloat16 vlo[kVLo ? C * SK : 8];
     } x;
   } u;
-  __nv_bfloat16 Ahi[C * SA];
-  __nv_bfloat16 Alo[C * SA];
   double G[C];  // fp64: G_i - G_j keeps its small decays even after a huge one
   float beta[C];
   float coef[C];  // beta_i exp(G_i)
 };
 
-template <int D, typename TV, int NW>
-__global__ void __launch_bounds__(NW * 32)
-    fwd_prep_kernel(FastBufs b, GateArgs ga, const TV* __restrict__ v, int64_t v_st, int64_t v_sh, bool v_aligned) {
+// v (input dtype) -> bf16 hi (+ lo) in shared memory, from the registers loaded at the start.
+template <typename TV, int kGroups, int D, int SK>
+__device__ __forceinline__ void store_v(const uint4* vr, __nv_bfloat16* vhi, __nv_bfloat16* vlo, int tid) {
+#pragma unroll
+  for (int r = 0; r < kGroups; ++r) {
+    const int e = tid + r * kThreads, i = e / (D / 8), c8 = (e % (D / 8)) * 8;
+    const TV* x = reinterpret_cast<const TV*>(&vr[r]);
+#pragma unroll
+    for (int j = 0; j < 8; j += 2) {
+      const float x0 = to_f(x[j]), x1 = to_f(x[j + 1]);
+      const uint32_t hi = pack_bf16(x0, x1);
+      *reinterpret_cast<uint32_t*>(&vhi[i * SK + c8 + j]) = hi;
+      if (vlo) {
+        const __nv_bfloat162 h2 = *reinterpret_cast<const __nv_bfloat162*>(&hi);
+        *reinterpret_cast<uint32_t*>(&vlo[i * SK + c8 + j]) = pack_bf16(x0 - __low2float(h2), x1 - __high2float(h2));
+      }
+    }
+  }
+}
+
+// v_async: v is bf16 with 16-byte aligned rows, copied straight into shared memory.
+template <int D, typename TV, bool v_async>
+__global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
+    fwd_prep_kernel(FastBufs b, GateArgs ga, const TV* __restrict__ v, int64_t v_st, int64_t v_sh) {
+  constexpr bool kVLo = std::is_same<TV, __half>::value;
   extern __shared__ __align__(16) char smem_raw[];
-  using S = PrepSmem<D>;
+  using S = PrepSmem<D, kVLo>;
+  constexpr int SK = S::SK, SA = S::SA, LS = S::LS;
   S& sm = *reinterpret_cast<S*>(smem_raw);
   const int HV = b.HV;
   const int64_t gc = blockIdx.x / HV;
@@ -53,38 +82,35 @@ __global__ void __launch_bounds__(NW * 32)
   int64_t n, t0;
   int len;
   if (!chunk_info(b.pl, gc, n, t0, len)) return;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  constexpr int kThreads = NW * 32;
-  constexpr int HALVES = NW / 4;         // column groups
-  constexpr int CP = (C / 16) / HALVES;  // L column-tile pairs per warp
-  constexpr int DP = (D / 16) / HALVES;  // w/u column-tile pairs per warp
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  constexpr int CP = (C / 16) / 2;  // L column-tile pairs per warp
+  constexpr int DP = (D / 16) / 2;  // w/u column-tile pairs per warp
   const int half = warp / 4;
   const int m = half == 0 ? warp : 3 - (warp - 4);  // row tile
 
-  // k rows (bf16, packed): async, zero-filled past the end of the sequence.
+  // k rows (bf16, packed) and, when possible, v rows: async, zero-filled past the sequence's end.
   for (int e = tid; e < C * D / 8; e += kThreads) {
     const int i = e / (D / 8), c8 = (e % (D / 8)) * 8;
     const bool ok = i < len;
-    cp_async16(&sm.k[i * S::SK + c8], b.kb + ((t0 + (ok ? i : 0)) * b.H + hk) * D + c8, ok ? 16 : 0);
+    const int64_t tt = t0 + (ok ? i : 0);
+    cp_async16(&sm.k[i * SK + c8], b.kb + (tt * b.H + hk) * D + c8, ok ? 16 : 0);
+    if constexpr (v_async) cp_async16(&sm.v[i * SK + c8], v + tt * v_st + hv * v_sh + c8, ok ? 16 : 0);
   }
   cp_async_commit();
 
-  // v rows into registers now (8 elements per group, 16-byte loads when v's rows are aligned),
-  // so that their latency hides behind k k^T and the solve.
-  constexpr int kGroups = C * D / 8 / kThreads;
+  // Otherwise v rows into registers now, so that their latency hides behind k k^T and the solve.
+  constexpr int kGroups = v_async ? 1 : C * D / 8 / kThreads;
   uint4 vr[kGroups];
+  if constexpr (!v_async) {
 #pragma unroll
-  for (int r = 0; r < kGroups; ++r) {
-    const int e = tid + r * kThreads, i = e / (D / 8), c8 = (e % (D / 8)) * 8;
-    vr[r] = make_uint4(0, 0, 0, 0);
-    if (i < len) {
-      const TV* src = v + (t0 + i) * v_st + hv * v_sh + c8;
-      if (v_aligned) {
-        vr[r] = *reinterpret_cast<const uint4*>(src);
-      } else {
+    for (int r = 0; r < kGroups; ++r) {
+      const int e = tid + r * kThreads, i = e / (D / 8), c8 = (e % (D / 8)) * 8;
+      vr[r] = make_uint4(0, 0, 0, 0);
+      if (i < len) {
+        const unsigned short* src = reinterpret_cast<const unsigned short*>(v + (t0 + i) * v_st + hv * v_sh + c8);
         unsigned short x[8];
 #pragma unroll
-        for (int j = 0; j < 8; ++j) x[j] = reinterpret_cast<const unsigned short*>(src)[j];
+        for (int j = 0; j < 8; ++j) x[j] = src[j];
         vr[r] = make_uint4(x[0] | (uint32_t(x[1]) << 16), x[2] | (uint32_t(x[3]) << 16), x[4] | (uint32_t(x[5]) << 16),
                            x[6] | (uint32_t(x[7]) << 16));
       }
@@ -93,9 +119,9 @@ __global__ void __launch_bounds__(NW * 32)
 
   // Gates and the inclusive cumsum over the chunk (2 warps, shuffle scan).
   if (tid < C) {
-    float g = 0.f, be = 0.f;
-    if (tid < len) load_gates(ga, t0 + tid, hv, g, be);
-    double x = g;
+    float gg = 0.f, be = 0.f;
+    if (tid < len) load_gates(ga, t0 + tid, hv, gg, be);
+    double x = gg;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
       const double y = __shfl_up_sync(0xffffffffu, x, o);
@@ -113,6 +139,8 @@ __global__ void __launch_bounds__(NW * 32)
   cp_async_wait<0>();
   __syncthreads();
 
+  float* Ls = sm.u.s.L;
+  float* As = sm.u.s.A;
   // L = k k^T (lower part only: column tiles up to the diagonal block of this warp's rows).
   {
     float acc[2 * CP][4];
@@ -123,18 +151,17 @@ __global__ void __launch_bounds__(NW * 32)
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
       uint32_t a[4];
-      frag_a(sm.k, S::SK, 16 * m, 16 * ks, a);
+      frag_a(sm.k, SK, 16 * m, 16 * ks, a);
 #pragma unroll
       for (int jp = 0; jp < CP; ++jp) {
         const int np = CP * half + jp;
         if (np > m) break;
         uint32_t bb[4];
-        frag_b_nk(sm.k, S::SK, 16 * np, 16 * ks, bb);
+        frag_b_nk(sm.k, SK, 16 * np, 16 * ks, bb);
         mma_bf16(acc[2 * jp], a, bb[0], bb[1]);
         mma_bf16(acc[2 * jp + 1], a, bb[2], bb[3]);
       }
     }
-    const int g = lane / 4, t = lane % 4;
 #pragma unroll
     for (int jt = 0; jt < 2 * CP; ++jt) {
       const int nt = 2 * CP * half + jt;
@@ -143,91 +170,103 @@ __global__ void __launch_bounds__(NW * 32)
       for (int e = 0; e < 4; ++e) {
         const int i = 16 * m + g + (e / 2) * 8, j = 8 * nt + 2 * t + (e % 2);
         // Mask before exponentiating: G_i - G_j > 0 (overflow) for j > i.
-        sm.u.s.L[i * (C + 1) + j] = j < i ? sm.beta[i] * acc[jt][e] * __expf(float(sm.G[i] - sm.G[j])) : 0.f;
+        Ls[i * LS + j] = j < i ? sm.beta[i] * acc[jt][e] * __expf(float(sm.G[i] - sm.G[j])) : 0.f;
       }
     }
   }
-  // A's columns start as identity columns.
-  for (int e = tid; e < C * C; e += kThreads) {
-    const int i = e / C, j = e % C;
-    sm.u.s.A[i * (C + 1) + j] = i == j ? 1.f : 0.f;
-  }
   __syncthreads();
 
-  // A = (I + L)^-1 by blocks of 16 (L strictly lower triangular, so A is unit lower triangular).
-  // 1. The four diagonal blocks by forward substitution: a thread pair per (block, column),
-  //    even / odd j combined by a shuffle; a column is read only by its own pair.
-  float* Ls = sm.u.s.L;
-  float* As = sm.u.s.A;
-  constexpr int LS = C + 1;
-  if (tid < 128) {  // warp-uniform: the first four warps
-    const int task = tid / 2, p = tid % 2, blk = task / 16, c = task % 16, o = 16 * blk;
+  // A = (I + L)^-1 (L strictly lower triangular, so A is unit lower triangular).
+  // 1. Diagonal blocks: thread (blk, c) solves (I + L_bb) a = e_c for column c of block blk, in
+  //    registers (A's rows above the diagonal inside the block become 0).
+  if (tid < 64) {  // warp-uniform: warps 0 and 1
+    const int o = 16 * (tid / 16), c = tid % 16;
+    float a[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) a[i] = i == c ? 1.f : 0.f;
+#pragma unroll
     for (int i = 1; i < 16; ++i) {
       float s = 0.f;
-      for (int j = c + p; j < i; j += 2) s += Ls[(o + i) * LS + o + j] * As[(o + j) * LS + o + c];
-      s += __shfl_xor_sync(0xffffffffu, s, 1);
-      if (p == 0 && i > c) As[(o + i) * LS + o + c] = -s;
-      __syncwarp();
+#pragma unroll
+      for (int j = 0; j < i; ++j) s = fmaf(Ls[(o + i) * LS + o + j], a[j], s);
+      if (i > c) a[i] = -s;
     }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) As[(o + i) * LS + o + c] = a[i];
   }
   __syncthreads();
-  // 2. Block rows I = 1..3: A_IJ = -A_II sum_{J <= K < I} L_IK A_KJ for J < I.
+  // 2. Block rows I = 1..3: T_J = sum_{J <= K < I} L_IK A_KJ, then A_IJ = -A_II T_J. One 4-wide
+  //    strip (row r, columns c4..c4+3 of block J) per thread.
   float* Ts = sm.u.s.T;  // [16][48]
+#pragma unroll
   for (int I = 1; I < 4; ++I) {
-    for (int e = tid; e < I * 256; e += kThreads) {
-      const int J = e / 256, r = (e / 16) % 16, c = e % 16;
-      float s = 0.f;
-      for (int k = 16 * J; k < 16 * I; ++k) s += Ls[(16 * I + r) * LS + k] * As[k * LS + 16 * J + c];
-      Ts[r * 48 + 16 * J + c] = s;
+    const int J = tid / 64, r = (tid / 4) % 16, c4 = 4 * (tid % 4);
+    const bool active = J < I;
+    if (active) {
+      float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
+      const float* lrow = Ls + (16 * I + r) * LS;
+      for (int kk = 16 * J; kk < 16 * I; ++kk) {
+        const float l = lrow[kk];
+        const float4 x = *reinterpret_cast<const float4*>(As + kk * LS + 16 * J + c4);
+        s.x = fmaf(l, x.x, s.x);
+        s.y = fmaf(l, x.y, s.y);
+        s.z = fmaf(l, x.z, s.z);
+        s.w = fmaf(l, x.w, s.w);
+      }
+      *reinterpret_cast<float4*>(Ts + r * 48 + 16 * J + c4) = s;
     }
     __syncthreads();
-    for (int e = tid; e < I * 256; e += kThreads) {
-      const int J = e / 256, r = (e / 16) % 16, c = e % 16;
-      float s = 0.f;
+    if (active) {
+      float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
+      const float* arow = As + (16 * I + r) * LS + 16 * I;
 #pragma unroll
-      for (int m = 0; m < 16; ++m) s += As[(16 * I + r) * LS + 16 * I + m] * Ts[m * 48 + 16 * J + c];
-      As[(16 * I + r) * LS + 16 * J + c] = -s;
+      for (int mm = 0; mm < 16; ++mm) {
+        const float a = arow[mm];
+        const float4 x = *reinterpret_cast<const float4*>(Ts + mm * 48 + 16 * J + c4);
+        s.x = fmaf(a, x.x, s.x);
+        s.y = fmaf(a, x.y, s.y);
+        s.z = fmaf(a, x.z, s.z);
+        s.w = fmaf(a, x.w, s.w);
+      }
+      *reinterpret_cast<float4*>(As + (16 * I + r) * LS + 16 * J + c4) = make_float4(-s.x, -s.y, -s.z, -s.w);
     }
     __syncthreads();
   }
-  for (int e = tid; e < C * C; e += kThreads) {
-    const int i = e / C, j = e % C;
-    const float a = sm.u.s.A[i * (C + 1) + j];
-    const __nv_bfloat16 hi = __float2bfloat16_rn(a);
-    sm.Ahi[i * S::SA + j] = hi;
-    sm.Alo[i * S::SA + j] = __float2bfloat16_rn(a - __bfloat162float(hi));
-  }
-  __syncthreads();  // L and A are dead: their space takes the lo parts
-  // k <- beta exp(G) k (in place, hi part) and beta v, split into hi + lo.
-  for (int e = tid; e < C * D; e += kThreads) {
-    const int i = e / D, d = e % D;
-    const float xk = __bfloat162float(sm.k[i * S::SK + d]) * sm.coef[i];
-    const __nv_bfloat16 hk = __float2bfloat16_rn(xk);
-    sm.k[i * S::SK + d] = hk;
-    sm.u.x.klo[i * S::SK + d] = __float2bfloat16_rn(xk - __bfloat162float(hk));
-  }
+
+  // 3. A (pairs of columns, zero above the diagonal) into registers; then, over the dead solve
+  //    space, A diag(beta exp(G)) and A diag(beta) as hi + lo bf16.
+  constexpr int kPairs = C * C / 2 / kThreads;
+  float2 ar[kPairs];
 #pragma unroll
-  for (int r = 0; r < kGroups; ++r) {
-    const int e = tid + r * kThreads, i = e / (D / 8), c8 = (e % (D / 8)) * 8;
-    const TV* x = reinterpret_cast<const TV*>(&vr[r]);
-    const float be = sm.beta[i];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const float xv = to_f(x[j]) * be;
-      const __nv_bfloat16 hi = __float2bfloat16_rn(xv);
-      sm.v[i * S::SK + c8 + j] = hi;
-      sm.u.x.vlo[i * S::SK + c8 + j] = __float2bfloat16_rn(xv - __bfloat162float(hi));
-    }
+  for (int r = 0; r < kPairs; ++r) {
+    const int p = tid + r * kThreads, i = p / (C / 2), j = 2 * (p % (C / 2));
+    const float2 x = *reinterpret_cast<const float2*>(As + i * LS + j);
+    ar[r] = make_float2(j <= i ? x.x : 0.f, j + 1 <= i ? x.y : 0.f);
   }
+  __syncthreads();
+#pragma unroll
+  for (int r = 0; r < kPairs; ++r) {
+    const int p = tid + r * kThreads, i = p / (C / 2), j = 2 * (p % (C / 2));
+    const float w0 = ar[r].x * sm.coef[j], w1 = ar[r].y * sm.coef[j + 1];
+    const float u0 = ar[r].x * sm.beta[j], u1 = ar[r].y * sm.beta[j + 1];
+    const uint32_t wh = pack_bf16(w0, w1), uh = pack_bf16(u0, u1);
+    const __nv_bfloat162 wh2 = *reinterpret_cast<const __nv_bfloat162*>(&wh);
+    const __nv_bfloat162 uh2 = *reinterpret_cast<const __nv_bfloat162*>(&uh);
+    *reinterpret_cast<uint32_t*>(&sm.u.x.aw_hi[i * SA + j]) = wh;
+    *reinterpret_cast<uint32_t*>(&sm.u.x.au_hi[i * SA + j]) = uh;
+    *reinterpret_cast<uint32_t*>(&sm.u.x.aw_lo[i * SA + j]) = pack_bf16(w0 - __low2float(wh2), w1 - __high2float(wh2));
+    *reinterpret_cast<uint32_t*>(&sm.u.x.au_lo[i * SA + j]) = pack_bf16(u0 - __low2float(uh2), u1 - __high2float(uh2));
+  }
+  if constexpr (!v_async) store_v<TV, kGroups, D, SK>(vr, sm.v, kVLo ? sm.u.x.vlo : nullptr, tid);
   __syncthreads();
 
-  // w = A kb, u = A vb: warp rows [16 m, 16 m + 16), its column pairs; only the lower-triangular
+  // w = A_w k, u = A_u v: warp rows [16 m, 16 m + 16), its column pairs; only the lower-triangular
   // k-steps (A[i][j] = 0 for j > i) are issued.
-  const int g = lane / 4, t = lane % 4;
 #pragma unroll
   for (int which = 0; which < 2; ++which) {
     const __nv_bfloat16* src = which == 0 ? sm.k : sm.v;
-    const __nv_bfloat16* src_lo = which == 0 ? sm.u.x.klo : sm.u.x.vlo;
+    const __nv_bfloat16* a_hi = which == 0 ? sm.u.x.aw_hi : sm.u.x.au_hi;
+    const __nv_bfloat16* a_lo = which == 0 ? sm.u.x.aw_lo : sm.u.x.au_lo;
     __nv_bfloat16* dst = which == 0 ? b.w : b.u;
     float acc[2 * DP][4];
 #pragma unroll
@@ -238,20 +277,23 @@ __global__ void __launch_bounds__(NW * 32)
     for (int ks = 0; ks < C / 16; ++ks) {
       if (ks > m) break;
       uint32_t a[4], al[4];
-      frag_a(sm.Ahi, S::SA, 16 * m, 16 * ks, a);
-      frag_a(sm.Alo, S::SA, 16 * m, 16 * ks, al);
+      frag_a(a_hi, SA, 16 * m, 16 * ks, a);
+      frag_a(a_lo, SA, 16 * m, 16 * ks, al);
 #pragma unroll
       for (int jp = 0; jp < DP; ++jp) {
         const int np = DP * half + jp;
-        uint32_t bb[4], bl[4];
-        frag_b_kn(src, S::SK, 16 * np, 16 * ks, bb);
-        frag_b_kn(src_lo, S::SK, 16 * np, 16 * ks, bl);
+        uint32_t bb[4];
+        frag_b_kn(src, SK, 16 * np, 16 * ks, bb);
         mma_bf16(acc[2 * jp], a, bb[0], bb[1]);
         mma_bf16(acc[2 * jp + 1], a, bb[2], bb[3]);
         mma_bf16(acc[2 * jp], al, bb[0], bb[1]);
         mma_bf16(acc[2 * jp + 1], al, bb[2], bb[3]);
-        mma_bf16(acc[2 * jp], a, bl[0], bl[1]);
-        mma_bf16(acc[2 * jp + 1], a, bl[2], bl[3]);
+        if (kVLo && which == 1) {
+          uint32_t bl[4];
+          frag_b_kn(sm.u.x.vlo, SK, 16 * np, 16 * ks, bl);
+          mma_bf16(acc[2 * jp], a, bl[0], bl[1]);
+          mma_bf16(acc[2 * jp + 1], a, bl[2], bl[3]);
+        }
       }
     }
 #pragma unroll
@@ -266,28 +308,15 @@ __global__ void __launch_bounds__(NW * 32)
   }
 }
 
-template <int D, typename TV, int NW>
-void launch(const FastBufs& b, const ForwardArgs& f, cudaStream_t s, unsigned blocks, const GateArgs& ga,
-            bool v_aligned) {
-  const size_t smem = sizeof(PrepSmem<D>);
-  auto k = fwd_prep_kernel<D, TV, NW>;
+template <int D, typename TV, bool v_async>
+void launch(const FastBufs& b, const ForwardArgs& f, cudaStream_t s, unsigned blocks, const GateArgs& ga) {
+  const size_t smem = sizeof(PrepSmem<D, std::is_same<TV, __half>::value>);
+  auto k = fwd_prep_kernel<D, TV, v_async>;
   allow_smem(k, smem);
-  k<<<blocks, NW * 32, smem, s>>>(b, ga, static_cast<const TV*>(f.v.data), f.v.stride_token, f.v.stride_head,
-                                  v_aligned);
-}
-
-template <int D, typename TV>
-void launch_nw(const FastBufs& b, const ForwardArgs& f, cudaStream_t s, unsigned blocks, const GateArgs& ga,
-               bool v_aligned) {
-  if (g_warps == 8)
-    launch<D, TV, 8>(b, f, s, blocks, ga, v_aligned);
-  else
-    launch<D, TV, 4>(b, f, s, blocks, ga, v_aligned);
+  k<<<blocks, kThreads, smem, s>>>(b, ga, static_cast<const TV*>(f.v.data), f.v.stride_token, f.v.stride_head);
 }
 
 }  // namespace
-
-void set_fwd_prep_warps(int nw) { g_warps = nw == 8 ? 8 : 4; }
 
 template <int D>
 void launch_fwd_prep(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
@@ -296,10 +325,14 @@ void launch_fwd_prep(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
   const GateArgs ga = make_gates(f);
   const bool v_aligned =
       reinterpret_cast<uintptr_t>(f.v.data) % 16 == 0 && f.v.stride_token % 8 == 0 && f.v.stride_head % 8 == 0;
-  if (f.problem.dtype == DType::kBFloat16)
-    launch_nw<D, __nv_bfloat16>(b, f, s, blocks, ga, v_aligned);
-  else
-    launch_nw<D, __half>(b, f, s, blocks, ga, v_aligned);
+  if (f.problem.dtype == DType::kBFloat16) {
+    if (v_aligned)
+      launch<D, __nv_bfloat16, true>(b, f, s, blocks, ga);
+    else
+      launch<D, __nv_bfloat16, false>(b, f, s, blocks, ga);
+  } else {
+    launch<D, __half, false>(b, f, s, blocks, ga);
+  }
   GDN_CUDA_LAUNCH_CHECK("fwd_prep_kernel");
 }
 
