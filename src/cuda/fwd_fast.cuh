@@ -29,12 +29,8 @@ struct FastBufs {
   __nv_bfloat16* h;         // [max_chunks, HV, D, D] state at each chunk start, K-major
 };
 
-// Warps per block of fwd_h (4 or 8; default 8) and fwd_o (4 or 8; default 8). For A/B timing by
-// the device check; not thread-safe, not part of the API.
-void set_fwd_h_warps(int nw);
 // Width of fwd_h's V slices: 32, 64, or 0 (the launcher's choice, the default).
 void set_fwd_h_bv(int bv);
-void set_fwd_o_warps(int nw);
 // Phase timing for the device check: with 6 events set, fast_forward records one before the plan
 // and one after each phase (plan, q/k packing, prep, h, o). Null (the default) records nothing.
 void set_fast_timing(cudaEvent_t* events);

@@ -1,10 +1,10 @@
 // fwd_h: the sequential part. One block per (sequence, value head, BV-wide slice of V, BV = 32 or
 // 64); the fp32 state slice [D][BV] lives in registers (mma accumulator layout) across all chunks of the
-// sequence, and the next chunk's w, k, u, G stream into shared memory (cp.async, two stages)
+// sequence, and the next chunks' w, k, u, G stream into shared memory (cp.async, 2 or 3 stages)
 // while the current one is computed. Per chunk:
 //   h_c -> workspace (bf16, for fwd_o);  v_new = u - w h_c  (mma);  v_new -> workspace (bf16)
 //   S = exp(G_last) S + k^T (exp(G_last - G_i) v_new_i)   (mma)
-// NW warps split both products (4 or 8: more warps = shorter serial chain per chunk). BV = 64 halves
+// 8 warps split both products (4 warps: a longer serial chain per chunk, measured slower). BV = 64 halves
 // the re-reads of w and k (every slice block of a head reads them whole: the kernel is bound by
 // L2 bandwidth with BV = 32) but holds one block per SM; BV = 32 suits many short sequences.
 #include "cuda/fwd_fast.cuh"
@@ -14,25 +14,24 @@ namespace cuda {
 namespace {
 
 constexpr int C = kChunkSize;
-int g_fwd_h_warps = 8;
 int g_fwd_h_bv = 0;  // 0: chosen by the launcher
 
-template <int D, int BV>
+template <int D, int BV, int ST>
 struct HSmem {
   static constexpr int SK = D + 8;
   static constexpr int SV = BV + 8;
-  __nv_bfloat16 w[2][C * SK];
-  __nv_bfloat16 k[2][C * SK];
-  __nv_bfloat16 u[2][C * SV];
-  double G[2][C];
+  __nv_bfloat16 w[ST][C * SK];  // ST-stage ring of the chunks' operands
+  __nv_bfloat16 k[ST][C * SK];
+  __nv_bfloat16 u[ST][C * SV];
+  double G[ST][C];
   __nv_bfloat16 h[D * SV];   // h_c as the B operand of w h
   __nv_bfloat16 vs[C * SV];  // decayed v_new as the B operand of the state update
 };
 
-template <int D, int BV, int NW>
+template <int D, int BV, int NW, int ST>
 __global__ void __launch_bounds__(NW * 32, 1) fwd_h_kernel(FastBufs b, StateRef init, StateRef fin, bool kmajor) {
   extern __shared__ __align__(16) char smem_raw[];
-  using S = HSmem<D, BV>;
+  using S = HSmem<D, BV, ST>;
   S& sm = *reinterpret_cast<S*>(smem_raw);
   constexpr int kThreads = NW * 32;
   // State update [D][BV] += k^T vs: warp = (um, ung) owns UMT m-tiles of 16 state rows and UNP
@@ -103,15 +102,20 @@ __global__ void __launch_bounds__(NW * 32, 1) fwd_h_kernel(FastBufs b, StateRef 
     }
   };
 
-  if (nch > 0) prefetch(0, 0);
-  cp_async_commit();
+  // Chunks 0 .. ST - 2 in flight before the loop; chunk c + ST - 1 is issued in iteration c,
+  // behind the w h product (its stage was last read in iteration c - 1, which ended in a barrier).
+  // One commit group per chunk (empty past the end), so that "all but the newest ST - 2 groups
+  // complete" means "chunk c has landed".
+#pragma unroll
+  for (int c = 0; c < ST - 1; ++c) {
+    if (c < nch) prefetch(c, c);
+    cp_async_commit();
+  }
+  int stage = 0;
   for (int64_t c = 0; c < nch; ++c) {
-    const int stage = static_cast<int>(c & 1);
     const int64_t gc = c0 + c;
     const int64_t t0 = tb + c * C;
     const int len = static_cast<int>(te - t0 < C ? te - t0 : C);
-    if (c + 1 < nch) prefetch(c + 1, stage ^ 1);
-    cp_async_commit();
 
     // h_c: to shared memory (B operand of w h), then from there to the workspace for fwd_o in
     // 16-byte pieces (whole 32-byte sectors, not the 4-byte fragments).
@@ -124,7 +128,7 @@ __global__ void __launch_bounds__(NW * 32, 1) fwd_h_kernel(FastBufs b, StateRef 
           const int kk = row_of(mt, 2 * hf), vv = col_of(nt, 0);
           *reinterpret_cast<uint32_t*>(&sm.h[kk * S::SV + vv]) = pack_bf16(st[mt][nt][2 * hf], st[mt][nt][2 * hf + 1]);
         }
-    cp_async_wait<1>();
+    cp_async_wait<ST - 2>();
     __syncthreads();
     {
       __nv_bfloat16* hg = b.h + (gc * HV + hv) * DD + v0;  // [D][D] K-major, this slice's columns
@@ -154,6 +158,13 @@ __global__ void __launch_bounds__(NW * 32, 1) fwd_h_kernel(FastBufs b, StateRef 
           mma_bf16(acc[2 * np], a, bb[0], bb[1]);
           mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
         }
+      }
+      {
+        const int64_t cn = c + ST - 1;
+        int sn = stage + ST - 1;
+        if (sn >= ST) sn -= ST;
+        if (cn < nch) prefetch(cn, sn);
+        cp_async_commit();
       }
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
@@ -200,6 +211,7 @@ __global__ void __launch_bounds__(NW * 32, 1) fwd_h_kernel(FastBufs b, StateRef 
       }
     }
     __syncthreads();  // stage buffers, h and vs are rewritten next iteration
+    if (++stage == ST) stage = 0;
   }
   cp_async_wait<0>();
 
@@ -218,37 +230,52 @@ __global__ void __launch_bounds__(NW * 32, 1) fwd_h_kernel(FastBufs b, StateRef 
   }
 }
 
-template <int D, int BV, int NW>
+template <int D, int BV, int NW, int ST>
 void launch(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
-  const size_t smem = sizeof(HSmem<D, BV>);
+  const size_t smem = sizeof(HSmem<D, BV, ST>);
   const int64_t blocks = f.problem.num_seqs * b.HV * (D / BV);
-  allow_smem(fwd_h_kernel<D, BV, NW>, smem);
-  fwd_h_kernel<D, BV, NW><<<grid_1d(blocks, 1), NW * 32, smem, s>>>(b, f.initial_state, f.final_state,
-                                                                    f.problem.state_layout == StateLayout::kKMajor);
+  auto k = fwd_h_kernel<D, BV, NW, ST>;
+  allow_smem(k, smem);
+  k<<<grid_1d(blocks, 1), NW * 32, smem, s>>>(b, f.initial_state, f.final_state,
+                                              f.problem.state_layout == StateLayout::kKMajor);
   GDN_CUDA_LAUNCH_CHECK("fwd_h_kernel");
+}
+
+int sm_count() {
+  static int count = 0;  // per process: the backend's GPUs are all H200s / H100s
+  if (count == 0) {
+    int dev = 0;
+    check(cudaGetDevice(&dev), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
+  }
+  return count;
 }
 
 }  // namespace
 
-void set_fwd_h_warps(int nw) { g_fwd_h_warps = nw == 4 ? 4 : 8; }
 void set_fwd_h_bv(int bv) { g_fwd_h_bv = bv == 32 || bv == 64 ? bv : 0; }
 
 template <int D>
 void launch_fwd_h(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
-  // Slices of 64 while the (sequence, head) chains alone cannot fill the GPU twice over (a long
-  // chain is bound by L2 traffic); slices of 32 (two blocks per SM) for many short sequences.
+  // Slices of 32 while the (sequence, head) chains in slices of 64 would leave SMs idle (one long
+  // sequence: latency-bound, each SM runs one block); slices of 64 otherwise (halves the L2
+  // traffic of w and k, which every slice block reads whole).
+  const int64_t chains = f.problem.num_seqs * b.HV;
   int bv = g_fwd_h_bv;
-  if (bv == 0) bv = f.problem.num_seqs * b.HV * (D / 64) <= 2 * 132 ? 64 : 32;
+  if (bv == 0) bv = chains * (D / 64) < sm_count() ? 32 : 64;
+  // Three stages (one block per SM) for long chains; two (two blocks per SM with BV = 32) when
+  // the average sequence is a few chunks and the prologue/epilogue dominate.
+  const bool long_chains = f.problem.num_tokens >= 4 * kChunkSize * f.problem.num_seqs;
   if (bv == 64) {
-    if (g_fwd_h_warps == 4)
-      launch<D, 64, 4>(b, f, s);
+    if (long_chains)
+      launch<D, 64, 8, 3>(b, f, s);
     else
-      launch<D, 64, 8>(b, f, s);
+      launch<D, 64, 8, 2>(b, f, s);
   } else {
-    if (g_fwd_h_warps == 4)
-      launch<D, 32, 4>(b, f, s);
+    if (long_chains)
+      launch<D, 32, 8, 3>(b, f, s);
     else
-      launch<D, 32, 8>(b, f, s);
+      launch<D, 32, 8, 2>(b, f, s);
   }
 }
 

@@ -2,7 +2,7 @@
 //   o_i = scale (exp(G_i) q_i^T h_c + sum_{j <= i} (q_i . k_j) exp(G_i - G_j) v_new_j)
 // Three mma products per block (q k^T, q h_c, P v_new), operands bf16 in shared memory; P is
 // split into hi + lo bf16 parts (two passes) so that only q, k, h and v_new carry bf16 rounding.
-// NW = 4 warps: warp w owns row tile w (16 rows), all columns. NW = 8: warps w and w + 4 own row
+// 8 warps (4 measured slower): warps w and w + 4 own row
 // tiles w and 3 - w and one half of the columns each, so that the two warps of one SM
 // sub-partition (w % 4) carry equal triangular work.
 #include <type_traits>
@@ -14,7 +14,6 @@ namespace cuda {
 namespace {
 
 constexpr int C = kChunkSize;
-int g_warps = 8;
 
 template <int D>
 struct OSmem {
@@ -199,17 +198,7 @@ void launch(const FastBufs& b, const ForwardArgs& f, cudaStream_t s, unsigned bl
   k<<<blocks, NW * 32, smem, s>>>(b, static_cast<TO*>(f.o.data), f.o.stride_token, f.o.stride_head, pairs);
 }
 
-template <int D, typename TO>
-void launch_nw(const FastBufs& b, const ForwardArgs& f, cudaStream_t s, unsigned blocks, bool pairs) {
-  if (g_warps == 8)
-    launch<D, TO, 8>(b, f, s, blocks, pairs);
-  else
-    launch<D, TO, 4>(b, f, s, blocks, pairs);
-}
-
 }  // namespace
-
-void set_fwd_o_warps(int nw) { g_warps = nw == 8 ? 8 : 4; }
 
 template <int D>
 void launch_fwd_o(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
@@ -218,9 +207,9 @@ void launch_fwd_o(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
   const bool pairs =
       reinterpret_cast<uintptr_t>(f.o.data) % 4 == 0 && f.o.stride_token % 2 == 0 && f.o.stride_head % 2 == 0;
   if (f.problem.dtype == DType::kBFloat16)
-    launch_nw<D, __nv_bfloat16>(b, f, s, blocks, pairs);
+    launch<D, __nv_bfloat16, 8>(b, f, s, blocks, pairs);
   else
-    launch_nw<D, __half>(b, f, s, blocks, pairs);
+    launch<D, __half, 8>(b, f, s, blocks, pairs);
   GDN_CUDA_LAUNCH_CHECK("fwd_o_kernel");
 }
 

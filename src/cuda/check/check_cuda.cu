@@ -838,24 +838,15 @@ int main(int argc, char** argv) {
     }
   }
   for (auto& c : cases) run_case(c, rng);
-  cuda::set_fwd_h_warps(4);  // the 4-warp variant of fwd_h on the first fast cases
-  for (int i = 0; i < 5; ++i) {
-    Case c = cases[i];
-    c.name += " w4";
-    run_case(c, rng);
-  }
-  cuda::set_fwd_h_warps(8);
-  cuda::set_fwd_o_warps(4);  // the 4-warp variant of fwd_o
-  for (int bv : {32, 64}) {  // both slice widths of fwd_h
+  for (int bv : {32, 64}) {  // both slice widths of fwd_h on the first fast cases
     cuda::set_fwd_h_bv(bv);
     for (int i = 0; i < 5; ++i) {
       Case c = cases[i];
-      c.name += bv == 32 ? " o4 bv32" : " o4 bv64";
+      c.name += bv == 32 ? " bv32" : " bv64";
       run_case(c, rng);
     }
   }
   cuda::set_fwd_h_bv(0);
-  cuda::set_fwd_o_warps(8);
   std::printf("%s: %d failure(s)\n", g_fail ? "FAILED" : "PASSED", g_fail);
   if (bench) {
     FILE* js = std::fopen(json ? json : "/dev/null", "w");
@@ -869,15 +860,6 @@ int main(int argc, char** argv) {
       tot += l;
     }
     mixed.push_back(32768 - tot > 0 ? 32768 - tot : 1);
-    cuda::set_fwd_h_warps(4);
-    bench_prefill("1x32k/w4", {32768}, js, first);
-    bench_prefill("8x1k/w4", std::vector<int64_t>(8, 1024), js, first);
-    bench_prefill("256x64/w4", std::vector<int64_t>(256, 64), js, first);
-    cuda::set_fwd_h_warps(8);
-    cuda::set_fwd_o_warps(4);
-    bench_prefill("1x32k/o4", {32768}, js, first);
-    bench_prefill("8x1k/o4", std::vector<int64_t>(8, 1024), js, first);
-    cuda::set_fwd_o_warps(8);
     for (int bv : {32, 64}) {
       cuda::set_fwd_h_bv(bv);
       const std::string sfx = bv == 32 ? "/bv32" : "/bv64";
@@ -885,6 +867,7 @@ int main(int argc, char** argv) {
       bench_prefill(("4x8k" + sfx).c_str(), std::vector<int64_t>(4, 8192), js, first);
       bench_prefill(("8x1k" + sfx).c_str(), std::vector<int64_t>(8, 1024), js, first);
       bench_prefill(("64x256" + sfx).c_str(), std::vector<int64_t>(64, 256), js, first);
+      bench_prefill(("256x64" + sfx).c_str(), std::vector<int64_t>(256, 64), js, first);
     }
     cuda::set_fwd_h_bv(0);
     bench_prefill("1x4k", {4096}, js, first);

@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Per-kernel GPU time of flash-linear-attention's chunk_gated_delta_rule on one SPEC case (torch
+profiler, after warm-up), to compare stage by stage with gdn's phases (`gdn_cuda_check --profile`).
+
+    python3 bench/fla_kernels.py [--lens 32768] [--reps 5]
+"""
+import argparse
+from collections import defaultdict
+
+import torch
+import torch.nn.functional as F
+from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--lens", default="32768", help="comma list of sequence lengths")
+ap.add_argument("--reps", type=int, default=5)
+args = ap.parse_args()
+lens = [int(x) for x in args.lens.split(",")]
+T, N, H, HV, D = sum(lens), len(lens), 16, 32, 128
+dev = "cuda"
+torch.manual_seed(0)
+q = torch.randn(1, T, H, D, device=dev, dtype=torch.bfloat16)
+k = torch.randn(1, T, H, D, device=dev, dtype=torch.bfloat16)
+v = torch.randn(1, T, HV, D, device=dev, dtype=torch.bfloat16)
+g = F.logsigmoid(torch.randn(1, T, HV, device=dev, dtype=torch.float32))
+beta = torch.rand(1, T, HV, device=dev, dtype=torch.float32)
+h0 = torch.randn(N, HV, D, D, device=dev, dtype=torch.float32) * 0.1
+cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), device=dev, dtype=torch.int32)
+
+
+def call():
+    return chunk_gated_delta_rule(q, k, v, g, beta, scale=D**-0.5, initial_state=h0, output_final_state=True,
+                                  use_qk_l2norm_in_kernel=True, cu_seqlens=cu)
+
+
+for _ in range(3):
+    call()
+torch.cuda.synchronize()
+with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+    for _ in range(args.reps):
+        call()
+    torch.cuda.synchronize()
+tot = defaultdict(float)
+cnt = defaultdict(int)
+for e in prof.events():
+    if e.device_type == torch.autograd.DeviceType.CUDA:
+        tot[e.name] += e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total
+        cnt[e.name] += 1
+print(f"fla kernels, lens={args.lens}, per call (us):")
+s = 0.0
+for name, us in sorted(tot.items(), key=lambda x: -x[1]):
+    per = us / args.reps
+    s += per
+    print(f"  {per:9.1f}  x{cnt[name] // args.reps}  {name[:110]}")
+print(f"  {s:9.1f}  total")
