@@ -235,6 +235,10 @@ __device__ __forceinline__ void frag_b_kn(const __nv_bfloat16* base, int stride,
   const int lane = threadIdx.x % 32, q = lane / 8, r = lane % 8;
   ldsm_x4_t(smem_u32(base + (k0 + r + (q % 2) * 8) * stride + n0 + (q / 2) * 8), b[0], b[1], b[2], b[3]);
 }
+// 4-byte async copy (one fp32 value); src_bytes = 0 fills zeros.
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem), "r"(src_bytes));
+}
 // 8-byte async copy (one fp64 G value); src_bytes = 0 fills zeros.
 __device__ __forceinline__ void cp_async8(void* smem, const void* gmem, int src_bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem), "r"(src_bytes));

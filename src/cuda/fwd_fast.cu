@@ -14,6 +14,7 @@ size_t carve(const Problem& p, void* base, FastBufs* b, char** plan_mem) {
   __nv_bfloat16* qb = c.take<__nv_bfloat16>(T * H * D);
   __nv_bfloat16* kb = c.take<__nv_bfloat16>(T * H * D);
   double* Gt = c.take<double>(T * HV);
+  float* rk = c.take<float>(T * H);
   __nv_bfloat16* w = c.take<__nv_bfloat16>(T * HV * D);
   __nv_bfloat16* u = c.take<__nv_bfloat16>(T * HV * D);
   __nv_bfloat16* v_new = c.take<__nv_bfloat16>(T * HV * D);
@@ -23,8 +24,12 @@ size_t carve(const Problem& p, void* base, FastBufs* b, char** plan_mem) {
     b->H = p.num_qk_heads;
     b->HV = p.num_v_heads;
     b->scale = p.scale;
-    b->qb = qb;
-    b->kb = kb;
+    b->q = qb;  // the packed copies; fast_forward points q, k at the caller's rows when it can
+    b->k = kb;
+    b->q_st = b->k_st = H * D;
+    b->q_sh = b->k_sh = D;
+    b->l2norm = p.use_qk_l2norm;
+    b->rk = rk;
     b->Gt = Gt;
     b->w = w;
     b->u = u;
@@ -62,10 +67,28 @@ void fast_forward(const ForwardArgs& f, const Exec& exec) {
   mark(1, s);
   const int64_t T = p.num_tokens;
   const int H = p.num_qk_heads, D = p.head_k;
-  convert_rows(p.dtype, DType::kBFloat16, f.q.data, f.q.stride_token, f.q.stride_head, const_cast<__nv_bfloat16*>(b.qb),
-               int64_t(H) * D, D, T, H, D, p.use_qk_l2norm, s);
-  convert_rows(p.dtype, DType::kBFloat16, f.k.data, f.k.stride_token, f.k.stride_head, const_cast<__nv_bfloat16*>(b.kb),
-               int64_t(H) * D, D, T, H, D, p.use_qk_l2norm, s);
+  // bf16 rows with 16-byte aligned pieces are read in place; anything else is converted to bf16
+  // (not normalized) into the workspace first.
+  auto in_place = [&](const ConstTensor& x) {
+    return p.dtype == DType::kBFloat16 && reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.stride_token % 8 == 0 &&
+           x.stride_head % 8 == 0;
+  };
+  if (in_place(f.q)) {
+    b.q = static_cast<const __nv_bfloat16*>(f.q.data);
+    b.q_st = f.q.stride_token;
+    b.q_sh = f.q.stride_head;
+  } else {
+    convert_rows(p.dtype, DType::kBFloat16, f.q.data, f.q.stride_token, f.q.stride_head,
+                 const_cast<__nv_bfloat16*>(b.q), int64_t(H) * D, D, T, H, D, false, s);
+  }
+  if (in_place(f.k)) {
+    b.k = static_cast<const __nv_bfloat16*>(f.k.data);
+    b.k_st = f.k.stride_token;
+    b.k_sh = f.k.stride_head;
+  } else {
+    convert_rows(p.dtype, DType::kBFloat16, f.k.data, f.k.stride_token, f.k.stride_head,
+                 const_cast<__nv_bfloat16*>(b.k), int64_t(H) * D, D, T, H, D, false, s);
+  }
   mark(2, s);
   if (D == 128) {
     launch_fwd_prep<128>(b, f, s);

@@ -20,13 +20,19 @@ struct FastBufs {
   int64_t T;
   int H, HV;
   float scale;
-  const __nv_bfloat16* qb;  // [T, H, D] packed, normalized if requested
-  const __nv_bfloat16* kb;  // [T, H, D]
-  double* Gt;               // [HV, T] chunk-local cumsum (fp64), head-major (contiguous per chunk)
-  __nv_bfloat16* w;         // [T, HV, D]
-  __nv_bfloat16* u;         // [T, HV, D]
-  __nv_bfloat16* v_new;     // [T, HV, D]
-  __nv_bfloat16* h;         // [max_chunks, HV, D, D] state at each chunk start, K-major
+  // q and k as bf16 rows with 16-byte aligned pieces: the caller's tensors when they are bf16 and
+  // aligned, else packed copies in the workspace. Never normalized: with l2norm the kernels apply
+  // the rows' inverse norms in fp32 (to products and scalings), so the bf16 operands stay exact.
+  const __nv_bfloat16* q;  // [T, H, D] (token stride q_st, head stride q_sh)
+  const __nv_bfloat16* k;  // [T, H, D]
+  int64_t q_st, q_sh, k_st, k_sh;
+  bool l2norm;
+  float* rk;             // [H, T] inverse l2 norms of k's rows (written by fwd_prep; 1 without l2norm)
+  double* Gt;            // [HV, T] chunk-local cumsum (fp64), head-major (contiguous per chunk)
+  __nv_bfloat16* w;      // [T, HV, D]
+  __nv_bfloat16* u;      // [T, HV, D]
+  __nv_bfloat16* v_new;  // [T, HV, D]
+  __nv_bfloat16* h;      // [max_chunks, HV, D, D] state at each chunk start, K-major
 };
 
 // Width of fwd_h's V slices: 32, 64, or 0 (the launcher's choice, the default).

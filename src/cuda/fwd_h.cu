@@ -24,6 +24,7 @@ struct HSmem {
   __nv_bfloat16 k[ST][C * SK];
   __nv_bfloat16 u[ST][C * SV];
   double G[ST][C];
+  float rk[ST][C];           // inverse l2 norms of k's rows (fwd_prep's), with l2norm
   __nv_bfloat16 h[D * SV];   // h_c as the B operand of w h
   __nv_bfloat16 vs[C * SV];  // decayed v_new as the B operand of the state update
 };
@@ -89,7 +90,7 @@ __global__ void __launch_bounds__(NW * 32, 1) fwd_h_kernel(FastBufs b, StateRef 
       const bool ok = i < len;
       const int64_t tt = t0 + (ok ? i : 0);
       cp_async16(&sm.w[stage][i * S::SK + c8], b.w + (tt * HV + hv) * D + c8, ok ? 16 : 0);
-      cp_async16(&sm.k[stage][i * S::SK + c8], b.kb + (tt * b.H + hk) * D + c8, ok ? 16 : 0);
+      cp_async16(&sm.k[stage][i * S::SK + c8], b.k + tt * b.k_st + hk * b.k_sh + c8, ok ? 16 : 0);
     }
     for (int e = tid; e < C * BV / 8; e += kThreads) {
       const int i = e / (BV / 8), c8 = (e % (BV / 8)) * 8;
@@ -99,6 +100,10 @@ __global__ void __launch_bounds__(NW * 32, 1) fwd_h_kernel(FastBufs b, StateRef 
     if (tid < C) {
       const bool ok = tid < len;
       cp_async8(&sm.G[stage][tid], b.Gt + int64_t(hv) * b.T + t0 + (ok ? tid : 0), ok ? 8 : 0);
+    } else if (tid < 2 * C && b.l2norm) {
+      const int i = tid - C;
+      const bool ok = i < len;
+      cp_async4(&sm.rk[stage][i], b.rk + int64_t(hk) * b.T + t0 + (ok ? i : 0), ok ? 4 : 0);
     }
   };
 
@@ -170,7 +175,8 @@ __global__ void __launch_bounds__(NW * 32, 1) fwd_h_kernel(FastBufs b, StateRef 
       for (int hf = 0; hf < 2; ++hf) {
         const int i = 16 * vm + g + 8 * hf;
         const bool ok = i < len;
-        const float decay = ok ? __expf(float(g_last - Gs[i])) : 0.f;
+        // k_i is normalized by r_i: fold it into the update's operand with the decay.
+        const float decay = ok ? __expf(float(g_last - Gs[i])) * (b.l2norm ? sm.rk[stage][i] : 1.f) : 0.f;
         __nv_bfloat16* vrow = b.v_new + ((t0 + (ok ? i : 0)) * HV + hv) * D + v0;
 #pragma unroll
         for (int nt = 0; nt < 2 * VNP; ++nt) {

@@ -1,5 +1,7 @@
 // fwd_o: per (chunk, value head), in parallel over all chunks:
 //   o_i = scale (exp(G_i) q_i^T h_c + sum_{j <= i} (q_i . k_j) exp(G_i - G_j) v_new_j)
+// with l2norm, q_i and k_j are the raw bf16 rows and their inverse norms rq_i (computed here) and
+// rk_j (fwd_prep's) scale the products in fp32.
 // Three mma products per block (q k^T, q h_c, P v_new), operands bf16 in shared memory; P is
 // split into hi + lo bf16 parts (two passes) so that only q, k, h and v_new carry bf16 rounding.
 // 8 warps (4 measured slower): warps w and w + 4 own row
@@ -26,6 +28,7 @@ struct OSmem {
   __nv_bfloat16 P[C * SP];
   __nv_bfloat16 Plo[C * SP];
   double G[C];
+  float rk[C];  // inverse l2 norms of k's rows (fwd_prep's), with l2norm
 };
 
 template <int D, typename TO, int NW>
@@ -55,12 +58,16 @@ __global__ void __launch_bounds__(NW * 32)
     const int i = e / (D / 8), c8 = (e % (D / 8)) * 8;
     const bool ok = i < len;
     const int64_t tt = t0 + (ok ? i : 0);
-    cp_async16(&sm.q[i * S::SK + c8], b.qb + (tt * b.H + hk) * D + c8, ok ? 16 : 0);
-    cp_async16(&sm.k[i * S::SK + c8], b.kb + (tt * b.H + hk) * D + c8, ok ? 16 : 0);
+    cp_async16(&sm.q[i * S::SK + c8], b.q + tt * b.q_st + hk * b.q_sh + c8, ok ? 16 : 0);
+    cp_async16(&sm.k[i * S::SK + c8], b.k + tt * b.k_st + hk * b.k_sh + c8, ok ? 16 : 0);
   }
   if (tid < C) {
     const bool ok = tid < len;
     cp_async8(&sm.G[tid], b.Gt + int64_t(hv) * b.T + t0 + (ok ? tid : 0), ok ? 8 : 0);
+  } else if (tid < 2 * C && b.l2norm) {
+    const int i = tid - C;
+    const bool ok = i < len;
+    cp_async4(&sm.rk[i], b.rk + int64_t(hk) * b.T + t0 + (ok ? i : 0), ok ? 4 : 0);
   }
   cp_async_commit();
   for (int e = tid; e < C * D / 8; e += kThreads) {
@@ -80,6 +87,32 @@ __global__ void __launch_bounds__(NW * 32)
 
   const int i0 = 16 * m + g, i1 = i0 + 8;  // this thread's two rows
   const double Gi0 = sm.G[i0], Gi1 = sm.G[i1];
+  // Inverse l2 norms of this thread's two q rows: the quad (lanes 4 g .. 4 g + 3) shares the rows,
+  // each lane sums a quarter of them.
+  float rq0 = 1.f, rq1 = 1.f;
+  if (b.l2norm) {
+    float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+    for (int qq = 0; qq < D / 32; ++qq) {
+      const int d = t * (D / 4) + 8 * qq;
+      const uint4 x0 = *reinterpret_cast<const uint4*>(&sm.q[i0 * S::SK + d]);
+      const uint4 x1 = *reinterpret_cast<const uint4*>(&sm.q[i1 * S::SK + d]);
+      const __nv_bfloat16* e0 = reinterpret_cast<const __nv_bfloat16*>(&x0);
+      const __nv_bfloat16* e1 = reinterpret_cast<const __nv_bfloat16*>(&x1);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        s0 += __bfloat162float(e0[j]) * __bfloat162float(e0[j]);
+        s1 += __bfloat162float(e1[j]) * __bfloat162float(e1[j]);
+      }
+    }
+    s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
+    s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
+    s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+    s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+    rq0 = rsqrtf(s0 + 1e-6f);
+    rq1 = rsqrtf(s1 + 1e-6f);
+  }
+  auto rk_of = [&](int j) { return b.l2norm ? sm.rk[j] : 1.f; };
   // P = (q k^T) * exp(G_i - G_j), j <= i: column tiles of this warp's half, up to the diagonal.
   {
     float acc[2 * CP][4];
@@ -106,10 +139,11 @@ __global__ void __launch_bounds__(NW * 32)
       const int nt = 2 * CP * half + jt;
       if (nt / 2 > m) break;
       const int j = 8 * nt + 2 * t;
-      const float p00 = j <= i0 ? acc[jt][0] * __expf(float(Gi0 - sm.G[j])) : 0.f;
-      const float p01 = j + 1 <= i0 ? acc[jt][1] * __expf(float(Gi0 - sm.G[j + 1])) : 0.f;
-      const float p10 = j <= i1 ? acc[jt][2] * __expf(float(Gi1 - sm.G[j])) : 0.f;
-      const float p11 = j + 1 <= i1 ? acc[jt][3] * __expf(float(Gi1 - sm.G[j + 1])) : 0.f;
+      const float rk0 = rk_of(j), rk1 = rk_of(j + 1);
+      const float p00 = j <= i0 ? acc[jt][0] * (rq0 * rk0) * __expf(float(Gi0 - sm.G[j])) : 0.f;
+      const float p01 = j + 1 <= i0 ? acc[jt][1] * (rq0 * rk1) * __expf(float(Gi0 - sm.G[j + 1])) : 0.f;
+      const float p10 = j <= i1 ? acc[jt][2] * (rq1 * rk0) * __expf(float(Gi1 - sm.G[j])) : 0.f;
+      const float p11 = j + 1 <= i1 ? acc[jt][3] * (rq1 * rk1) * __expf(float(Gi1 - sm.G[j + 1])) : 0.f;
       const uint32_t h0 = pack_bf16(p00, p01), h1 = pack_bf16(p10, p11);
       const __nv_bfloat162 r0 = *reinterpret_cast<const __nv_bfloat162*>(&h0);
       const __nv_bfloat162 r1 = *reinterpret_cast<const __nv_bfloat162*>(&h1);
@@ -142,7 +176,7 @@ __global__ void __launch_bounds__(NW * 32)
       mma_bf16(acc[2 * jp + 1], a, bb[2], bb[3]);
     }
   }
-  const float e0 = __expf(float(Gi0)), e1 = __expf(float(Gi1));
+  const float e0 = __expf(float(Gi0)) * rq0, e1 = __expf(float(Gi1)) * rq1;
 #pragma unroll
   for (int nt = 0; nt < 2 * DP; ++nt) {
     acc[nt][0] *= e0;

@@ -2,7 +2,9 @@
 // plain), G = chunk-local cumsum (fp64), L = beta_i (k_i.k_j) exp(G_i - G_j) (j < i) with mma,
 // the unit lower-triangular inverse A = (I + L)^-1 in fp32, and
 //   w = A diag(beta exp(G)) k,   u = A diag(beta) v
-// with mma. Writes G (fp64, head-major) and w, u (bf16).
+// with mma, k normalized (l2norm) by its rows' inverse norms r in fp32: L_ij carries r_i r_j and
+// w's column scaling r_j, so the bf16 k stays the caller's exact values. Writes G (fp64,
+// head-major), r (for fwd_h and fwd_o) and w, u (bf16).
 // Accuracy: the row scalings of k and v are folded into A's columns (in fp32), so the bf16
 // operands k (packed) and v (bf16 input) are exact; the scaled A is split as hi + lo bf16 and each
 // product runs in two passes (A_hi X + A_lo X): near-fp32 products, so w and u carry only their
@@ -44,6 +46,7 @@ struct PrepSmem {
   double G[C];  // fp64: G_i - G_j keeps its small decays even after a huge one
   float beta[C];
   float coef[C];  // beta_i exp(G_i)
+  float rk[C];    // inverse l2 norms of k's rows (1 without l2norm)
 };
 
 // v (input dtype) -> bf16 hi (+ lo) in shared memory, from the registers loaded at the start.
@@ -88,12 +91,12 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
   const int half = warp / 4;
   const int m = half == 0 ? warp : 3 - (warp - 4);  // row tile
 
-  // k rows (bf16, packed) and, when possible, v rows: async, zero-filled past the sequence's end.
+  // k rows (bf16) and, when possible, v rows: async, zero-filled past the sequence's end.
   for (int e = tid; e < C * D / 8; e += kThreads) {
     const int i = e / (D / 8), c8 = (e % (D / 8)) * 8;
     const bool ok = i < len;
     const int64_t tt = t0 + (ok ? i : 0);
-    cp_async16(&sm.k[i * SK + c8], b.kb + (tt * b.H + hk) * D + c8, ok ? 16 : 0);
+    cp_async16(&sm.k[i * SK + c8], b.k + tt * b.k_st + hk * b.k_sh + c8, ok ? 16 : 0);
     if constexpr (v_async) cp_async16(&sm.v[i * SK + c8], v + tt * v_st + hv * v_sh + c8, ok ? 16 : 0);
   }
   cp_async_commit();
@@ -139,6 +142,28 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
   cp_async_wait<0>();
   __syncthreads();
 
+  // Inverse norms of k's rows: four threads per row, 32 elements each (zero rows past the end
+  // get a finite r that multiplies zeros). The first value head of each q/k head writes them.
+  {
+    const int row = tid / 4, part = tid % 4;
+    float ss = 0.f;
+#pragma unroll
+    for (int q = 0; q < D / 32; ++q) {
+      const uint4 x = *reinterpret_cast<const uint4*>(&sm.k[row * SK + part * (D / 4) + 8 * q]);
+      const __nv_bfloat16* e = reinterpret_cast<const __nv_bfloat16*>(&x);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) ss += __bfloat162float(e[j]) * __bfloat162float(e[j]);
+    }
+    ss += __shfl_xor_sync(0xffffffffu, ss, 1);
+    ss += __shfl_xor_sync(0xffffffffu, ss, 2);
+    const float r = b.l2norm ? rsqrtf(ss + 1e-6f) : 1.f;
+    if (part == 0) {
+      sm.rk[row] = r;
+      if (row < len && hv % (HV / b.H) == 0) b.rk[int64_t(hk) * b.T + t0 + row] = r;
+    }
+  }
+  __syncthreads();
+
   float* Ls = sm.u.s.L;
   float* As = sm.u.s.A;
   // L = k k^T (lower part only: column tiles up to the diagonal block of this warp's rows).
@@ -170,7 +195,7 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
       for (int e = 0; e < 4; ++e) {
         const int i = 16 * m + g + (e / 2) * 8, j = 8 * nt + 2 * t + (e % 2);
         // Mask before exponentiating: G_i - G_j > 0 (overflow) for j > i.
-        Ls[i * LS + j] = j < i ? sm.beta[i] * acc[jt][e] * __expf(float(sm.G[i] - sm.G[j])) : 0.f;
+        Ls[i * LS + j] = j < i ? sm.beta[i] * sm.rk[i] * sm.rk[j] * acc[jt][e] * __expf(float(sm.G[i] - sm.G[j])) : 0.f;
       }
     }
   }
@@ -234,7 +259,7 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
   }
 
   // 3. A (pairs of columns, zero above the diagonal) into registers; then, over the dead solve
-  //    space, A diag(beta exp(G)) and A diag(beta) as hi + lo bf16.
+  //    space, A diag(beta exp(G) r) and A diag(beta) as hi + lo bf16.
   constexpr int kPairs = C * C / 2 / kThreads;
   float2 ar[kPairs];
 #pragma unroll
@@ -247,7 +272,7 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
 #pragma unroll
   for (int r = 0; r < kPairs; ++r) {
     const int p = tid + r * kThreads, i = p / (C / 2), j = 2 * (p % (C / 2));
-    const float w0 = ar[r].x * sm.coef[j], w1 = ar[r].y * sm.coef[j + 1];
+    const float w0 = ar[r].x * (sm.coef[j] * sm.rk[j]), w1 = ar[r].y * (sm.coef[j + 1] * sm.rk[j + 1]);
     const float u0 = ar[r].x * sm.beta[j], u1 = ar[r].y * sm.beta[j + 1];
     const uint32_t wh = pack_bf16(w0, w1), uh = pack_bf16(u0, u1);
     const __nv_bfloat162 wh2 = *reinterpret_cast<const __nv_bfloat162*>(&wh);
