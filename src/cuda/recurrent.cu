@@ -1,10 +1,39 @@
-// The decode step: the token-by-token recurrence, memory-bound on the state (read once, written
-// once). One block of 8 warps (16 for K = 256) per (sequence, value head, slice of V); the slice of the fp32 state
-// lives in registers, each lane holding VEC contiguous floats of a row of the stored layout so
-// that every warp load/store of the state is one contiguous, vectorized run.
-//   K-major [K][V]: rows are k (warp w: k = w + 8 i), lanes run along v; reductions over k go
-//                   through shared memory across the 8 warps.
-//   V-major [V][K]: rows are v, lanes run along k; reductions over k are warp shuffles.
+// The decode step: the token-by-token recurrence, memory-bound on the fp32 state (read once and
+// written once: 64 KiB per (sequence, value head) at K = V = 128). The design keeps 96 to 192 KiB
+// of state loads in flight per SM at all times (Little's law asks about 32-64 KiB at 4.3 TB/s),
+// so that the loads, the arithmetic and the stores of different items overlap instead of running
+// in lockstep waves.
+//
+// Items: (sequence, value head, slice of 32 values of v); the item's state tile is 32 x K fp32
+// (K * 128 bytes) and its output is 32 values of o, one per lane. Items are numbered
+// (n * HV + hv) * (V / 32) + slice, so that neighbouring items share q/k and the warps of one
+// block work on the slices of one head at the same time.
+//
+// Persistent warps: a grid of one block per SM (DecodeCfg: kWarps warps, about 200 KB of shared
+// memory), each warp an independent pipeline over the items j = warp id + i * (total warps), with
+// no block-wide barrier. Each warp owns a ring of kStages tiles in shared memory: while it computes
+// item i, the tiles of items i + 1 .. i + kStages - 1 are in flight as cp.async (16 bytes a lane;
+// each warp instruction fills a contiguous 512-byte run of shared memory from four whole 128-byte
+// lines), which holds no registers. The small inputs (pool rows, cu_seqlens, q, k, v and the
+// gates) are loaded one or two items (or one token) ahead into registers as raw bits and converted
+// at the use, so their latency is hidden as well. The new state leaves from registers with
+// streaming stores (st.global.cs) while the next tiles are already in flight.
+//
+// Per token, two passes over the tile in shared memory: pass 1 reads S for S^T k and S^T q (the
+// decay factors out); pass 2 writes decay S + k v'^T: to global memory after the last token (if
+// there is a final state), back to the ring when more tokens follow.
+//   K-major [K][V]: the tile is columns v0..v0+31 of all K rows (128 bytes of each). Lane
+//                   (c = lane % 8, kp = lane / 8) holds columns 4c..4c+3 of rows k = 4i + kp, the
+//                   chunks that it copied itself; sums over k are in-lane, then 2 xor shuffles.
+//   V-major [V][K]: the tile is rows v0..v0+31, contiguous. Lane (kg = lane % 8, vr = lane / 8)
+//                   holds rows v = 8 vr + i (i < 8), columns 32 jj + 4 kg..+3; sums over k are
+//                   in-lane, then 3 xor shuffles.
+// Sequences with no tokens copy their state through; pool rows outside [0, num_slots) read as
+// zeros (zero-filled tile) and are not written; cu_seqlens is clamped to [0, T] per sequence.
+// The state pools must be 16-byte aligned (float4 accesses).
+#include <algorithm>
+#include <type_traits>
+
 #include "cuda/common.cuh"
 
 namespace gdn {
@@ -12,231 +41,432 @@ namespace cuda {
 namespace {
 
 struct DecodeArgs {
-  const void* q;
+  const void* q;  // [T, H, K]
   int64_t q_st, q_sh;
-  const void* k;
+  const void* k;  // [T, H, K]
   int64_t k_st, k_sh;
-  const void* v;
+  const void* v;  // [T, HV, V]
   int64_t v_st, v_sh;
-  void* o;
+  void* o;  // [T, HV, V]
   int64_t o_st, o_sh;
   DType dt;
   GateArgs gates;
-  const void* cu;
+  const void* cu;  // [N + 1] or null
   IndexType cu_type;
   int64_t T, N;
+  int64_t len;  // T / N: tokens per sequence when cu is null
   int H, HV;
+  int group;  // HV / H
   float scale;
   bool l2norm;
-  StateRef init, fin;
+  StateRef init, fin;  // pools [num_slots, HV, K, V] or [num_slots, HV, V, K]
 };
 
-template <int VEC>
-__device__ __forceinline__ void ld_vec(const float* p, float* r) {
-  if constexpr (VEC == 1) {
-    r[0] = *p;
-  } else if constexpr (VEC == 2) {
-    const float2 x = *reinterpret_cast<const float2*>(p);
-    r[0] = x.x;
-    r[1] = x.y;
-  } else {
-#pragma unroll
-    for (int e = 0; e < VEC; e += 4) {
-      const float4 x = *reinterpret_cast<const float4*>(p + e);
-      r[e] = x.x;
-      r[e + 1] = x.y;
-      r[e + 2] = x.z;
-      r[e + 3] = x.w;
-    }
-  }
+constexpr int kSlice = 32;  // values of v per item
+
+// Warps per block and ring tiles per warp, about 200 KB of shared memory per block: one block per
+// SM. K = 64, 128: kWarps * kStages tiles of K * 128 bytes = 192 KiB; the two tiles after the
+// current one are in flight while a warp computes (128 KiB of loads in flight per SM). K = 256
+// (twice the arithmetic per byte of a warp): 3 warps of 2 tiles (96 KiB in flight per SM).
+template <int K>
+struct DecodeCfg {
+  static constexpr int kWarps = K == 256 ? 3 : 512 / K;  // 8, 4, 3
+  static constexpr int kStages = K == 256 ? 2 : 3;
+};
+
+// cp.async with "memory" clobbers, so that the compiler keeps shared-memory accesses on their side.
+__device__ __forceinline__ void ldgsts16(float* smem, const float* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(smem)), "l"(gmem) : "memory");
 }
-template <int VEC>
-__device__ __forceinline__ void st_vec(float* p, const float* r) {
-  if constexpr (VEC == 1) {
-    *p = r[0];
-  } else if constexpr (VEC == 2) {
-    *reinterpret_cast<float2*>(p) = make_float2(r[0], r[1]);
-  } else {
+__device__ __forceinline__ void commit_group() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wait_groups() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// An element's raw bits (fp32, or fp16/bf16 zero-extended), converted at the use: a prefetch must
+// not wait for its own load.
+__device__ __forceinline__ uint32_t ld_raw(const void* p, DType dt, int64_t i) {
+  if (dt == DType::kFloat32) return static_cast<const uint32_t*>(p)[i];
+  return static_cast<const uint16_t*>(p)[i];
+}
+__device__ __forceinline__ float raw_f(uint32_t r, DType dt) {
+  // All three conversions and a select: no branch per element.
+  const float h = __half2float(__ushort_as_half(static_cast<unsigned short>(r)));
+  const float b = __uint_as_float(r << 16);  // bf16: the high half of an fp32
+  return dt == DType::kFloat32 ? __uint_as_float(r) : (dt == DType::kFloat16 ? h : b);
+}
+
+// One token's inputs of one item, as raw bits: lane holds q[lane + 32 m], k[lane + 32 m],
+// v[v0 + lane], the gates (and A_log, dt_bias with fused gates).
+template <int K>
+struct Tok {
+  uint32_t q[K / 32], k[K / 32];
+  uint32_t v, g, b;
+  float a_log, dt_bias;
+};
+
+template <int K>
+__device__ __forceinline__ Tok<K> load_tok(const DecodeArgs& a, int64_t t, int hv, int v0, int lane) {
+  Tok<K> x;
+  const int hk = hv / a.group;
+  const int64_t qo = t * a.q_st + hk * a.q_sh + lane, ko = t * a.k_st + hk * a.k_sh + lane;
 #pragma unroll
-    for (int e = 0; e < VEC; e += 4)
-      *reinterpret_cast<float4*>(p + e) = make_float4(r[e], r[e + 1], r[e + 2], r[e + 3]);
+  for (int m = 0; m < K / 32; ++m) {
+    x.q[m] = ld_raw(a.q, a.dt, qo + 32 * m);
+    x.k[m] = ld_raw(a.k, a.dt, ko + 32 * m);
+  }
+  x.v = ld_raw(a.v, a.dt, t * a.v_st + hv * a.v_sh + v0 + lane);
+  const GateArgs& ga = a.gates;
+  x.g = ld_raw(ga.g, ga.dt, t * ga.g_st + hv * ga.g_sh);
+  x.b = ld_raw(ga.beta, ga.dt, t * ga.b_st + hv * ga.b_sh);
+  x.a_log = ga.fused ? ga.A_log[hv] : 0.f;
+  x.dt_bias = ga.fused ? ga.dt_bias[hv] : 0.f;
+  return x;
+}
+
+// load_gates of common.cuh on prefetched bits (the same arithmetic).
+template <int K>
+__device__ __forceinline__ void gates_of(const GateArgs& ga, const Tok<K>& x, float& g, float& beta) {
+  const float a = raw_f(x.g, ga.dt), b = raw_f(x.b, ga.dt);
+  if (ga.fused) {
+    const float y = a + x.dt_bias;
+    const float sp = y > 20.f ? y : log1pf(expf(y));
+    g = -expf(x.a_log) * sp;
+    beta = 1.f / (1.f + expf(-b));
+  } else {
+    g = a;
+    beta = b;
   }
 }
 
-template <int K, int V, int BV, bool KMAJ, int kWarps>
-__global__ void __launch_bounds__(kWarps * 32) decode_kernel(DecodeArgs a) {
-  constexpr int CONT = KMAJ ? BV : K;  // contiguous run per row
-  constexpr int ROWS = KMAJ ? K : BV;  // rows of the tile
-  constexpr int VEC = CONT / 32;       // floats per lane per row
-  constexpr int RPW = ROWS / kWarps;   // rows per warp
-  constexpr int SLICES = V / BV;
-  __shared__ float qs[K], ks[K], vsm[BV];
-  __shared__ float red[2][kWarps][KMAJ ? BV : 1];
-  __shared__ float sc[4];  // inv |q|, inv |k|, q.k (raw), unused
+struct Item {
+  int64_t n;
+  int hv, v0;
+};
+// Item j = (n * HV + hv) * SL + slice; a 32-bit division when the quotient fits (always in practice).
+template <int SL>
+__device__ __forceinline__ Item item_of(int64_t j, int HV) {
+  const uint64_t h = static_cast<uint64_t>(j) / SL;
+  const uint64_t n = (h >> 32) == 0 ? static_cast<uint32_t>(h) / static_cast<uint32_t>(HV) : h / HV;
+  Item it;
+  it.n = static_cast<int64_t>(n);
+  it.hv = static_cast<int>(h - n * HV);
+  it.v0 = static_cast<int>(static_cast<uint64_t>(j) - h * SL) * kSlice;
+  return it;
+}
 
-  const int64_t item = blockIdx.x;
-  const int sl = static_cast<int>(item % SLICES);
-  const int hv = static_cast<int>((item / SLICES) % a.HV);
-  const int64_t n = item / (int64_t(SLICES) * a.HV);
-  const int hk = hv / (a.HV / a.H);
-  const int v0 = sl * BV;
+// state_row of common.cuh in two halves: the raw index is loaded ahead, and checked at the use.
+__device__ __forceinline__ int64_t row_raw(const StateRef& s, int64_t n) {
+  if (s.data == nullptr) return -1;
+  return s.indices ? load_index(s.indices, s.index_type, n) : n;
+}
+__device__ __forceinline__ int64_t row_checked(const StateRef& s, int64_t r) {
+  return (r >= 0 && r < s.num_slots) ? r : -1;
+}
+
+// Token range of sequence n, raw (loaded ahead), then clamped to [0, T] at the use.
+struct Span {
+  int64_t b, e;
+};
+__device__ __forceinline__ Span span_raw(const DecodeArgs& a, int64_t n) {
+  if (a.cu) return {load_index(a.cu, a.cu_type, n), load_index(a.cu, a.cu_type, n + 1)};
+  return {n * a.len, (n + 1) * a.len};
+}
+__device__ __forceinline__ Span span_checked(const DecodeArgs& a, Span s) {
+  const int64_t b = s.b < 0 ? 0 : (s.b > a.T ? a.T : s.b);
+  const int64_t e = s.e < b ? b : (s.e > a.T ? a.T : s.e);
+  return {b, e};
+}
+
+template <int K, int V, bool KMAJ>
+__global__ void __launch_bounds__(DecodeCfg<K>::kWarps * 32, 1) decode_kernel(DecodeArgs a) {
+  constexpr int W = DecodeCfg<K>::kWarps, P = DecodeCfg<K>::kStages;
+  constexpr int SL = V / kSlice;    // items per (sequence, head)
+  constexpr int TILE = kSlice * K;  // floats of one item's state
+  constexpr int CH = TILE / 128;    // 16-byte chunks per lane per item (K / 4)
+  constexpr int QS = K + 16;        // floats of a q / k buffer (K-major: 4 padded rows of K / 4)
+  constexpr int KP = K / 4 + 4;     // K-major: padded row of the q / k buffer (no bank conflicts)
+  constexpr int64_t KV = int64_t(K) * V;
+  extern __shared__ float4 decode_smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t KV = int64_t(K) * V;
+  float* ring = reinterpret_cast<float*>(decode_smem) + warp * (P * TILE + 2 * QS);  // [P][TILE]
+  float* qbuf = ring + P * TILE;                                                     // [QS] q / |q|
+  float* kbuf = qbuf + QS;                                                           // [QS] k / |k|
 
-  // Element (row r of this warp's i-th row, lane's e-th float) offset inside one head's state.
-  auto off = [&](int i) -> int64_t {
-    const int r = warp + kWarps * i;
-    return KMAJ ? int64_t(r) * V + v0 + lane * VEC : int64_t(v0 + r) * K + lane * VEC;
+  const int64_t NI = a.N * a.HV * SL;
+  const int64_t TW = int64_t(gridDim.x) * W;
+  const int64_t j0 = int64_t(blockIdx.x) * W + warp;
+
+  // Chunk c of this lane: at 128 c + 4 lane in the tile (shared memory), at goff(c) from the
+  // tile's first element in global memory. K-major: row 4c + lane / 8, columns 4 (lane % 8)..+3.
+  auto goff = [&](int c) -> int64_t {
+    return KMAJ ? int64_t(4 * c + lane / 8) * V + 4 * (lane % 8) : int64_t(128 * c + 4 * lane);
   };
+  auto tile_of = [&](float* data, int64_t row, const Item& it) -> float* {
+    return data + (row * a.HV + it.hv) * KV + (KMAJ ? int64_t(it.v0) : int64_t(it.v0) * K);
+  };
+  // Starts the copy of item j's initial tile into ring slot `slot` (zeros when it has no row) and
+  // closes one cp.async group (possibly empty: the group count stays one per item).
+  auto issue = [&](int64_t j, int slot, int64_t raw_row) {
+    if (j < NI) {
+      float* dst = ring + slot * TILE + 4 * lane;
+      const int64_t row = row_checked(a.init, raw_row);
+      if (row >= 0) {
+        const float* src = tile_of(a.init.data, row, item_of<SL>(j, a.HV));
+#pragma unroll 8
+        for (int c = 0; c < CH; ++c) ldgsts16(dst + 128 * c, src + goff(c));
+      } else {
+#pragma unroll 8
+        for (int c = 0; c < CH; ++c) *reinterpret_cast<float4*>(dst + 128 * c) = make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+    }
+    commit_group();
+  };
+  auto tok_of = [&](int64_t j, Span raw) {
+    Tok<K> x = {};
+    if (j < NI) {
+      const Span s = span_checked(a, raw);
+      if (s.b < s.e) {
+        const Item it = item_of<SL>(j, a.HV);
+        x = load_tok<K>(a, s.b, it.hv, it.v0, lane);
+      }
+    }
+    return x;
+  };
+  auto span_of = [&](int64_t j) { return j < NI ? span_raw(a, item_of<SL>(j, a.HV).n) : Span{0, 0}; };
+  auto init_row_of = [&](int64_t j) { return j < NI ? row_raw(a.init, item_of<SL>(j, a.HV).n) : int64_t(-1); };
 
-  float s[RPW][VEC];
-  const int64_t r_in = state_row(a.init, n);
-  if (r_in >= 0) {
-    const float* base = a.init.data + (r_in * a.HV + hv) * KV;
-#pragma unroll
-    for (int i = 0; i < RPW; ++i) ld_vec<VEC>(base + off(i), s[i]);
-  } else {
-#pragma unroll
-    for (int i = 0; i < RPW; ++i)
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) s[i][e] = 0.f;
-  }
-
-  int64_t t_begin, t_end;
+  // Prologue: the first kStages - 1 tiles in flight, the rest of the register pipeline filled.
   {
-    const int64_t len = a.N > 0 ? a.T / a.N : 0;
-    int64_t b0 = a.cu ? load_index(a.cu, a.cu_type, n) : n * len;
-    int64_t b1 = a.cu ? load_index(a.cu, a.cu_type, n + 1) : (n + 1) * len;
-    b0 = b0 < 0 ? 0 : (b0 > a.T ? a.T : b0);
-    b1 = b1 < b0 ? b0 : (b1 > a.T ? a.T : b1);  // clamped: never outside [0, T]
-    t_begin = b0;
-    t_end = b1;
+    int64_t rows[P - 1];
+#pragma unroll
+    for (int s = 0; s < P - 1; ++s) rows[s] = init_row_of(j0 + s * TW);
+#pragma unroll
+    for (int s = 0; s < P - 1; ++s) issue(j0 + s * TW, s, rows[s]);
   }
+  int64_t row_ahead = init_row_of(j0 + (P - 1) * TW);  // raw init row of the item issued next
+  Span span_cur = span_of(j0), span_next = span_of(j0 + TW);
+  Tok<K> tok_cur = tok_of(j0, span_cur);  // first token of the current item
 
-  for (int64_t t = t_begin; t < t_end; ++t) {
-    __syncthreads();  // the previous token's readers of qs/ks/vsm/red are done
-    for (int d = threadIdx.x; d < K; d += blockDim.x) {
-      qs[d] = load_dt(a.q, a.dt, t * a.q_st + hk * a.q_sh + d);
-      ks[d] = load_dt(a.k, a.dt, t * a.k_st + hk * a.k_sh + d);
-    }
-    for (int d = threadIdx.x; d < BV; d += blockDim.x) vsm[d] = load_dt(a.v, a.dt, t * a.v_st + hv * a.v_sh + v0 + d);
-    float g, beta;
-    load_gates(a.gates, t, hv, g, beta);
-    __syncthreads();
-    if (warp == 0) {
-      float sq = 0.f, sk = 0.f, qk = 0.f;
-      for (int d = lane; d < K; d += 32) {
-        sq += qs[d] * qs[d];
-        sk += ks[d] * ks[d];
-        qk += qs[d] * ks[d];
-      }
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) {
-        sq += __shfl_xor_sync(0xffffffffu, sq, o);
-        sk += __shfl_xor_sync(0xffffffffu, sk, o);
-        qk += __shfl_xor_sync(0xffffffffu, qk, o);
-      }
-      if (lane == 0) {
-        sc[0] = a.l2norm ? rsqrtf(sq + 1e-6f) : 1.f;
-        sc[1] = a.l2norm ? rsqrtf(sk + 1e-6f) : 1.f;
-        sc[2] = qk;
-      }
-    }
-    __syncthreads();
-    const float iq = sc[0], ik = sc[1];
-    const float kq = sc[2] * iq * ik;  // (normalized k) . (normalized q)
-    const float decay = expf(g);
-#pragma unroll
-    for (int i = 0; i < RPW; ++i)
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) s[i][e] *= decay;
+  int slot = 0;
+  for (int64_t j = j0; j < NI; j += TW) {
+    __syncwarp();  // every lane is done with the slot that this issue refills (the last item's)
+    const int64_t ja = j + (P - 1) * TW;
+    issue(ja, slot == 0 ? P - 1 : slot - 1, row_ahead);
+    row_ahead = init_row_of(ja + TW);
+    const Span span_after = span_of(j + 2 * TW);
+    const Tok<K> tok_next = tok_of(j + TW, span_next);
+    const Item it = item_of<SL>(j, a.HV);
+    const int64_t fin_raw = row_raw(a.fin, it.n);
+    wait_groups<P - 1>();  // this item's group is complete (one group per item, in order)
+    __syncwarp();          // and the chunks that other lanes copied are visible to this lane
 
-    if constexpr (KMAJ) {
-      float kv[VEC], qv[VEC];
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) kv[e] = qv[e] = 0.f;
-#pragma unroll
-      for (int i = 0; i < RPW; ++i) {
-        const int r = warp + kWarps * i;
-        const float kr = ks[r] * ik, qr = qs[r] * iq;
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) {
-          kv[e] += s[i][e] * kr;
-          qv[e] += s[i][e] * qr;
-        }
-      }
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) {
-        red[0][warp][lane * VEC + e] = kv[e];
-        red[1][warp][lane * VEC + e] = qv[e];
-      }
-      __syncthreads();
-      float vp[VEC];
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) {
-        float sk = 0.f, sq = 0.f;
-#pragma unroll
-        for (int w = 0; w < kWarps; ++w) {
-          sk += red[0][w][lane * VEC + e];
-          sq += red[1][w][lane * VEC + e];
-        }
-        vp[e] = beta * (vsm[lane * VEC + e] - sk);
-        if (warp == 0) store_dt(a.o, a.dt, t * a.o_st + hv * a.o_sh + v0 + lane * VEC + e, a.scale * (sq + vp[e] * kq));
-      }
-#pragma unroll
-      for (int i = 0; i < RPW; ++i) {
-        const float kr = ks[warp + kWarps * i] * ik;
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) s[i][e] += kr * vp[e];
+    float* tile = ring + slot * TILE;
+    const Span span = span_checked(a, span_cur);
+    const int64_t fin_row = row_checked(a.fin, fin_raw);
+    float* out = fin_row >= 0 ? tile_of(a.fin.data, fin_row, it) : nullptr;
+    if (span.b == span.e) {  // no tokens: the final state is the initial state
+      if (out) {
+#pragma unroll 8
+        for (int c = 0; c < CH; ++c)
+          __stcs(reinterpret_cast<float4*>(out + goff(c)), *reinterpret_cast<const float4*>(tile + 128 * c + 4 * lane));
       }
     } else {
-      float kl[VEC], ql[VEC];
+      Tok<K> x = tok_cur;
+      for (int64_t t = span.b; t < span.e; ++t) {
+        const bool last = t + 1 == span.e;
+        Tok<K> x_next = x;
+        if (!last) x_next = load_tok<K>(a, t + 1, it.hv, it.v0, lane);  // in flight during this token
+
+        // q, k: l2norm over the warp; normalized copies in the warp's buffers, laid out for pass 1/2.
+        float qf[K / 32], kf[K / 32];
+        float sq = 0.f, sk = 0.f, qk = 0.f;
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) {
-        kl[e] = ks[lane * VEC + e] * ik;
-        ql[e] = qs[lane * VEC + e] * iq;
-      }
-#pragma unroll
-      for (int i = 0; i < RPW; ++i) {
-        float kv = 0.f, qv = 0.f;
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) {
-          kv += s[i][e] * kl[e];
-          qv += s[i][e] * ql[e];
+        for (int m = 0; m < K / 32; ++m) {
+          qf[m] = raw_f(x.q[m], a.dt);
+          kf[m] = raw_f(x.k[m], a.dt);
+          sq += qf[m] * qf[m];
+          sk += kf[m] * kf[m];
+          qk += qf[m] * kf[m];
         }
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) {
-          kv += __shfl_xor_sync(0xffffffffu, kv, o);
-          qv += __shfl_xor_sync(0xffffffffu, qv, o);
+          sq += __shfl_xor_sync(0xffffffffu, sq, o);
+          sk += __shfl_xor_sync(0xffffffffu, sk, o);
+          qk += __shfl_xor_sync(0xffffffffu, qk, o);
         }
-        const int r = warp + kWarps * i;
-        const float vp = beta * (vsm[r] - kv);
-        if (lane == 0) store_dt(a.o, a.dt, t * a.o_st + hv * a.o_sh + v0 + r, a.scale * (qv + vp * kq));
+        const float iq = a.l2norm ? rsqrtf(sq + 1e-6f) : 1.f, ik = a.l2norm ? rsqrtf(sk + 1e-6f) : 1.f;
+        const float kq = qk * iq * ik;  // (normalized k) . (normalized q)
+        __syncwarp();                   // the previous token's readers of qbuf / kbuf are done
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) s[i][e] += kl[e] * vp;
+        for (int m = 0; m < K / 32; ++m) {
+          const int d = lane + 32 * m;
+          const int p = KMAJ ? (d % 4) * KP + d / 4 : d;
+          qbuf[p] = qf[m] * iq;
+          kbuf[p] = kf[m] * ik;
+        }
+        __syncwarp();
+        float g, beta;
+        gates_of<K>(a.gates, x, g, beta);
+        const float decay = expf(g);
+        const float vl = raw_f(x.v, a.dt);  // v[v0 + lane]
+        const int64_t ob = t * a.o_st + it.hv * a.o_sh + it.v0;
+
+        if constexpr (KMAJ) {
+          const int c = lane % 8, kp = lane / 8;
+          const float* kr = kbuf + kp * KP;  // kr[i] = k[4 i + kp]
+          const float* qr = qbuf + kp * KP;
+          float kv[4] = {0.f, 0.f, 0.f, 0.f}, qv[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 2
+          for (int u = 0; u < K / 16; ++u) {
+            const float4 k4 = *reinterpret_cast<const float4*>(kr + 4 * u);
+            const float4 q4 = *reinterpret_cast<const float4*>(qr + 4 * u);
+            const float kk[4] = {k4.x, k4.y, k4.z, k4.w}, qq[4] = {q4.x, q4.y, q4.z, q4.w};
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const float4 s = *reinterpret_cast<const float4*>(tile + 128 * (4 * u + e) + 4 * lane);
+              kv[0] += s.x * kk[e];
+              kv[1] += s.y * kk[e];
+              kv[2] += s.z * kk[e];
+              kv[3] += s.w * kk[e];
+              qv[0] += s.x * qq[e];
+              qv[1] += s.y * qq[e];
+              qv[2] += s.z * qq[e];
+              qv[3] += s.w * qq[e];
+            }
+          }
+#pragma unroll
+          for (int o = 8; o < 32; o <<= 1)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              kv[e] += __shfl_xor_sync(0xffffffffu, kv[e], o);
+              qv[e] += __shfl_xor_sync(0xffffffffu, qv[e], o);
+            }
+          float vp[4];  // v' of columns 4c..4c+3
+#pragma unroll
+          for (int e = 0; e < 4; ++e) vp[e] = beta * (__shfl_sync(0xffffffffu, vl, 4 * c + e) - decay * kv[e]);
+          float qs = qv[0], vs = vp[0];  // this lane writes column 4c + kp of o
+#pragma unroll
+          for (int e = 1; e < 4; ++e)
+            if (kp == e) {
+              qs = qv[e];
+              vs = vp[e];
+            }
+          store_dt(a.o, a.dt, ob + 4 * c + kp, a.scale * (decay * qs + vs * kq));
+          // Pass 2: decay S + k v'^T, to global memory after the last token, else back to the ring.
+          auto update = [&](auto to_global) {
+#pragma unroll 2
+            for (int u = 0; u < K / 16; ++u) {
+              const float4 k4 = *reinterpret_cast<const float4*>(kr + 4 * u);
+              const float kk[4] = {k4.x, k4.y, k4.z, k4.w};
+#pragma unroll
+              for (int e = 0; e < 4; ++e) {
+                const int i = 4 * u + e;
+                float4* sp = reinterpret_cast<float4*>(tile + 128 * i + 4 * lane);
+                const float4 s = *sp;
+                const float4 r = make_float4(fmaf(kk[e], vp[0], s.x * decay), fmaf(kk[e], vp[1], s.y * decay),
+                                             fmaf(kk[e], vp[2], s.z * decay), fmaf(kk[e], vp[3], s.w * decay));
+                if constexpr (decltype(to_global)::value)
+                  __stcs(reinterpret_cast<float4*>(out + goff(i)), r);
+                else
+                  *sp = r;
+              }
+            }
+          };
+          if (!last)
+            update(std::false_type{});
+          else if (out)
+            update(std::true_type{});
+        } else {
+          const int kg = lane % 8, vr = lane / 8;
+          float kv[8], qv[8];  // rows 8 vr + i
+#pragma unroll
+          for (int i = 0; i < 8; ++i) kv[i] = qv[i] = 0.f;
+#pragma unroll 2
+          for (int jj = 0; jj < K / 32; ++jj) {
+            const float4 k4 = *reinterpret_cast<const float4*>(kbuf + 32 * jj + 4 * kg);
+            const float4 q4 = *reinterpret_cast<const float4*>(qbuf + 32 * jj + 4 * kg);
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+              const float4 s = *reinterpret_cast<const float4*>(tile + (8 * vr + i) * K + 32 * jj + 4 * kg);
+              kv[i] += s.x * k4.x;
+              kv[i] += s.y * k4.y;
+              kv[i] += s.z * k4.z;
+              kv[i] += s.w * k4.w;
+              qv[i] += s.x * q4.x;
+              qv[i] += s.y * q4.y;
+              qv[i] += s.z * q4.z;
+              qv[i] += s.w * q4.w;
+            }
+          }
+#pragma unroll
+          for (int o = 1; o < 8; o <<= 1)
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+              kv[i] += __shfl_xor_sync(0xffffffffu, kv[i], o);
+              qv[i] += __shfl_xor_sync(0xffffffffu, qv[i], o);
+            }
+          float vp[8];  // v' of rows 8 vr + i
+#pragma unroll
+          for (int i = 0; i < 8; ++i) vp[i] = beta * (__shfl_sync(0xffffffffu, vl, 8 * vr + i) - decay * kv[i]);
+          float qs = qv[0], vs = vp[0];  // this lane writes row 8 vr + kg = lane of o
+#pragma unroll
+          for (int i = 1; i < 8; ++i)
+            if (kg == i) {
+              qs = qv[i];
+              vs = vp[i];
+            }
+          store_dt(a.o, a.dt, ob + lane, a.scale * (decay * qs + vs * kq));
+          auto update = [&](auto to_global) {  // pass 2, as in the K-major branch
+#pragma unroll 2
+            for (int jj = 0; jj < K / 32; ++jj) {
+              const float4 k4 = *reinterpret_cast<const float4*>(kbuf + 32 * jj + 4 * kg);
+#pragma unroll
+              for (int i = 0; i < 8; ++i) {
+                const int off = (8 * vr + i) * K + 32 * jj + 4 * kg;  // same in the tile and in global memory
+                float4* sp = reinterpret_cast<float4*>(tile + off);
+                const float4 s = *sp;
+                const float4 r = make_float4(fmaf(k4.x, vp[i], s.x * decay), fmaf(k4.y, vp[i], s.y * decay),
+                                             fmaf(k4.z, vp[i], s.z * decay), fmaf(k4.w, vp[i], s.w * decay));
+                if constexpr (decltype(to_global)::value)
+                  __stcs(reinterpret_cast<float4*>(out + off), r);
+                else
+                  *sp = r;
+              }
+            }
+          };
+          if (!last)
+            update(std::false_type{});
+          else if (out)
+            update(std::true_type{});
+        }
+        x = x_next;
       }
     }
-  }
-
-  const int64_t r_out = state_row(a.fin, n);
-  if (r_out >= 0) {
-    float* base = a.fin.data + (r_out * a.HV + hv) * KV;
-#pragma unroll
-    for (int i = 0; i < RPW; ++i) st_vec<VEC>(base + off(i), s[i]);
+    tok_cur = tok_next;
+    span_cur = span_next;
+    span_next = span_after;
+    slot = slot + 1 == P ? 0 : slot + 1;
   }
 }
 
 template <int K, int V>
 void launch_kv(const DecodeArgs& a, bool kmaj, cudaStream_t st) {
-  // At most 8192 state floats per block (32 a thread): several blocks per SM, so that one
-  // block's arithmetic overlaps another's loads.
-  constexpr int BV = (K * V > 8192) ? 8192 / K : V;
-  constexpr int W = K == 256 ? 16 : 8;  // warps: at most 32 state floats per thread for K = 256
-  const int64_t blocks = a.N * a.HV * (V / BV);
-  if (kmaj)
-    decode_kernel<K, V, BV, true, W><<<grid_1d(blocks, 1), W * 32, 0, st>>>(a);
-  else
-    decode_kernel<K, V, BV, false, W><<<grid_1d(blocks, 1), W * 32, 0, st>>>(a);
+  constexpr int W = DecodeCfg<K>::kWarps, P = DecodeCfg<K>::kStages;
+  const size_t smem = size_t(W) * (P * kSlice * K + 2 * (K + 16)) * sizeof(float);
+  auto kern = kmaj ? decode_kernel<K, V, true> : decode_kernel<K, V, false>;
+  allow_smem(kern, smem);
+  // Persistent grid: as many blocks as fit on the device at once (one per SM), fewer for few items.
+  int dev = 0, sms = 0, smem_sm = 0, reserved = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
+  check(cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev), "cudaDeviceGetAttribute");
+  check(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev), "cudaDeviceGetAttribute");
+  const int64_t per_sm = std::max<int64_t>(1, int64_t(smem_sm) / int64_t(smem + reserved));
+  const int64_t items = a.N * a.HV * (V / kSlice);
+  const int64_t blocks = std::min<int64_t>((items + W - 1) / W, int64_t(sms) * per_sm);
+  kern<<<grid_1d(blocks, 1), W * 32, smem, st>>>(a);
   GDN_CUDA_LAUNCH_CHECK("decode_kernel");
 }
 
@@ -292,8 +522,10 @@ void recurrent_gated_delta_rule(const ForwardArgs& f, const Exec& exec) {
   a.cu_type = p.cu_seqlens_type;
   a.T = p.num_tokens;
   a.N = p.num_seqs;
+  a.len = p.num_seqs > 0 ? p.num_tokens / p.num_seqs : 0;
   a.H = p.num_qk_heads;
   a.HV = p.num_v_heads;
+  a.group = p.num_v_heads / p.num_qk_heads;
   a.scale = p.scale;
   a.l2norm = p.use_qk_l2norm;
   a.init = f.initial_state;
