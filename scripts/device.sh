@@ -10,7 +10,7 @@
 # with a time budget per step, and writes logs and JSON under $OUT (at most 8 files).
 #
 # Usage (repository root, through the device tool; carry .deps and .whl):
-#   scripts/device.sh [steps]   steps: comma list of build,test,pytest,bench,sanitize,check,cli
+#   GDN_COMMIT=<sha> scripts/device.sh [steps]   steps: comma list of build,test,pytest,bench,sanitize,check,cli
 #                               (default: build,test,pytest,bench,sanitize)
 # .deps/googletest: googletest source (apt-get download googletest; dpkg -x; copy usr/src/googletest).
 # .whl: flash-linear-attention (+ fla-core) wheels for the benchmark and the fla tests.
@@ -26,7 +26,9 @@ note() { SUMMARY+=("[$(printf '%4d' $SECONDS)s] $1"); echo "== $1"; }
 export PYTHONUNBUFFERED=1
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/build.log"
-echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)" | tee -a "$OUT/build.log"
+# The device's copy of .git can lag the tree: pass GDN_COMMIT=<sha> from the machine that sent it.
+export GDN_COMMIT=${GDN_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+echo "commit $GDN_COMMIT" | tee -a "$OUT/build.log"
 
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -84,7 +86,9 @@ CHECK=$BUILD/src/cuda/gdn_cuda_check
 if has sanitize && [[ -x $CHECK ]]; then
   : >"$OUT/sanitizer.log"
   for tool in memcheck racecheck; do
-    timeout 45 compute-sanitizer --tool $tool --error-exitcode 9 $CHECK --quick >>"$OUT/sanitizer.log" 2>&1
+    # racecheck of the whole quick set takes ~80 s on an H200
+    timeout $([[ $tool == racecheck ]] && echo 150 || echo 60) compute-sanitizer --tool $tool --error-exitcode 9 \
+      $CHECK --quick >>"$OUT/sanitizer.log" 2>&1
     rc=$?
     note "sanitizer $tool: rc=$rc, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer.log" | tail -1)"
   done
