@@ -204,6 +204,8 @@ TEST_P(Errors, BadPoolIndices) {
                     f.a.initial_state.num_slots = 1;
                   },
                   {"initial_state.num_slots is 1; expected at least N = 2"});
+  expect_rejected(GetParam(), [](Fixture& f) { f.a.final_state.data = f.a.final_state.data + 1; },  // 4 bytes off
+                  {"final_state.data is not 16-byte aligned"});
 }
 
 TEST_P(Errors, BadStrides) {

@@ -1,6 +1,7 @@
 #include "common/validate.h"
 
 #include <cmath>
+#include <cstdint>
 #include <sstream>
 #include <unordered_set>
 
@@ -72,6 +73,9 @@ void check_tensor(const char* op, const char* name, const TensorT& t, int heads,
 
 void check_state(const char* op, const char* name, const StateRef& s, const Problem& p, Backend backend, bool written) {
   if (s.data == nullptr) return;
+  // The CUDA kernels move state rows in 16-byte pieces; any allocator's pools qualify.
+  if (reinterpret_cast<uintptr_t>(s.data) % 16 != 0)
+    fail(op, name, ".data is not 16-byte aligned; expected a 16-byte aligned fp32 state array");
   if (s.num_slots <= 0) fail(op, name, ".num_slots is ", s.num_slots, "; expected > 0");
   if (s.index_type != IndexType::kInt32 && s.index_type != IndexType::kInt64)
     fail(op, name, ".index_type is invalid; expected kInt32 or kInt64");
