@@ -36,12 +36,11 @@
 // Synchronization per chunk c (stage s = c % ST), two block barriers, both overlapped with wgmma:
 //   wait for chunk c's cp.async group; fence.proxy.async (cp.async writes are generic-proxy
 //   writes that the async proxy of wgmma reads); barrier B1
-//   acc = u^T; issue the 8 v_new wgmmas; meanwhile: h_c -> global (from the h staging written
-//   before B1), prefetch chunk c + ST - 1 into stage (c - 1) % ST (freed by B1), decays
-//   wait; S^T *= exp(G_last) (not earlier: ptxas injects a wgmma wait before any use of registers
-//   an earlier wgmma defined while another is in flight); v_new -> v staging; A fragments of vs^T;
-//   issue the 4 update wgmmas; barrier B2 (v staging complete, every read of the h staging done);
-//   v_new -> global; wait; bf16(S^T) -> A fragments (next chunk's w h) and -> h staging.
+//   acc = u^T; issue the 8 v_new wgmmas; meanwhile: decays, S^T *= exp(G_last), h_c -> global
+//   (from the h staging written before B1), prefetch chunk c + ST - 1 into stage (c - 1) % ST
+//   (freed by B1); wait; A fragments of vs^T; issue the 4 update wgmmas; meanwhile: v_new -> v
+//   staging, barrier B2 (v staging complete, every read of the h staging done), v_new -> global;
+//   wait; bf16(S^T) -> A fragments (next chunk's w h) and -> h staging.
 // Rows past len: w, k, u are zero-filled, their decays are 0, and they are never stored.
 #include "cuda/fwd_fast.cuh"
 
@@ -136,9 +135,10 @@ __global__ void __launch_bounds__(128, 1) fwd_h_wgmma_kernel(FastBufs b, StateRe
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __trap();  // wgmma needs sm_90a; the library is built for it only
 #else
-  extern __shared__ __align__(1024) char smem_raw[];
+  extern __shared__ __align__(16) char smem_raw[];
   using Sm = WgSmem<ST>;
-  // wgmma's swizzle atoms must sit on 1024-byte boundaries: align the block's base (1 KB slack).
+  // wgmma's swizzle atoms must sit on 1024-byte boundaries: align the block's base at run time
+  // (1 KB slack; not __align__(1024), which would let the compiler drop this on trust).
   Sm& sm = *reinterpret_cast<Sm*>(smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u));
   const int HV = b.HV;
   const int64_t item = blockIdx.x;
@@ -232,6 +232,10 @@ __global__ void __launch_bounds__(128, 1) fwd_h_wgmma_kernel(FastBufs b, StateRe
     const int64_t gc = c0 + c;
     const int64_t t0 = tb + c * kC;
     const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
+    // (Nothing in flight here: the update of chunk c - 1 was waited for. This wait lets ptxas see
+    // that st, loop-carried from a wgmma, is complete; without it ptxas injects a wgmma wait before
+    // the state's decay below (warning-free C7517 info), serializing it behind the v_new products.)
+    wg_wait0();
     cp_async_wait<ST - 2>();
     fence_proxy_async();  // this thread's landed cp.async writes -> visible to wgmma (async proxy)
     __syncthreads();      // B1: chunk c complete for all; h staging holds h_c; stage (c - 1) % ST free
@@ -266,8 +270,34 @@ __global__ void __launch_bounds__(128, 1) fwd_h_wgmma_kernel(FastBufs b, StateRe
     }
     wg_commit();
 
-    // While the tensor cores run: h_c -> workspace (K-major [kk][vv], 16-byte pieces), the next
-    // prefetch, the decays, the state's decay.
+    // While the tensor cores run (ptxas keeps this source order: decays, the state's decay, the h
+    // store, the prefetch; then the wait):
+    // dec[j][e]: decay of column token 8 j + 2 t + e of v_new^T (k_i's inverse norm folds in). Each
+    // lane computes tokens 2 lane, 2 lane + 1 (rows past len: 0), the others come by shuffles (16
+    // exp per warp instead of 16 per thread on the MUFU and fp64 pipes).
+    const double* Gs = sm.G[s];
+    const double g_last = Gs[len - 1];
+    float dec[8][2];
+    {
+      float d2[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int i = 2 * lane + e;
+        const float x = __expf(float(g_last - Gs[i])) * (b.l2norm ? sm.rk[s][i] : 1.f);
+        d2[e] = i < len ? x : 0.f;
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          dec[j][e] = __shfl_sync(0xffffffffu, d2[e], 4 * j + t);
+          pin(dec[j][e]);  // computed while the tensor cores run, not after the wait
+        }
+    }
+    const float dl = __expf(float(g_last));
+#pragma unroll
+    for (int i = 0; i < 64; ++i) st[i] *= dl;
+    // h_c -> workspace (K-major [kk][vv], 16-byte pieces), then the next prefetch.
     {
       __nv_bfloat16* hg = b.h + (gc * HV + hv) * DD + v0;
       const char* hs = reinterpret_cast<const char*>(sm.h);
@@ -284,46 +314,21 @@ __global__ void __launch_bounds__(128, 1) fwd_h_wgmma_kernel(FastBufs b, StateRe
       if (cn < nch) prefetch(cn, sn);
       cp_async_commit();
     }
-    const double* Gs = sm.G[s];
-    const double g_last = Gs[len - 1];
-    // dec[j][e]: column token 8 j + 2 t + e of v_new^T; k_i's inverse norm folds in with the decay.
-    // Branch-free: rows past len (zero-filled G) are computed, then dropped.
-    float dec[8][2];
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int i = 8 * j + 2 * t + e;
-        const float x = __expf(float(g_last - Gs[i])) * (b.l2norm ? sm.rk[s][i] : 1.f);
-        dec[j][e] = i < len ? x : 0.f;
-      }
-    const float dl = __expf(float(g_last));
     wg_wait0();
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(acc[i]);
-#pragma unroll
-    for (int i = 0; i < 64; ++i) st[i] *= dl;
 
-    // v_new (bf16, as stored) -> v staging [token][vv]; vs^T = v_new^T diag(decay) -> A fragments
-    // (va[4 ks + q]: tokens [16 ks, 16 ks + 16)).
+    // vs^T = v_new^T diag(decay) -> A fragments (va[4 ks + q]: tokens [16 ks, 16 ks + 16)).
     uint32_t va[16];
-    {
-      const uint32_t vs = smem_u32(sm.v);
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) {
-        uint32_t vn[4];
+    for (int ks = 0; ks < 4; ++ks)
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const float x0 = acc[8 * ks + 2 * q], x1 = acc[8 * ks + 2 * q + 1];
-          const int j = 2 * ks + q / 2;
-          vn[q] = pack_bf16(x0, x1);
-          va[4 * ks + q] = pack_bf16(x0 * dec[j][0], x1 * dec[j][1]);
-        }
-        stsm_x4_t(vs + sw128(16 * ks + lrow, lch), vn[0], vn[1], vn[2], vn[3]);
+      for (int q = 0; q < 4; ++q) {
+        const int j = 2 * ks + q / 2;
+        va[4 * ks + q] = pack_bf16(acc[8 * ks + 2 * q] * dec[j][0], acc[8 * ks + 2 * q + 1] * dec[j][1]);
       }
-    }
-    // S^T += vs^T k. B = k [token][kk] read MN-major (SW128): k-step ks starts at token 16 ks
-    // (2048 bytes); kk atoms of 64 are 8192 bytes apart (LBO), 8-token groups 1024 (SBO).
+      // S^T += vs^T k. B = k [token][kk] read MN-major (SW128): k-step ks starts at token 16 ks
+      // (2048 bytes); kk atoms of 64 are 8192 bytes apart (LBO), 8-token groups 1024 (SBO).
 #pragma unroll
     for (int i = 0; i < 64; ++i) pin(st[i]);
 #pragma unroll
@@ -335,6 +340,17 @@ __global__ void __launch_bounds__(128, 1) fwd_h_wgmma_kernel(FastBufs b, StateRe
       for (int ks = 0; ks < 4; ++ks) wgmma_m64n128_tb(st, &va[4 * ks], wg_desc(ks0 + ks * 2048, kC * 128, 1024));
     }
     wg_commit();
+    // v_new (bf16, as stored) -> v staging [token][vv], while the update runs.
+    {
+      const uint32_t vs = smem_u32(sm.v);
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) {
+        uint32_t vn[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) vn[q] = pack_bf16(acc[8 * ks + 2 * q], acc[8 * ks + 2 * q + 1]);
+        stsm_x4_t(vs + sw128(16 * ks + lrow, lch), vn[0], vn[1], vn[2], vn[3]);
+      }
+    }
     __syncthreads();  // B2: v staging complete; every thread's reads of the h staging done
     {
       const char* vsp = reinterpret_cast<const char*>(sm.v);
