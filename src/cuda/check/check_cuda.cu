@@ -853,6 +853,15 @@ int main(int argc, char** argv) {
     c.name += "/wg";
     run_case(c, rng);
   }
+  {
+    // More (sequence, head, slice) blocks than SMs: the wgmma launcher's 2-stage ring (the cases
+    // above have few blocks and take its 4-stage ring).
+    Case c;
+    c.name = "fast bf16 128 140 seqs/wg";
+    for (int n = 0; n < 140; ++n) c.lens.push_back(1 + (n * 37) % 150);
+    c.vmajor = true;
+    run_case(c, rng);
+  }
   cuda::set_fwd_h_wgmma(false);
   std::printf("%s: %d failure(s)\n", g_fail ? "FAILED" : "PASSED", g_fail);
   if (bench) {
