@@ -321,14 +321,15 @@ __global__ void __launch_bounds__(128, 1) fwd_h_wgmma_kernel(FastBufs b, StateRe
     // vs^T = v_new^T diag(decay) -> A fragments (va[4 ks + q]: tokens [16 ks, 16 ks + 16)).
     uint32_t va[16];
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks)
+    for (int ks = 0; ks < 4; ++ks) {
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         const int j = 2 * ks + q / 2;
         va[4 * ks + q] = pack_bf16(acc[8 * ks + 2 * q] * dec[j][0], acc[8 * ks + 2 * q + 1] * dec[j][1]);
       }
-      // S^T += vs^T k. B = k [token][kk] read MN-major (SW128): k-step ks starts at token 16 ks
-      // (2048 bytes); kk atoms of 64 are 8192 bytes apart (LBO), 8-token groups 1024 (SBO).
+    }
+    // S^T += vs^T k. B = k [token][kk] read MN-major (SW128): k-step ks starts at token 16 ks
+    // (2048 bytes); kk atoms of 64 are 8192 bytes apart (LBO), 8-token groups 1024 (SBO).
 #pragma unroll
     for (int i = 0; i < 64; ++i) pin(st[i]);
 #pragma unroll
