@@ -37,6 +37,9 @@ struct FastBufs {
 
 // Width of fwd_h's V slices: 32, 64, or 0 (the launcher's choice, the default).
 void set_fwd_h_bv(int bv);
+// fwd_h for D = 128 on Hopper wgmma (fwd_h_wgmma.cu) instead of mma.sync; false (the default)
+// until it is proven on the GPU. No effect for D = 64.
+void set_fwd_h_wgmma(bool on);
 // Phase timing for the device check: with 6 events set, fast_forward records one before the plan
 // and one after each phase (plan, q/k packing, prep, h, o). Null (the default) records nothing.
 void set_fast_timing(cudaEvent_t* events);
@@ -47,6 +50,8 @@ template <int D>
 void launch_fwd_h(const FastBufs& b, const ForwardArgs& f, cudaStream_t s);
 template <int D>
 void launch_fwd_o(const FastBufs& b, const ForwardArgs& f, cudaStream_t s);
+// The wgmma fwd_h (D = 128): one warpgroup per (sequence, value head, 64-wide V slice).
+void launch_fwd_h_wgmma(const FastBufs& b, const ForwardArgs& f, int num_sms, cudaStream_t s);
 
 }  // namespace cuda
 }  // namespace gdn

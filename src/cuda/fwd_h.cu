@@ -15,6 +15,7 @@ namespace {
 
 constexpr int C = kChunkSize;
 int g_fwd_h_bv = 0;  // 0: chosen by the launcher
+bool g_fwd_h_wgmma = false;
 
 template <int D, int BV, int ST>
 struct HSmem {
@@ -260,9 +261,14 @@ int sm_count() {
 }  // namespace
 
 void set_fwd_h_bv(int bv) { g_fwd_h_bv = bv == 32 || bv == 64 ? bv : 0; }
+void set_fwd_h_wgmma(bool on) { g_fwd_h_wgmma = on; }
 
 template <int D>
 void launch_fwd_h(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
+  if (D == 128 && g_fwd_h_wgmma) {
+    launch_fwd_h_wgmma(b, f, sm_count(), s);
+    return;
+  }
   // Slices of 32 while the (sequence, head) chains in slices of 64 would leave SMs idle (one long
   // sequence: latency-bound, each SM runs one block); slices of 64 otherwise (halves the L2
   // traffic of w and k, which every slice block reads whole).

@@ -847,6 +847,22 @@ int main(int argc, char** argv) {
     }
   }
   cuda::set_fwd_h_bv(0);
+  cuda::set_fwd_h_wgmma(true);  // the wgmma fwd_h (D = 128) on the first fast cases
+  for (int i = 0; i < 5; ++i) {
+    Case c = cases[i];
+    c.name += "/wg";
+    run_case(c, rng);
+  }
+  {
+    // More (sequence, head, slice) blocks than SMs: the wgmma launcher's 2-stage ring (the cases
+    // above have few blocks and take its 4-stage ring).
+    Case c;
+    c.name = "fast bf16 128 140 seqs/wg";
+    for (int n = 0; n < 140; ++n) c.lens.push_back(1 + (n * 37) % 150);
+    c.vmajor = true;
+    run_case(c, rng);
+  }
+  cuda::set_fwd_h_wgmma(false);
   std::printf("%s: %d failure(s)\n", g_fail ? "FAILED" : "PASSED", g_fail);
   if (bench) {
     FILE* js = std::fopen(json ? json : "/dev/null", "w");
@@ -870,6 +886,12 @@ int main(int argc, char** argv) {
       bench_prefill(("256x64" + sfx).c_str(), std::vector<int64_t>(256, 64), js, first);
     }
     cuda::set_fwd_h_bv(0);
+    cuda::set_fwd_h_wgmma(true);
+    bench_prefill("1x32k/wg", {32768}, js, first);
+    bench_prefill("4x8k/wg", std::vector<int64_t>(4, 8192), js, first);
+    bench_prefill("8x1k/wg", std::vector<int64_t>(8, 1024), js, first);
+    bench_prefill("64x256/wg", std::vector<int64_t>(64, 256), js, first);
+    cuda::set_fwd_h_wgmma(false);
     bench_prefill("1x4k", {4096}, js, first);
     bench_prefill("1x32k", {32768}, js, first);
     bench_prefill("1x128k", {131072}, js, first);

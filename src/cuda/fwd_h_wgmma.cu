@@ -1,0 +1,414 @@
+// fwd_h on Hopper warpgroup MMA (wgmma, sm_90a): the sequential part of the chunked forward for
+// D = K = V = 128, chunk C = 64. Selected by launch_fwd_h<128> after set_fwd_h_wgmma(true).
+//
+// One block = one warpgroup (4 warps, 128 threads) per (sequence n, value head hv, 64-wide slice
+// v0 of V). The fp32 state slice lives TRANSPOSED in registers as a wgmma accumulator,
+//   S^T [64 (vv) x 128 (kk)]  (m64n128: 64 floats per thread),
+// and per chunk (rows i < len of tokens t0 .. t0 + len - 1):
+//   h_c       = S                                  -> b.h [gc][hv][kk][v0 + vv]   (bf16, K-major)
+//   v_new^T   = u^T - S^T w^T                      wgmma m64n64k16 x 8 (k = kk):
+//               A = bf16(S^T) from registers (accumulator -> A fragment: same lanes, no shuffles),
+//               B = w [token][kk] in shared memory (K-major B), scale-a = -1, accumulator
+//               initialised with u^T (ldmatrix.trans of the u tile)
+//                                                  -> b.v_new [t][hv][v0 + vv]     (bf16)
+//   S^T       = exp(G_last) S^T + vs^T k           wgmma m64n128k16 x 4 (k = tokens):
+//               A = vs^T = bf16(v_new^T diag(exp(G_last - G_i) r_i)) from the v_new^T
+//               accumulators, B = k [token][kk] in shared memory read MN-major (trans-b)
+// and the final state goes to the pool (K- or V-major, row state_row(fin, n)).
+//
+// Why: the mma.sync kernel (fwd_h.cu) loads every B fragment per warp from shared memory
+// (110-180 KB of shared reads per chunk) and needs three block barriers per chunk. Here the two
+// products are single warpgroup instructions whose B operands the tensor cores read once, the
+// state never leaves the registers, and v_new feeds the update from registers: no barrier sits
+// between the products. Per chunk the block reads w, k (16 KB each), u (8 KB) and writes h
+// (16 KB) and v_new (8 KB).
+//
+// Shared memory (sizes for ST ring stages; offsets 1024-aligned where wgmma reads them):
+//   w[ST], k[ST]: [2 atoms (kk / 64)][64 tokens][128 B], 128-byte swizzle (16-byte chunk index
+//                 XOR token % 8): the canonical SW128 layout, K-major for w h, MN-major for k^T vs
+//   u[ST]:        [64 tokens][64 vv], 128-byte rows, same swizzle (conflict-free ldmatrix.trans)
+//   h:            [128 kk][64 vv] staging of h_c (stmatrix.trans from the A fragments of S^T)
+//   v:            [64 tokens][64 vv] staging of v_new (stmatrix.trans), 16-byte global stores
+//   G[ST] (fp64), rk[ST] (inverse norms of k's rows, with l2norm)
+// ST = 2: 106.5 KB (two blocks per SM, for many chains); ST = 4: 188 KB (one block per SM: the
+// deepest prefetch for few long chains).
+//
+// Synchronization per chunk c (stage s = c % ST), two block barriers, both overlapped with wgmma:
+//   wait for chunk c's cp.async group; fence.proxy.async (cp.async writes are generic-proxy
+//   writes that the async proxy of wgmma reads); barrier B1
+//   acc = u^T; issue the 8 v_new wgmmas; meanwhile: decays, S^T *= exp(G_last), h_c -> global
+//   (from the h staging written before B1), prefetch chunk c + ST - 1 into stage (c - 1) % ST
+//   (freed by B1); wait; A fragments of vs^T; issue the 4 update wgmmas; meanwhile: v_new -> v
+//   staging, barrier B2 (v staging complete, every read of the h staging done), v_new -> global;
+//   wait; bf16(S^T) -> A fragments (next chunk's w h) and -> h staging.
+// Rows past len: w, k, u are zero-filled, their decays are 0, and they are never stored.
+#include "cuda/fwd_fast.cuh"
+
+namespace gdn {
+namespace cuda {
+namespace {
+
+constexpr int kC = kChunkSize;  // 64 tokens per chunk
+constexpr int kD = 128;         // head dim (K = V)
+constexpr int kBV = 64;         // V slice per block (the wgmma M)
+
+template <int ST>
+struct WgSmem {
+  __nv_bfloat16 w[ST][kC * kD];  // 16 KB per stage, 1024-aligned (the block base is)
+  __nv_bfloat16 k[ST][kC * kD];
+  __nv_bfloat16 u[ST][kC * kBV];  // 8 KB per stage
+  __nv_bfloat16 h[kD * kBV];      // 16 KB
+  __nv_bfloat16 v[kC * kBV];      // 8 KB
+  double G[ST][kC];
+  float rk[ST][kC];
+};
+static_assert(sizeof(__nv_bfloat16) * kC * kD % 1024 == 0, "stages stay 1024-aligned");
+
+// Byte offset of 16-byte chunk `ch` (0..7) of row `row` in a region of 128-byte rows with the
+// 128-byte swizzle (the pattern wgmma's SW128 mode applies to address bits [4, 7) ^ [7, 10)).
+__device__ __forceinline__ uint32_t sw128(int row, int ch) {
+  return static_cast<uint32_t>(row * 128 + ((ch ^ (row & 7)) << 4));
+}
+
+// wgmma shared-memory matrix descriptor: start address, leading and stride byte offsets (all >> 4,
+// 14 bits), base offset 0 (atoms 1024-aligned), layout type 1 = 128-byte swizzle (bits 62-63).
+__device__ __forceinline__ uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return static_cast<uint64_t>((addr >> 4) & 0x3FFF) | (static_cast<uint64_t>((lbo >> 4) & 0x3FFF) << 16) |
+         (static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32) | (static_cast<uint64_t>(1) << 62);
+}
+
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Pins a register value at this point of the instruction stream (the compiler may not move its
+// reads or writes across the wgmma fence / wait statements, which name no registers).
+__device__ __forceinline__ void pin(float& x) { asm volatile("" : "+f"(x)::"memory"); }
+__device__ __forceinline__ void pin(uint32_t& x) { asm volatile("" : "+r"(x)::"memory"); }
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void stsm_x4_t(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
+// cp.async with a compiler memory barrier (the staging reads that precede it stay before it).
+__device__ __forceinline__ void cp16(uint32_t saddr, const void* gmem, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(gmem), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ float bf_lo(uint32_t x) { return __uint_as_float(x << 16); }
+__device__ __forceinline__ float bf_hi(uint32_t x) { return __uint_as_float(x & 0xFFFF0000u); }
+
+// D[64x64] -= A[64x16] B[16x64]: A (bf16) from registers, B K-major in shared memory (scale-a -1).
+__device__ __forceinline__ void wgmma_m64n64_neg_a(float (&d)[32], const uint32_t* a, uint64_t desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "
+      "%13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, "
+      "%35}, %36, p, -1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
+        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+}
+
+// D[64x128] += A[64x16] B[16x128]: A (bf16) from registers, B MN-major in shared memory (trans-b).
+__device__ __forceinline__ void wgmma_m64n128_tb(float (&d)[64], const uint32_t* a, uint64_t desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "
+      "%13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, "
+      "%35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, "
+      "%57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
+        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),
+        "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),
+        "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
+        "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+}
+
+template <int ST>
+__global__ void __launch_bounds__(128, 1) fwd_h_wgmma_kernel(FastBufs b, StateRef init, StateRef fin, bool kmajor) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  __trap();  // wgmma needs sm_90a; the library is built for it only
+#else
+  extern __shared__ __align__(16) char smem_raw[];
+  using Sm = WgSmem<ST>;
+  // wgmma's swizzle atoms must sit on 1024-byte boundaries: align the block's base at run time
+  // (1 KB slack; not __align__(1024), which would let the compiler drop this on trust).
+  Sm& sm = *reinterpret_cast<Sm*>(smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u));
+  const int HV = b.HV;
+  const int64_t item = blockIdx.x;
+  const int sl = static_cast<int>(item % 2);
+  const int hv = static_cast<int>((item / 2) % HV);
+  const int64_t n = item / (2 * int64_t(HV));
+  const int hk = hv / (HV / b.H);
+  const int v0 = sl * kBV;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  // ldmatrix / stmatrix lane roles for a 16 x 16 tile: matrix lm = lane / 8, row lr = lane % 8;
+  // a tile's rows are (16 i + 8 (lm / 2) + lr), its 16-byte chunk of the slice 2 warp + lm % 2.
+  const int lrow = 8 * ((lane / 8) / 2) + lane % 8, lch = 2 * warp + (lane / 8) % 2;
+  const int64_t DD = int64_t(kD) * kD;
+
+  // S^T accumulator: st[4 j + 2 hh + e] = S[kk = 8 j + 2 t + e][vv = v0 + 16 warp + g + 8 hh], j < 16.
+  float st[64];
+  {
+    const int64_t r = state_row(init, n);
+    const float* base = r >= 0 ? init.data + (r * HV + hv) * DD : nullptr;
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int kk = 8 * j + 2 * t + e, vv = v0 + 16 * warp + g + 8 * hh;
+          st[4 * j + 2 * hh + e] = base ? base[kmajor ? int64_t(kk) * kD + vv : int64_t(vv) * kD + kk] : 0.f;
+        }
+  }
+
+  const int64_t c0 = b.pl.chunk_off[n];
+  int64_t nch = b.pl.chunk_off[n + 1] - c0;
+  if (c0 + nch > b.pl.max_chunks) nch = b.pl.max_chunks - c0;
+  const int64_t tb = b.pl.bounds[n], te = b.pl.bounds[n + 1];
+
+  // Chunk c's w, k (rows of 16 chunks of 16 bytes), u (this slice: 8 chunks per row), G, rk.
+  auto prefetch = [&](int64_t c, int s) {
+    const int64_t t0 = tb + c * kC;
+    const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
+    const uint32_t ws = smem_u32(sm.w[s]), ks = smem_u32(sm.k[s]), us = smem_u32(sm.u[s]);
+#pragma unroll
+    for (int it = 0; it < kC * kD / 8 / 128; ++it) {
+      const int p = tid + 128 * it, r = p / 16, ch = p % 16;
+      const bool ok = r < len;
+      const int64_t tt = t0 + (ok ? r : 0);
+      const uint32_t off = (ch / 8) * (kC * 128) + sw128(r, ch % 8);
+      cp16(ws + off, b.w + (tt * HV + hv) * kD + ch * 8, ok ? 16 : 0);
+      cp16(ks + off, b.k + tt * b.k_st + hk * b.k_sh + ch * 8, ok ? 16 : 0);
+    }
+#pragma unroll
+    for (int it = 0; it < kC * kBV / 8 / 128; ++it) {
+      const int p = tid + 128 * it, r = p / 8, ch = p % 8;
+      const bool ok = r < len;
+      cp16(us + sw128(r, ch), b.u + ((t0 + (ok ? r : 0)) * HV + hv) * kD + v0 + ch * 8, ok ? 16 : 0);
+    }
+    if (tid < kC) {
+      const bool ok = tid < len;
+      cp_async8(&sm.G[s][tid], b.Gt + int64_t(hv) * b.T + t0 + (ok ? tid : 0), ok ? 8 : 0);
+    } else if (b.l2norm) {
+      const int i = tid - kC;
+      const bool ok = i < len;
+      cp_async4(&sm.rk[s][i], b.rk + int64_t(hk) * b.T + t0 + (ok ? i : 0), ok ? 4 : 0);
+    }
+  };
+
+  // bf16(S^T) as the A fragments of w h (ha[4 ks + q]: kk in [16 ks, 16 ks + 16)), and into the
+  // h staging [kk][vv] (transposed by stmatrix).
+  uint32_t ha[32];
+  auto stage_state = [&]() {
+    const uint32_t hs = smem_u32(sm.h);
+#pragma unroll
+    for (int ks = 0; ks < 8; ++ks) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) ha[4 * ks + q] = pack_bf16(st[8 * ks + 2 * q], st[8 * ks + 2 * q + 1]);
+      const int kk = 16 * ks + lrow;
+      stsm_x4_t(hs + sw128(kk, lch), ha[4 * ks], ha[4 * ks + 1], ha[4 * ks + 2], ha[4 * ks + 3]);
+    }
+  };
+
+  // Chunks 0 .. ST - 2 in flight before the loop; chunk c + ST - 1 is issued in iteration c into
+  // the stage of chunk c - 1 (free after barrier B1). One commit group per chunk (empty past the
+  // end), so "all but the newest ST - 2 groups complete" means "chunk c has landed".
+#pragma unroll
+  for (int c = 0; c < ST - 1; ++c) {
+    if (c < nch) prefetch(c, c);
+    cp_async_commit();
+  }
+  stage_state();
+  int s = 0;
+  for (int64_t c = 0; c < nch; ++c) {
+    const int64_t gc = c0 + c;
+    const int64_t t0 = tb + c * kC;
+    const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
+    // (Nothing in flight here: the update of chunk c - 1 was waited for. This wait lets ptxas see
+    // that st, loop-carried from a wgmma, is complete; without it ptxas injects a wgmma wait before
+    // the state's decay below (warning-free C7517 info), serializing it behind the v_new products.)
+    wg_wait0();
+    cp_async_wait<ST - 2>();
+    fence_proxy_async();  // this thread's landed cp.async writes -> visible to wgmma (async proxy)
+    __syncthreads();      // B1: chunk c complete for all; h staging holds h_c; stage (c - 1) % ST free
+
+    // acc = u^T: acc[4 j + 2 hh + e] = u[token 8 j + 2 t + e][v0 + 16 warp + g + 8 hh], j < 8.
+    float acc[32];
+    {
+      const uint32_t us = smem_u32(sm.u[s]);
+#pragma unroll
+      for (int p = 0; p < 4; ++p) {
+        uint32_t x[4];
+        ldsm_x4_t(us + sw128(16 * p + lrow, lch), x[0], x[1], x[2], x[3]);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          acc[8 * p + 2 * q] = bf_lo(x[q]);
+          acc[8 * p + 2 * q + 1] = bf_hi(x[q]);
+        }
+      }
+    }
+    // v_new^T = u^T - S^T w^T. B = w [token][kk] (K-major, SW128): k-step ks is 32 bytes into
+    // the 128-byte rows of atom ks / 4; 8-row groups of tokens 1024 bytes apart (SBO).
+#pragma unroll
+    for (int i = 0; i < 32; ++i) pin(acc[i]);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) pin(ha[i]);
+    wg_fence();
+    {
+      const uint32_t ws = smem_u32(sm.w[s]);
+#pragma unroll
+      for (int ks = 0; ks < 8; ++ks)
+        wgmma_m64n64_neg_a(acc, &ha[4 * ks], wg_desc(ws + (ks / 4) * (kC * 128) + (ks % 4) * 32, 16, 1024));
+    }
+    wg_commit();
+
+    // While the tensor cores run (ptxas keeps this source order: decays, the state's decay, the h
+    // store, the prefetch; then the wait):
+    // dec[j][e]: decay of column token 8 j + 2 t + e of v_new^T (k_i's inverse norm folds in). Each
+    // lane computes tokens 2 lane, 2 lane + 1 (rows past len: 0), the others come by shuffles (16
+    // exp per warp instead of 16 per thread on the MUFU and fp64 pipes).
+    const double* Gs = sm.G[s];
+    const double g_last = Gs[len - 1];
+    float dec[8][2];
+    {
+      float d2[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int i = 2 * lane + e;
+        const float x = __expf(float(g_last - Gs[i])) * (b.l2norm ? sm.rk[s][i] : 1.f);
+        d2[e] = i < len ? x : 0.f;
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          dec[j][e] = __shfl_sync(0xffffffffu, d2[e], 4 * j + t);
+          pin(dec[j][e]);  // computed while the tensor cores run, not after the wait
+        }
+    }
+    const float dl = __expf(float(g_last));
+#pragma unroll
+    for (int i = 0; i < 64; ++i) st[i] *= dl;
+    // h_c -> workspace (K-major [kk][vv], 16-byte pieces), then the next prefetch.
+    {
+      __nv_bfloat16* hg = b.h + (gc * HV + hv) * DD + v0;
+      const char* hs = reinterpret_cast<const char*>(sm.h);
+#pragma unroll
+      for (int it = 0; it < kD * kBV / 8 / 128; ++it) {
+        const int p = tid + 128 * it, kk = p / 8, ch = p % 8;
+        *reinterpret_cast<uint4*>(hg + int64_t(kk) * kD + ch * 8) = *reinterpret_cast<const uint4*>(hs + sw128(kk, ch));
+      }
+    }
+    {
+      const int64_t cn = c + ST - 1;
+      int sn = s + ST - 1;
+      if (sn >= ST) sn -= ST;
+      if (cn < nch) prefetch(cn, sn);
+      cp_async_commit();
+    }
+    wg_wait0();
+#pragma unroll
+    for (int i = 0; i < 32; ++i) pin(acc[i]);
+
+    // vs^T = v_new^T diag(decay) -> A fragments (va[4 ks + q]: tokens [16 ks, 16 ks + 16)).
+    uint32_t va[16];
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int j = 2 * ks + q / 2;
+        va[4 * ks + q] = pack_bf16(acc[8 * ks + 2 * q] * dec[j][0], acc[8 * ks + 2 * q + 1] * dec[j][1]);
+      }
+    }
+    // S^T += vs^T k. B = k [token][kk] read MN-major (SW128): k-step ks starts at token 16 ks
+    // (2048 bytes); kk atoms of 64 are 8192 bytes apart (LBO), 8-token groups 1024 (SBO).
+#pragma unroll
+    for (int i = 0; i < 64; ++i) pin(st[i]);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) pin(va[i]);
+    wg_fence();
+    {
+      const uint32_t ks0 = smem_u32(sm.k[s]);
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) wgmma_m64n128_tb(st, &va[4 * ks], wg_desc(ks0 + ks * 2048, kC * 128, 1024));
+    }
+    wg_commit();
+    // v_new (bf16, as stored) -> v staging [token][vv], while the update runs.
+    {
+      const uint32_t vs = smem_u32(sm.v);
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) {
+        uint32_t vn[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) vn[q] = pack_bf16(acc[8 * ks + 2 * q], acc[8 * ks + 2 * q + 1]);
+        stsm_x4_t(vs + sw128(16 * ks + lrow, lch), vn[0], vn[1], vn[2], vn[3]);
+      }
+    }
+    __syncthreads();  // B2: v staging complete; every thread's reads of the h staging done
+    {
+      const char* vsp = reinterpret_cast<const char*>(sm.v);
+#pragma unroll
+      for (int it = 0; it < kC * kBV / 8 / 128; ++it) {
+        const int p = tid + 128 * it, i = p / 8, ch = p % 8;
+        if (i < len)
+          *reinterpret_cast<uint4*>(b.v_new + ((t0 + i) * HV + hv) * kD + v0 + ch * 8) =
+              *reinterpret_cast<const uint4*>(vsp + sw128(i, ch));
+      }
+    }
+    wg_wait0();
+#pragma unroll
+    for (int i = 0; i < 64; ++i) pin(st[i]);
+    stage_state();  // h_{c+1}: A fragments and staging (read after the next B1)
+    if (++s == ST) s = 0;
+  }
+  cp_async_wait<0>();
+
+  const int64_t r = state_row(fin, n);
+  if (r >= 0) {
+    float* base = fin.data + (r * HV + hv) * DD;
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int kk = 8 * j + 2 * t + e, vv = v0 + 16 * warp + g + 8 * hh;
+          base[kmajor ? int64_t(kk) * kD + vv : int64_t(vv) * kD + kk] = st[4 * j + 2 * hh + e];
+        }
+  }
+#endif
+}
+
+template <int ST>
+void launch_wg(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
+  const size_t smem = sizeof(WgSmem<ST>) + 1024;  // + alignment slack
+  const int64_t blocks = f.problem.num_seqs * b.HV * (kD / kBV);
+  auto k = fwd_h_wgmma_kernel<ST>;
+  allow_smem(k, smem);
+  k<<<grid_1d(blocks, 1), 128, smem, s>>>(b, f.initial_state, f.final_state,
+                                          f.problem.state_layout == StateLayout::kKMajor);
+  GDN_CUDA_LAUNCH_CHECK("fwd_h_wgmma_kernel");
+}
+
+}  // namespace
+
+void launch_fwd_h_wgmma(const FastBufs& b, const ForwardArgs& f, int num_sms, cudaStream_t s) {
+  // Blocks that fit one per SM: the deepest ring (4 stages, 188 KB); more: 2 stages (106.5 KB),
+  // two blocks per SM, each hiding the other's latency.
+  const int64_t blocks = f.problem.num_seqs * b.HV * (kD / kBV);
+  if (blocks <= num_sms)
+    launch_wg<4>(b, f, s);
+  else
+    launch_wg<2>(b, f, s);
+}
+
+}  // namespace cuda
+}  // namespace gdn
