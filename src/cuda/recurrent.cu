@@ -584,7 +584,7 @@ void launch_k(const DecodeArgs& a, int V, bool kmaj, cudaStream_t st) {
 // 3 4 x 3 smem + regs (1)      250/252   196.5 KiB   4, 12 (192 KiB) (4 x 4 smem: 256 KiB, too much)
 // 4 2 x 3 smem (2)             164/128   98.3 KiB    3, 8 (128 KiB): variant 0 in two blocks per SM
 // 5 4 direct (2)               255/250   4.5 KiB     1, 0: fla's scheme, 8 warps (12 would spill)
-// 6 6 x 2 smem + regs (1)      ...       198.8 KiB   3, 12 (192 KiB): 6 warps and 2 tiles ahead
+// 6 6 x 2 smem + regs (1)      250/254   198.8 KiB   3, 12 (192 KiB): 6 warps and 2 tiles ahead
 constexpr int kDecodeVariants = 7;
 constexpr const char* kVariantNames[kDecodeVariants] = {"4w x 3 smem (default)",    "6w x 2 smem",
                                                         "8w x 1 smem + regs",       "4w x 3 smem + regs",
