@@ -579,8 +579,8 @@ void launch_k(const DecodeArgs& a, int V, bool kmaj, cudaStream_t st) {
 //   warps x ring (blocks/SM)   regs      smem/block  tiles per warp, in flight per SM while computing
 // 0 4 x 3 smem (1), default    164/128   196.5 KiB   3, 8 (128 KiB)
 // 1 6 x 2 smem (1)             156/128   198.8 KiB   2, 6 (96 KiB): 6 warps hide more of the passes
-// 2 8 x 1 smem + regs (1)      255/250   137.0 KiB   2, 8 (128 KiB): 8 warps, one shared-memory read
-//                                                    per token instead of two (8 x 2 smem: 256 KiB)
+// 2 8 x 1 smem + regs (1)      255/250   137.0 KiB   2, 8 (128 KiB): 8 warps; the slot read once per
+//                                                    item, not twice per token (8 x 2 smem: 256 KiB)
 // 3 4 x 3 smem + regs (1)      250/252   196.5 KiB   4, 12 (192 KiB) (4 x 4 smem: 256 KiB, too much)
 // 4 2 x 3 smem (2)             164/128   98.3 KiB    3, 8 (128 KiB): variant 0 in two blocks per SM
 // 5 4 direct (2)               255/250   4.5 KiB     1, 0: fla's scheme, 8 warps (12 would spill)
