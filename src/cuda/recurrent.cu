@@ -31,10 +31,16 @@
 // Sequences with no tokens copy their state through; pool rows outside [0, num_slots) read as
 // zeros (zero-filled tile) and are not written; cu_seqlens is clamped to [0, T] per sequence.
 // The state pools must be 16-byte aligned (float4 accesses).
+//
+// Variants (recurrent.cuh: set_decode_variant, for the device check): the same kernel with other
+// warps / ring depths / blocks per SM, or with the tile computed from registers (TileMode kRegs:
+// moved there from the ring slot, which is refilled at once; kDirect: no ring, loaded from global
+// memory straight into registers as flash-linear-attention does). Variant 0 is the default above;
+// the others are compiled for K = V = 128 only. The list: above launch_variant.
 #include <algorithm>
 #include <type_traits>
 
-#include "cuda/common.cuh"
+#include "cuda/recurrent.cuh"
 
 namespace gdn {
 namespace cuda {
@@ -179,14 +185,45 @@ __device__ __forceinline__ Span span_checked(const DecodeArgs& a, Span s) {
   return {b, e};
 }
 
-template <int K, int V, bool KMAJ>
-__global__ void __launch_bounds__(DecodeCfg<K>::kWarps * 32, 1) decode_kernel(DecodeArgs a) {
-  constexpr int W = DecodeCfg<K>::kWarps, P = DecodeCfg<K>::kStages;
+// How a warp holds the state tile of the item that it computes.
+enum class TileMode {
+  kSmem,    // in its ring slot: passes 1 and 2 read the slot (and write it back between tokens)
+  kRegs,    // moved from the ring slot into registers first, which frees the slot for the next copy at
+            // once: kStages + 1 tiles per warp, kStages of them in flight while it computes
+  kDirect,  // no ring: 16-byte loads from global memory straight into registers, all issued at once
+            // (as flash-linear-attention's Triton kernel does); nothing in flight while it computes
+};
+
+// A decode configuration: warps per block, ring tiles per warp (0 with kDirect), blocks per SM asked
+// of the register allocator (__launch_bounds__), tile mode.
+template <int W, int P, int B, TileMode M>
+struct Cfg {
+  static constexpr int kWarps = W, kStages = P, kBlocks = B;
+  static constexpr TileMode kMode = M;
+  static_assert(M == TileMode::kDirect ? P == 0 : P >= 1, "kDirect has no ring, the others at least one slot");
+  static_assert(M != TileMode::kSmem || P >= 2, "kSmem computes in a slot: one more must be in flight");
+};
+template <int K>
+using DefaultCfg = Cfg<DecodeCfg<K>::kWarps, DecodeCfg<K>::kStages, 1, TileMode::kSmem>;
+
+template <int K, int V, bool KMAJ, class C>
+__global__ void __launch_bounds__(C::kWarps * 32, C::kBlocks) decode_kernel(DecodeArgs a) {
+  constexpr int W = C::kWarps, P = C::kStages;
+  constexpr TileMode M = C::kMode;
+  constexpr bool RT = M != TileMode::kSmem;  // the tile is computed from registers
+  // Distance (in items of this warp) of the tile copy that the loop starts next: the prologue
+  // starts that many. kSmem: P - 1 (its slot is refilled at the top of the next item); kRegs: P.
+  constexpr int AHEAD = M == TileMode::kSmem ? P - 1 : (M == TileMode::kRegs ? P : 0);
   constexpr int SL = V / kSlice;    // items per (sequence, head)
   constexpr int TILE = kSlice * K;  // floats of one item's state
   constexpr int CH = TILE / 128;    // 16-byte chunks per lane per item (K / 4)
   constexpr int QS = K + 16;        // floats of a q / k buffer (K-major: 4 padded rows of K / 4)
   constexpr int KP = K / 4 + 4;     // K-major: padded row of the q / k buffer (no bank conflicts)
+  // The passes walk this lane's CH pieces of the tile as (a, b), a < NA, b < NB: K-major piece
+  // 4a + b (rows 4 (4a + b) + lane / 8), V-major row 8 (lane / 8) + b, columns 32 a + 4 (lane % 8)..+3.
+  // With the tile in registers, piece (a, b) is rt[NB * a + b] and the loops over a unroll fully.
+  constexpr int NA = KMAJ ? K / 16 : K / 32, NB = KMAJ ? 4 : 8;
+  constexpr int UA = RT ? NA : 2;  // unrolling of the loops over a
   constexpr int64_t KV = int64_t(K) * V;
   extern __shared__ float4 decode_smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -203,6 +240,12 @@ __global__ void __launch_bounds__(DecodeCfg<K>::kWarps * 32, 1) decode_kernel(De
   auto goff = [&](int c) -> int64_t {
     return KMAJ ? int64_t(4 * c + lane / 8) * V + 4 * (lane % 8) : int64_t(128 * c + 4 * lane);
   };
+  // Piece (a, b) of the passes: in a ring slot (soff) and in global memory (poff), from the tile's
+  // first element. K-major: this lane's own chunk 4a + b; V-major: the same offset in both.
+  auto soff = [&](int pa, int pb) -> int {
+    return KMAJ ? 128 * (4 * pa + pb) + 4 * lane : (8 * (lane / 8) + pb) * K + 32 * pa + 4 * (lane % 8);
+  };
+  auto poff = [&](int pa, int pb) -> int64_t { return KMAJ ? goff(4 * pa + pb) : int64_t(soff(pa, pb)); };
   auto tile_of = [&](float* data, int64_t row, const Item& it) -> float* {
     return data + (row * a.HV + it.hv) * KV + (KMAJ ? int64_t(it.v0) : int64_t(it.v0) * K);
   };
@@ -237,40 +280,87 @@ __global__ void __launch_bounds__(DecodeCfg<K>::kWarps * 32, 1) decode_kernel(De
   auto span_of = [&](int64_t j) { return j < NI ? span_raw(a, item_of<SL>(j, a.HV).n) : Span{0, 0}; };
   auto init_row_of = [&](int64_t j) { return j < NI ? row_raw(a.init, item_of<SL>(j, a.HV).n) : int64_t(-1); };
 
-  // Prologue: the first kStages - 1 tiles in flight, the rest of the register pipeline filled.
-  {
-    int64_t rows[P - 1];
+  // Prologue: the first AHEAD tiles in flight, the rest of the register pipeline filled.
+  if constexpr (AHEAD > 0) {
+    int64_t rows[AHEAD];
 #pragma unroll
-    for (int s = 0; s < P - 1; ++s) rows[s] = init_row_of(j0 + s * TW);
+    for (int s = 0; s < AHEAD; ++s) rows[s] = init_row_of(j0 + s * TW);
 #pragma unroll
-    for (int s = 0; s < P - 1; ++s) issue(j0 + s * TW, s, rows[s]);
+    for (int s = 0; s < AHEAD; ++s) issue(j0 + s * TW, s, rows[s]);
   }
-  int64_t row_ahead = init_row_of(j0 + (P - 1) * TW);  // raw init row of the item issued next
+  int64_t row_ahead = init_row_of(j0 + AHEAD * TW);  // raw init row of the item started next
   Span span_cur = span_of(j0), span_next = span_of(j0 + TW);
   Tok<K> tok_cur = tok_of(j0, span_cur);  // first token of the current item
 
   int slot = 0;
   for (int64_t j = j0; j < NI; j += TW) {
-    __syncwarp();  // every lane is done with the slot that this issue refills (the last item's)
-    const int64_t ja = j + (P - 1) * TW;
-    issue(ja, slot == 0 ? P - 1 : slot - 1, row_ahead);
-    row_ahead = init_row_of(ja + TW);
+    float4 rt[RT ? CH : 1];  // the tile in registers (RT)
+    if constexpr (M == TileMode::kSmem) {
+      __syncwarp();  // every lane is done with the slot that this issue refills (the last item's)
+      const int64_t ja = j + (P - 1) * TW;
+      issue(ja, slot == 0 ? P - 1 : slot - 1, row_ahead);
+      row_ahead = init_row_of(ja + TW);
+    } else if constexpr (M == TileMode::kDirect) {
+      // All CH loads of this item's tile issued back to back; the first use waits for them.
+      const int64_t row = row_checked(a.init, row_ahead);
+      const float* src = row >= 0 ? tile_of(a.init.data, row, item_of<SL>(j, a.HV)) : nullptr;
+#pragma unroll
+      for (int pa = 0; pa < NA; ++pa)
+#pragma unroll
+        for (int pb = 0; pb < NB; ++pb)
+          rt[NB * pa + pb] =
+              src ? __ldcs(reinterpret_cast<const float4*>(src + poff(pa, pb))) : make_float4(0.f, 0.f, 0.f, 0.f);
+      row_ahead = init_row_of(j + TW);
+    }
     const Span span_after = span_of(j + 2 * TW);
     const Tok<K> tok_next = tok_of(j + TW, span_next);
     const Item it = item_of<SL>(j, a.HV);
     const int64_t fin_raw = row_raw(a.fin, it.n);
-    wait_groups<P - 1>();  // this item's group is complete (one group per item, in order)
-    __syncwarp();          // and the chunks that other lanes copied are visible to this lane
+    if constexpr (M != TileMode::kDirect) {
+      wait_groups<P - 1>();  // this item's group is complete (one group per item, in order; P in flight)
+      __syncwarp();          // and the chunks that other lanes copied are visible to this lane
+    }
 
     float* tile = ring + slot * TILE;
+    if constexpr (M == TileMode::kRegs) {
+#pragma unroll
+      for (int pa = 0; pa < NA; ++pa)
+#pragma unroll
+        for (int pb = 0; pb < NB; ++pb) rt[NB * pa + pb] = *reinterpret_cast<const float4*>(tile + soff(pa, pb));
+      __syncwarp();  // every lane has read the slot: refill it with the tile P items ahead
+      const int64_t ja = j + P * TW;
+      issue(ja, slot, row_ahead);
+      row_ahead = init_row_of(ja + TW);
+    }
+    // Piece (a, b) of the tile, read and written back between tokens.
+    auto ld = [&](int pa, int pb) -> float4 {
+      if constexpr (RT)
+        return rt[NB * pa + pb];
+      else
+        return *reinterpret_cast<const float4*>(tile + soff(pa, pb));
+    };
+    auto st = [&](int pa, int pb, float4 r) {
+      if constexpr (RT)
+        rt[NB * pa + pb] = r;
+      else
+        *reinterpret_cast<float4*>(tile + soff(pa, pb)) = r;
+    };
     const Span span = span_checked(a, span_cur);
     const int64_t fin_row = row_checked(a.fin, fin_raw);
     float* out = fin_row >= 0 ? tile_of(a.fin.data, fin_row, it) : nullptr;
     if (span.b == span.e) {  // no tokens: the final state is the initial state
       if (out) {
+        if constexpr (RT) {
+#pragma unroll
+          for (int pa = 0; pa < NA; ++pa)
+#pragma unroll
+            for (int pb = 0; pb < NB; ++pb) __stcs(reinterpret_cast<float4*>(out + poff(pa, pb)), ld(pa, pb));
+        } else {
 #pragma unroll 8
-        for (int c = 0; c < CH; ++c)
-          __stcs(reinterpret_cast<float4*>(out + goff(c)), *reinterpret_cast<const float4*>(tile + 128 * c + 4 * lane));
+          for (int c = 0; c < CH; ++c)
+            __stcs(reinterpret_cast<float4*>(out + goff(c)),
+                   *reinterpret_cast<const float4*>(tile + 128 * c + 4 * lane));
+        }
       }
     } else {
       Tok<K> x = tok_cur;
@@ -318,14 +408,14 @@ __global__ void __launch_bounds__(DecodeCfg<K>::kWarps * 32, 1) decode_kernel(De
           const float* kr = kbuf + kp * KP;  // kr[i] = k[4 i + kp]
           const float* qr = qbuf + kp * KP;
           float kv[4] = {0.f, 0.f, 0.f, 0.f}, qv[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 2
+#pragma unroll UA
           for (int u = 0; u < K / 16; ++u) {
             const float4 k4 = *reinterpret_cast<const float4*>(kr + 4 * u);
             const float4 q4 = *reinterpret_cast<const float4*>(qr + 4 * u);
             const float kk[4] = {k4.x, k4.y, k4.z, k4.w}, qq[4] = {q4.x, q4.y, q4.z, q4.w};
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-              const float4 s = *reinterpret_cast<const float4*>(tile + 128 * (4 * u + e) + 4 * lane);
+              const float4 s = ld(u, e);
               kv[0] += s.x * kk[e];
               kv[1] += s.y * kk[e];
               kv[2] += s.z * kk[e];
@@ -354,23 +444,21 @@ __global__ void __launch_bounds__(DecodeCfg<K>::kWarps * 32, 1) decode_kernel(De
               vs = vp[e];
             }
           store_dt(a.o, a.dt, ob + 4 * c + kp, a.scale * (decay * qs + vs * kq));
-          // Pass 2: decay S + k v'^T, to global memory after the last token, else back to the ring.
+          // Pass 2: decay S + k v'^T, to global memory after the last token, else back to the tile.
           auto update = [&](auto to_global) {
-#pragma unroll 2
+#pragma unroll UA
             for (int u = 0; u < K / 16; ++u) {
               const float4 k4 = *reinterpret_cast<const float4*>(kr + 4 * u);
               const float kk[4] = {k4.x, k4.y, k4.z, k4.w};
 #pragma unroll
               for (int e = 0; e < 4; ++e) {
-                const int i = 4 * u + e;
-                float4* sp = reinterpret_cast<float4*>(tile + 128 * i + 4 * lane);
-                const float4 s = *sp;
+                const float4 s = ld(u, e);
                 const float4 r = make_float4(fmaf(kk[e], vp[0], s.x * decay), fmaf(kk[e], vp[1], s.y * decay),
                                              fmaf(kk[e], vp[2], s.z * decay), fmaf(kk[e], vp[3], s.w * decay));
                 if constexpr (decltype(to_global)::value)
-                  __stcs(reinterpret_cast<float4*>(out + goff(i)), r);
+                  __stcs(reinterpret_cast<float4*>(out + goff(4 * u + e)), r);
                 else
-                  *sp = r;
+                  st(u, e, r);
               }
             }
           };
@@ -383,13 +471,13 @@ __global__ void __launch_bounds__(DecodeCfg<K>::kWarps * 32, 1) decode_kernel(De
           float kv[8], qv[8];  // rows 8 vr + i
 #pragma unroll
           for (int i = 0; i < 8; ++i) kv[i] = qv[i] = 0.f;
-#pragma unroll 2
+#pragma unroll UA
           for (int jj = 0; jj < K / 32; ++jj) {
             const float4 k4 = *reinterpret_cast<const float4*>(kbuf + 32 * jj + 4 * kg);
             const float4 q4 = *reinterpret_cast<const float4*>(qbuf + 32 * jj + 4 * kg);
 #pragma unroll
             for (int i = 0; i < 8; ++i) {
-              const float4 s = *reinterpret_cast<const float4*>(tile + (8 * vr + i) * K + 32 * jj + 4 * kg);
+              const float4 s = ld(jj, i);
               kv[i] += s.x * k4.x;
               kv[i] += s.y * k4.y;
               kv[i] += s.z * k4.z;
@@ -419,20 +507,19 @@ __global__ void __launch_bounds__(DecodeCfg<K>::kWarps * 32, 1) decode_kernel(De
             }
           store_dt(a.o, a.dt, ob + lane, a.scale * (decay * qs + vs * kq));
           auto update = [&](auto to_global) {  // pass 2, as in the K-major branch
-#pragma unroll 2
+#pragma unroll UA
             for (int jj = 0; jj < K / 32; ++jj) {
               const float4 k4 = *reinterpret_cast<const float4*>(kbuf + 32 * jj + 4 * kg);
 #pragma unroll
               for (int i = 0; i < 8; ++i) {
-                const int off = (8 * vr + i) * K + 32 * jj + 4 * kg;  // same in the tile and in global memory
-                float4* sp = reinterpret_cast<float4*>(tile + off);
-                const float4 s = *sp;
+                const float4 s = ld(jj, i);
                 const float4 r = make_float4(fmaf(k4.x, vp[i], s.x * decay), fmaf(k4.y, vp[i], s.y * decay),
                                              fmaf(k4.z, vp[i], s.z * decay), fmaf(k4.w, vp[i], s.w * decay));
                 if constexpr (decltype(to_global)::value)
-                  __stcs(reinterpret_cast<float4*>(out + off), r);
+                  __stcs(reinterpret_cast<float4*>(out + soff(jj, i)),
+                         r);  // same offset in the tile and in global memory
                 else
-                  *sp = r;
+                  st(jj, i, r);
               }
             }
           };
@@ -447,23 +534,29 @@ __global__ void __launch_bounds__(DecodeCfg<K>::kWarps * 32, 1) decode_kernel(De
     tok_cur = tok_next;
     span_cur = span_next;
     span_next = span_after;
-    slot = slot + 1 == P ? 0 : slot + 1;
+    if constexpr (P > 0) slot = slot + 1 == P ? 0 : slot + 1;
   }
 }
 
-template <int K, int V>
-void launch_kv(const DecodeArgs& a, bool kmaj, cudaStream_t st) {
-  constexpr int W = DecodeCfg<K>::kWarps, P = DecodeCfg<K>::kStages;
+// Persistent grid: as many blocks as fit on the device at once, fewer for few items.
+template <int K, int V, class C>
+void launch_cfg(const DecodeArgs& a, bool kmaj, cudaStream_t st) {
+  constexpr int W = C::kWarps, P = C::kStages;
   const size_t smem = size_t(W) * (P * kSlice * K + 2 * (K + 16)) * sizeof(float);
-  auto kern = kmaj ? decode_kernel<K, V, true> : decode_kernel<K, V, false>;
+  auto kern = kmaj ? decode_kernel<K, V, true, C> : decode_kernel<K, V, false, C>;
   allow_smem(kern, smem);
-  // Persistent grid: as many blocks as fit on the device at once (one per SM), fewer for few items.
   int dev = 0, sms = 0, smem_sm = 0, reserved = 0;
   check(cudaGetDevice(&dev), "cudaGetDevice");
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
   check(cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev), "cudaDeviceGetAttribute");
   check(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev), "cudaDeviceGetAttribute");
-  const int64_t per_sm = std::max<int64_t>(1, int64_t(smem_sm) / int64_t(smem + reserved));
+  int64_t per_sm = std::max<int64_t>(1, int64_t(smem_sm) / int64_t(smem + reserved));
+  if constexpr (C::kMode != TileMode::kSmem) {
+    // Register tiles: registers, not shared memory, bound the blocks per SM.
+    int occ = 0;
+    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, W * 32, smem), "cudaOccupancy");
+    per_sm = std::min<int64_t>(per_sm, std::max(occ, 1));
+  }
   const int64_t items = a.N * a.HV * (V / kSlice);
   const int64_t blocks = std::min<int64_t>((items + W - 1) / W, int64_t(sms) * per_sm);
   kern<<<grid_1d(blocks, 1), W * 32, smem, st>>>(a);
@@ -473,14 +566,62 @@ void launch_kv(const DecodeArgs& a, bool kmaj, cudaStream_t st) {
 template <int K>
 void launch_k(const DecodeArgs& a, int V, bool kmaj, cudaStream_t st) {
   if (V == 64)
-    launch_kv<K, 64>(a, kmaj, st);
+    launch_cfg<K, 64, DefaultCfg<K>>(a, kmaj, st);
   else if (V == 128)
-    launch_kv<K, 128>(a, kmaj, st);
+    launch_cfg<K, 128, DefaultCfg<K>>(a, kmaj, st);
   else
-    launch_kv<K, 256>(a, kmaj, st);
+    launch_cfg<K, 256, DefaultCfg<K>>(a, kmaj, st);
+}
+
+// The variants of set_decode_variant (K = V = 128 only; other sizes run DefaultCfg). A tile is
+// 16 KiB; shared memory per warp: ring slots x 16 KiB + 1152 bytes of q / k buffers. Registers
+// (K-major / V-major) from ptxas 13.0; none spills.
+//   warps x ring (blocks/SM)   regs      smem/block  tiles per warp, in flight per SM while computing
+// 0 4 x 3 smem (1), default    164/128   196.5 KiB   3, 8 (128 KiB)
+// 1 6 x 2 smem (1)             156/128   198.8 KiB   2, 6 (96 KiB): 6 warps hide more of the passes
+// 2 8 x 1 smem + regs (1)      255/250   137.0 KiB   2, 8 (128 KiB): 8 warps; the slot read once per
+//                                                    item, not twice per token (8 x 2 smem: 256 KiB)
+// 3 4 x 3 smem + regs (1)      250/252   196.5 KiB   4, 12 (192 KiB) (4 x 4 smem: 256 KiB, too much)
+// 4 2 x 3 smem (2)             164/128   98.3 KiB    3, 8 (128 KiB): variant 0 in two blocks per SM
+// 5 4 direct (2)               255/250   4.5 KiB     1, 0: fla's scheme, 8 warps (12 would spill)
+// 6 6 x 2 smem + regs (1)      250/254   198.8 KiB   3, 12 (192 KiB): 6 warps and 2 tiles ahead
+constexpr int kDecodeVariants = 7;
+constexpr const char* kVariantNames[kDecodeVariants] = {"4w x 3 smem (default)",    "6w x 2 smem",
+                                                        "8w x 1 smem + regs",       "4w x 3 smem + regs",
+                                                        "2w x 3 smem, 2 blocks/SM", "4w direct, 2 blocks/SM",
+                                                        "6w x 2 smem + regs"};
+int g_decode_variant = 0;
+
+void launch_variant(const DecodeArgs& a, bool kmaj, cudaStream_t st) {
+  switch (g_decode_variant) {
+    case 1:
+      launch_cfg<128, 128, Cfg<6, 2, 1, TileMode::kSmem>>(a, kmaj, st);
+      break;
+    case 2:
+      launch_cfg<128, 128, Cfg<8, 1, 1, TileMode::kRegs>>(a, kmaj, st);
+      break;
+    case 3:
+      launch_cfg<128, 128, Cfg<4, 3, 1, TileMode::kRegs>>(a, kmaj, st);
+      break;
+    case 4:
+      launch_cfg<128, 128, Cfg<2, 3, 2, TileMode::kSmem>>(a, kmaj, st);
+      break;
+    case 5:
+      launch_cfg<128, 128, Cfg<4, 0, 2, TileMode::kDirect>>(a, kmaj, st);
+      break;
+    case 6:
+      launch_cfg<128, 128, Cfg<6, 2, 1, TileMode::kRegs>>(a, kmaj, st);
+      break;
+    default:
+      launch_cfg<128, 128, DefaultCfg<128>>(a, kmaj, st);
+  }
 }
 
 }  // namespace
+
+int decode_variant_count() { return kDecodeVariants; }
+const char* decode_variant_name(int v) { return v >= 0 && v < kDecodeVariants ? kVariantNames[v] : "?"; }
+void set_decode_variant(int v) { g_decode_variant = v >= 0 && v < kDecodeVariants ? v : 0; }
 
 GateArgs make_gates(const ForwardArgs& f) {
   GateArgs g;
@@ -532,7 +673,9 @@ void recurrent_gated_delta_rule(const ForwardArgs& f, const Exec& exec) {
   a.fin = f.final_state;
   const bool kmaj = p.state_layout == StateLayout::kKMajor;
   cudaStream_t st = stream_of(exec);
-  if (K == 64)
+  if (K == 128 && V == 128 && g_decode_variant != 0)
+    launch_variant(a, kmaj, st);
+  else if (K == 64)
     launch_k<64>(a, V, kmaj, st);
   else if (K == 128)
     launch_k<128>(a, V, kmaj, st);

@@ -1,6 +1,8 @@
 // Standalone device check of the CUDA backend (no GoogleTest, no API layer): runs the composed
 // forward, the stage chain and the decode step on random inputs against an fp64 recurrence, and
 // with --bench times the SPEC section 6 cases with CUDA graphs. Exit code 1 on any failure.
+// The decode cases run once per decode variant (set_decode_variant, names " dv<i>"), and --bench
+// times every variant at N = 256 and 4096; --decode restricts the run to the decode step.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -16,6 +18,7 @@
 
 #include "backend.h"
 #include "cuda/fwd_fast.cuh"
+#include "cuda/recurrent.cuh"
 
 using namespace gdn;
 
@@ -85,6 +88,8 @@ struct Case {
   bool l2 = true, fused = true, vmajor = false, pool = true, pad = false;
   bool decode = false;  // recurrent_gated_delta_rule instead of the chunked forward
   bool stages = false;  // run the stage API chain (no l2norm / fusion)
+  bool idx32 = false;   // int32 cu_seqlens and pool indices (else int64)
+  bool oob = false;     // also pool indices >= num_slots (read as zeros / not written)
   double tol = 5e-3;
   float gscale = 1.f;
 };
@@ -151,8 +156,11 @@ static Data make_data(const Case& c, std::mt19937& rng) {
   d.idx_out.resize(d.N);
   for (int64_t n = 0; n < d.N; ++n) {
     if (c.pool) {
-      d.idx_in[n] = (n % 5 == 3) ? -1 : 2 * n + 1;                                // some sequences start from zero
-      d.idx_out[n] = (n % 7 == 4) ? -1 : d.idx_in[n] >= 0 ? d.idx_in[n] : 2 * n;  // in place
+      d.idx_in[n] = (n % 5 == 3) ? -1 : 2 * n + 1;  // some sequences start from zero
+      if (c.oob && n % 11 == 6) d.idx_in[n] = d.slots + n;
+      const bool in_ok = d.idx_in[n] >= 0 && d.idx_in[n] < d.slots;
+      d.idx_out[n] = (n % 7 == 4) ? -1 : in_ok ? d.idx_in[n] : 2 * n;  // in place
+      if (c.oob && n % 13 == 9) d.idx_out[n] = d.slots + 3 * n;
     } else {
       d.idx_in[n] = d.idx_out[n] = n;
     }
@@ -173,7 +181,7 @@ static void reference(const Case& c, const Data& d, std::vector<double>& o, std:
     const int64_t n = item / HV;
     const int hv = item % HV, hk = hv / (HV / H);
     std::vector<double> s(K * V, 0.0), kk(K), qq(K), kv(V), qv(V);
-    if (d.idx_in[n] >= 0)
+    if (d.idx_in[n] >= 0 && d.idx_in[n] < d.slots)
       for (int i = 0; i < K * V; ++i) s[i] = d.S0[(d.idx_in[n] * HV + hv) * K * V + i];
     int64_t chunk = 0;
     for (int64_t t = d.cu[n]; t < d.cu[n + 1]; ++t) {
@@ -214,7 +222,7 @@ static void reference(const Case& c, const Data& d, std::vector<double>& o, std:
         for (int j = 0; j < V; ++j) qv[j] += s[i * V + j] * qq[i];
       for (int j = 0; j < V; ++j) o[(t * HV + hv) * V + j] = scale * qv[j];
     }
-    if (d.idx_out[n] >= 0)
+    if (d.idx_out[n] >= 0 && d.idx_out[n] < d.slots)
       for (int i = 0; i < K * V; ++i) S[(d.idx_out[n] * HV + hv) * K * V + i] = s[i];
   }
 }
@@ -246,11 +254,25 @@ static void run_case(const Case& c, std::mt19937& rng) {
   p.use_qk_l2norm = c.l2;
   p.fused_gate = c.fused;
   p.state_layout = c.vmajor ? StateLayout::kVMajor : StateLayout::kKMajor;
-  int64_t* cu_d;
-  CK(cudaMalloc(&cu_d, 8 * (N + 1)));
-  CK(cudaMemcpy(cu_d, d.cu.data(), 8 * (N + 1), cudaMemcpyHostToDevice));
+  // Indices as int64, or int32 with c.idx32.
+  const IndexType it = c.idx32 ? IndexType::kInt32 : IndexType::kInt64;
+  auto upload_idx = [&](const std::vector<int64_t>& x) {
+    const size_t w = c.idx32 ? 4 : 8;
+    std::vector<char> buf(std::max<size_t>(x.size(), 1) * w);
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (c.idx32)
+        reinterpret_cast<int32_t*>(buf.data())[i] = static_cast<int32_t>(x[i]);
+      else
+        reinterpret_cast<int64_t*>(buf.data())[i] = x[i];
+    }
+    void* dp;
+    CK(cudaMalloc(&dp, buf.size()));
+    CK(cudaMemcpy(dp, buf.data(), buf.size(), cudaMemcpyHostToDevice));
+    return dp;
+  };
+  void* cu_d = upload_idx(d.cu);
   p.cu_seqlens = cu_d;
-  p.cu_seqlens_type = IndexType::kInt64;
+  p.cu_seqlens_type = it;
   const int64_t qst = H * K + (c.pad ? 8 : 0), vst = HV * V + (c.pad ? 3 : 0), ost = HV * V + (c.pad ? 5 : 0);
   void* q_d = upload(d.q, c.dt, T * H, K, K);
   if (c.pad) {
@@ -270,11 +292,8 @@ static void run_case(const Case& c, std::mt19937& rng) {
     for (int i = 0; i < K; ++i)
       for (int j = 0; j < V; ++j) S0l[r * KV + (c.vmajor ? j * K + i : i * V + j)] = d.S0[r * KV + i * V + j];
   float* S_d = static_cast<float*>(upload(S0l, DType::kFloat32, 1, S0l.size(), S0l.size()));
-  int64_t *ii_d, *io_d;
-  CK(cudaMalloc(&ii_d, 8 * N));
-  CK(cudaMalloc(&io_d, 8 * N));
-  CK(cudaMemcpy(ii_d, d.idx_in.data(), 8 * N, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(io_d, d.idx_out.data(), 8 * N, cudaMemcpyHostToDevice));
+  void* ii_d = upload_idx(d.idx_in);
+  void* io_d = upload_idx(d.idx_out);
   void* o_d;
   const size_t o_bytes = std::max<int64_t>(T * ost, 1) * dsize(c.dt);
   CK(cudaMalloc(&o_d, o_bytes));
@@ -290,8 +309,8 @@ static void run_case(const Case& c, std::mt19937& rng) {
   f.A_log = static_cast<float*>(A_d);
   f.dt_bias = static_cast<float*>(dtb_d);
   f.o = {o_d, ost, V};
-  f.initial_state = {S_d, d.slots, ii_d, nullptr, IndexType::kInt64};
-  f.final_state = {S_d, d.slots, io_d, nullptr, IndexType::kInt64};
+  f.initial_state = {S_d, d.slots, ii_d, nullptr, it};
+  f.final_state = {S_d, d.slots, io_d, nullptr, it};
   Exec ex;
   ex.backend = Backend::kCUDA;
   cudaStream_t st;
@@ -524,7 +543,9 @@ static void bench_prefill(const char* name, std::vector<int64_t> lens, FILE* js,
   cudaStreamDestroy(st);
 }
 
-static void bench_decode(int64_t N, bool vmajor, FILE* js) {
+// variant < 0: the default configuration, unlabelled; else the one that set_decode_variant(variant)
+// selected, labelled " dv<variant>" and with a "variant" key.
+static void bench_decode(int64_t N, bool vmajor, FILE* js, bool& first, int variant = -1) {
   const int H = 16, HV = 32, K = 128, V = 128;
   Problem p;
   p.num_tokens = N;
@@ -620,10 +641,16 @@ static void bench_decode(int64_t N, bool vmajor, FILE* js) {
   }
   std::sort(cm.begin(), cm.end());
   const double gbps = bytes / (med * 1e6), cbps = bytes / (cm[cm.size() / 2] * 1e6);
-  std::printf("decode N=%-5lld %s %.4f ms  %.0f GB/s  copy %.0f GB/s  (%.0f%%)\n", (long long)N,
-              vmajor ? "vmajor" : "kmajor", med, gbps, cbps, 100 * gbps / cbps);
-  std::fprintf(js, ",{\"decode_n\":%lld,\"layout\":\"%s\",\"gdn_ms\":%.4f,\"gdn_GBps\":%.1f,\"copy_GBps\":%.1f}",
-               (long long)N, vmajor ? "vmajor" : "kmajor", med, gbps, cbps);
+  const std::string dv = variant < 0 ? "" : " dv" + std::to_string(variant);
+  std::printf("decode N=%-5lld %s%s %.4f ms  %.0f GB/s  copy %.0f GB/s  (%.0f%%)%s%s\n", (long long)N,
+              vmajor ? "vmajor" : "kmajor", dv.c_str(), med, gbps, cbps, 100 * gbps / cbps, variant < 0 ? "" : "  ",
+              variant < 0 ? "" : cuda::decode_variant_name(variant));
+  std::fprintf(js, "%s{\"decode_n\":%lld,\"layout\":\"%s\",", first ? "" : ",", (long long)N,
+               vmajor ? "vmajor" : "kmajor");
+  first = false;
+  if (variant >= 0)
+    std::fprintf(js, "\"variant\":%d,\"variant_name\":\"%s\",", variant, cuda::decode_variant_name(variant));
+  std::fprintf(js, "\"gdn_ms\":%.4f,\"gdn_GBps\":%.1f,\"copy_GBps\":%.1f}", med, gbps, cbps);
   cudaFree(c0);
   cudaFree(c1);
   cudaGraphExecDestroy(gx);
@@ -640,13 +667,15 @@ static void bench_decode(int64_t N, bool vmajor, FILE* js) {
 }
 
 int main(int argc, char** argv) {
-  bool bench = false, quick = false;
+  bool bench = false, quick = false, decode_only = false;
   const char* json = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--bench"))
       bench = true;
     else if (!std::strcmp(argv[i], "--quick"))
       quick = true;
+    else if (!std::strcmp(argv[i], "--decode"))  // only the decode cases and timings (all variants)
+      decode_only = true;
     else if (!std::strcmp(argv[i], "--profile"))
       g_profile = true;
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc)
@@ -806,6 +835,34 @@ int main(int argc, char** argv) {
     c.tol = 1e-5;
     add(c);
   }
+  // Many items per warp (the rings wrap around many times), GVA 4, 0-3 tokens per sequence, pool
+  // indices out of range on both sides, int32 and int64 indices.
+  for (bool vm : {false, true}) {
+    Case c;
+    c.name = std::string("decode bf16 128 ") + (vm ? "vmajor" : "kmajor") + " many";
+    for (int n = 0; n < 160; ++n) c.lens.push_back(n % 5 == 0 ? 0 : 1 + n % 3);
+    c.H = 4;
+    c.HV = 16;
+    c.vmajor = vm;
+    c.decode = true;
+    c.oob = true;
+    c.idx32 = !vm;
+    add(c);
+  }
+  {
+    Case c;
+    c.name = "decode fp32 128 vmajor plain many";
+    for (int n = 0; n < 64; ++n) c.lens.push_back(n % 4);
+    c.H = c.HV = 8;
+    c.dt = DType::kFloat32;
+    c.vmajor = true;
+    c.decode = true;
+    c.fused = false;
+    c.l2 = false;
+    c.oob = true;
+    c.tol = 1e-5;
+    add(c);
+  }
   if (!quick) {
     {
       Case c;
@@ -837,32 +894,51 @@ int main(int argc, char** argv) {
       add(c);
     }
   }
+  if (decode_only)
+    cases.erase(std::remove_if(cases.begin(), cases.end(), [](const Case& c) { return !c.decode; }), cases.end());
   for (auto& c : cases) run_case(c, rng);
-  for (int bv : {32, 64}) {  // both slice widths of fwd_h on the first fast cases
-    cuda::set_fwd_h_bv(bv);
+  if (!decode_only) {
+    for (int bv : {32, 64}) {  // both slice widths of fwd_h on the first fast cases
+      cuda::set_fwd_h_bv(bv);
+      for (int i = 0; i < 5; ++i) {
+        Case c = cases[i];
+        c.name += bv == 32 ? " bv32" : " bv64";
+        run_case(c, rng);
+      }
+    }
+    cuda::set_fwd_h_bv(0);
+  }
+  if (!decode_only) {
+    cuda::set_fwd_h_wgmma(true);  // the wgmma fwd_h (D = 128) on the first fast cases
     for (int i = 0; i < 5; ++i) {
       Case c = cases[i];
-      c.name += bv == 32 ? " bv32" : " bv64";
+      c.name += "/wg";
       run_case(c, rng);
     }
+    {
+      // More (sequence, head, slice) blocks than SMs: the wgmma launcher's 2-stage ring (the cases
+      // above have few blocks and take its 4-stage ring).
+      Case c;
+      c.name = "fast bf16 128 140 seqs/wg";
+      for (int n = 0; n < 140; ++n) c.lens.push_back(1 + (n * 37) % 150);
+      c.vmajor = true;
+      run_case(c, rng);
+    }
+    cuda::set_fwd_h_wgmma(false);
   }
-  cuda::set_fwd_h_bv(0);
-  cuda::set_fwd_h_wgmma(true);  // the wgmma fwd_h (D = 128) on the first fast cases
-  for (int i = 0; i < 5; ++i) {
-    Case c = cases[i];
-    c.name += "/wg";
-    run_case(c, rng);
+  // Every decode variant on every decode case (variants apply to K = V = 128; other sizes run variant 0).
+  const int nvar = cuda::decode_variant_count();
+  for (int dv = 0; dv < nvar; ++dv) std::printf("decode variant dv%d: %s\n", dv, cuda::decode_variant_name(dv));
+  for (int dv = 1; dv < nvar; ++dv) {
+    cuda::set_decode_variant(dv);
+    for (const Case& c0 : cases)
+      if (c0.decode) {
+        Case c = c0;
+        c.name += " dv" + std::to_string(dv);
+        run_case(c, rng);
+      }
   }
-  {
-    // More (sequence, head, slice) blocks than SMs: the wgmma launcher's 2-stage ring (the cases
-    // above have few blocks and take its 4-stage ring).
-    Case c;
-    c.name = "fast bf16 128 140 seqs/wg";
-    for (int n = 0; n < 140; ++n) c.lens.push_back(1 + (n * 37) % 150);
-    c.vmajor = true;
-    run_case(c, rng);
-  }
-  cuda::set_fwd_h_wgmma(false);
+  cuda::set_decode_variant(0);
   std::printf("%s: %d failure(s)\n", g_fail ? "FAILED" : "PASSED", g_fail);
   if (bench) {
     FILE* js = std::fopen(json ? json : "/dev/null", "w");
@@ -877,6 +953,7 @@ int main(int argc, char** argv) {
     }
     mixed.push_back(32768 - tot > 0 ? 32768 - tot : 1);
     for (int bv : {32, 64}) {
+      if (decode_only) break;
       cuda::set_fwd_h_bv(bv);
       const std::string sfx = bv == 32 ? "/bv32" : "/bv64";
       bench_prefill(("1x32k" + sfx).c_str(), {32768}, js, first);
@@ -886,22 +963,31 @@ int main(int argc, char** argv) {
       bench_prefill(("256x64" + sfx).c_str(), std::vector<int64_t>(256, 64), js, first);
     }
     cuda::set_fwd_h_bv(0);
-    cuda::set_fwd_h_wgmma(true);
-    bench_prefill("1x32k/wg", {32768}, js, first);
-    bench_prefill("4x8k/wg", std::vector<int64_t>(4, 8192), js, first);
-    bench_prefill("8x1k/wg", std::vector<int64_t>(8, 1024), js, first);
-    bench_prefill("64x256/wg", std::vector<int64_t>(64, 256), js, first);
-    cuda::set_fwd_h_wgmma(false);
-    bench_prefill("1x4k", {4096}, js, first);
-    bench_prefill("1x32k", {32768}, js, first);
-    bench_prefill("1x128k", {131072}, js, first);
-    bench_prefill("4x8k", std::vector<int64_t>(4, 8192), js, first);
-    bench_prefill("8x1k", std::vector<int64_t>(8, 1024), js, first);
-    bench_prefill("mixed", mixed, js, first);
-    bench_prefill("64x256", std::vector<int64_t>(64, 256), js, first);
-    bench_prefill("256x64", std::vector<int64_t>(256, 64), js, first);
+    if (!decode_only) {
+      cuda::set_fwd_h_wgmma(true);
+      bench_prefill("1x32k/wg", {32768}, js, first);
+      bench_prefill("4x8k/wg", std::vector<int64_t>(4, 8192), js, first);
+      bench_prefill("8x1k/wg", std::vector<int64_t>(8, 1024), js, first);
+      bench_prefill("64x256/wg", std::vector<int64_t>(64, 256), js, first);
+      cuda::set_fwd_h_wgmma(false);
+      bench_prefill("1x4k", {4096}, js, first);
+      bench_prefill("1x32k", {32768}, js, first);
+      bench_prefill("1x128k", {131072}, js, first);
+      bench_prefill("4x8k", std::vector<int64_t>(4, 8192), js, first);
+      bench_prefill("8x1k", std::vector<int64_t>(8, 1024), js, first);
+      bench_prefill("mixed", mixed, js, first);
+      bench_prefill("64x256", std::vector<int64_t>(64, 256), js, first);
+      bench_prefill("256x64", std::vector<int64_t>(256, 64), js, first);
+    }
     for (int64_t n : {1, 64, 256, 1024, 4096})
-      for (bool vm : {true, false}) bench_decode(n, vm, js);
+      for (bool vm : {true, false}) bench_decode(n, vm, js, first);
+    // Every decode variant (dv0 again: the same run's baseline), K = V = 128.
+    for (int dv = 0; dv < nvar; ++dv) {
+      cuda::set_decode_variant(dv);
+      for (int64_t n : {256, 4096})
+        for (bool vm : {true, false}) bench_decode(n, vm, js, first, dv);
+    }
+    cuda::set_decode_variant(0);
     std::fprintf(js, "]\n");
     std::fclose(js);
   }

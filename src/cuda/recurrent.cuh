@@ -1,0 +1,17 @@
+// The decode step's configurations (recurrent.cu), selectable at run time so that the device check
+// can time them all in one run. Process-wide and not thread-safe: for the check and benchmarks.
+#pragma once
+#include "cuda/common.cuh"
+
+namespace gdn {
+namespace cuda {
+
+// Variant 0 is the default (DecodeCfg); the others apply to K = V = 128 only (other sizes always
+// run variant 0). The list and what each one tries: the table above launch_variant in recurrent.cu.
+int decode_variant_count();
+const char* decode_variant_name(int v);  // e.g. "6w x 2 smem"
+// Selects the decode variant of later launches; out of range: 0.
+void set_decode_variant(int v);
+
+}  // namespace cuda
+}  // namespace gdn
