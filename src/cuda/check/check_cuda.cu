@@ -667,7 +667,7 @@ static void bench_decode(int64_t N, bool vmajor, FILE* js, bool& first, int vari
 }
 
 int main(int argc, char** argv) {
-  bool bench = false, quick = false, decode_only = false;
+  bool bench = false, quick = false, decode_only = false, no_check = false;
   const char* json = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--bench"))
@@ -676,6 +676,8 @@ int main(int argc, char** argv) {
       quick = true;
     else if (!std::strcmp(argv[i], "--decode"))  // only the decode cases and timings (all variants)
       decode_only = true;
+    else if (!std::strcmp(argv[i], "--no-check"))  // timings only (with --bench)
+      no_check = true;
     else if (!std::strcmp(argv[i], "--profile"))
       g_profile = true;
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc)
@@ -896,8 +898,9 @@ int main(int argc, char** argv) {
   }
   if (decode_only)
     cases.erase(std::remove_if(cases.begin(), cases.end(), [](const Case& c) { return !c.decode; }), cases.end());
+  if (no_check) cases.clear();
   for (auto& c : cases) run_case(c, rng);
-  if (!decode_only) {
+  if (!decode_only && !no_check) {
     for (int bv : {32, 64}) {  // both slice widths of fwd_h on the first fast cases
       cuda::set_fwd_h_bv(bv);
       for (int i = 0; i < 5; ++i) {
@@ -908,7 +911,7 @@ int main(int argc, char** argv) {
     }
     cuda::set_fwd_h_bv(0);
   }
-  if (!decode_only) {
+  if (!decode_only && !no_check) {
     cuda::set_fwd_h_wgmma(true);  // the wgmma fwd_h (D = 128) on the first fast cases
     for (int i = 0; i < 5; ++i) {
       Case c = cases[i];
@@ -929,7 +932,7 @@ int main(int argc, char** argv) {
   // Every decode variant on every decode case (variants apply to K = V = 128; other sizes run variant 0).
   const int nvar = cuda::decode_variant_count();
   for (int dv = 0; dv < nvar; ++dv) std::printf("decode variant dv%d: %s\n", dv, cuda::decode_variant_name(dv));
-  for (int dv = 1; dv < nvar; ++dv) {
+  for (int dv = 1; dv < nvar && !no_check; ++dv) {
     cuda::set_decode_variant(dv);
     for (const Case& c0 : cases)
       if (c0.decode) {
