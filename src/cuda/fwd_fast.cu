@@ -19,6 +19,7 @@ size_t carve(const Problem& p, void* base, FastBufs* b, char** plan_mem) {
   __nv_bfloat16* u = c.take<__nv_bfloat16>(T * HV * D);
   __nv_bfloat16* v_new = c.take<__nv_bfloat16>(T * HV * D);
   __nv_bfloat16* h = c.take<__nv_bfloat16>(mc * HV * D * D);
+  int* ready = c.take<int>(mc * HV);
   if (b) {
     b->T = T;
     b->H = p.num_qk_heads;
@@ -35,12 +36,15 @@ size_t carve(const Problem& p, void* base, FastBufs* b, char** plan_mem) {
     b->u = u;
     b->v_new = v_new;
     b->h = h;
+    b->ready = ready;
+    b->ready_count = static_cast<int>(D / 64);  // the wgmma fwd_h's 64-wide V slices
     *plan_mem = pm;
   }
   return c.used;
 }
 
 cudaEvent_t* g_events = nullptr;
+bool g_overlap = true;
 void mark(int i, cudaStream_t s) {
   if (g_events) check(cudaEventRecord(g_events[i], s), "cudaEventRecord");
 }
@@ -48,6 +52,7 @@ void mark(int i, cudaStream_t s) {
 }  // namespace
 
 void set_fast_timing(cudaEvent_t* events) { g_events = events; }
+void set_fwd_o_overlap(bool on) { g_overlap = on; }
 
 bool fast_path_supported(const Problem& p) {
   return (p.dtype == DType::kBFloat16 || p.dtype == DType::kFloat16) && p.head_k == p.head_v &&
@@ -59,7 +64,7 @@ size_t fast_workspace_size(const Problem& p) { return carve(p, nullptr, nullptr,
 void fast_forward(const ForwardArgs& f, const Exec& exec) {
   const Problem& p = f.problem;
   cudaStream_t s = stream_of(exec);
-  FastBufs b;
+  FastBufs b = {};
   char* pm = nullptr;
   carve(p, exec.workspace, &b, &pm);
   mark(0, s);
@@ -89,6 +94,7 @@ void fast_forward(const ForwardArgs& f, const Exec& exec) {
     convert_rows(p.dtype, DType::kBFloat16, f.k.data, f.k.stride_token, f.k.stride_head,
                  const_cast<__nv_bfloat16*>(b.k), int64_t(H) * D, D, T, H, D, false, s);
   }
+  if (!g_overlap || !fwd_h_signals_ready(D)) b.ready = nullptr;
   mark(2, s);
   if (D == 128) {
     launch_fwd_prep<128>(b, f, s);

@@ -33,13 +33,21 @@ struct FastBufs {
   __nv_bfloat16* u;      // [T, HV, D]
   __nv_bfloat16* v_new;  // [T, HV, D]
   __nv_bfloat16* h;      // [max_chunks, HV, D, D] state at each chunk start, K-major
+  // Chunk-level hand-off from fwd_h to fwd_o, which then run at the same time (fwd_o launched
+  // with programmatic dependent launch): ready[gc * HV + hv] counts the V slices of (chunk gc, head
+  // hv) whose h and v_new fwd_h has stored; fwd_o's block waits for ready_count. fwd_prep zeroes
+  // it. Null: fwd_h does not signal, fwd_o runs after it in stream order.
+  int* ready;  // [max_chunks, HV]
+  int ready_count;
 };
 
 // Width of fwd_h's V slices: 32, 64, or 0 (the launcher's choice, the default).
 void set_fwd_h_bv(int bv);
-// fwd_h for D = 128 on Hopper wgmma (fwd_h_wgmma.cu) instead of mma.sync; false (the default)
-// until it is proven on the GPU. No effect for D = 64.
+// fwd_h for D = 128 on Hopper wgmma (fwd_h_wgmma.cu, the default: true) or on mma.sync (fwd_h.cu,
+// false; kept for the A/B timing of the device check). No effect for D = 64.
 void set_fwd_h_wgmma(bool on);
+// fwd_o overlapping the wgmma fwd_h (b.ready hand-off; the default: true) or after it (false).
+void set_fwd_o_overlap(bool on);
 // Phase timing for the device check: with 6 events set, fast_forward records one before the plan
 // and one after each phase (plan, q/k packing, prep, h, o). Null (the default) records nothing.
 void set_fast_timing(cudaEvent_t* events);
@@ -51,7 +59,10 @@ void launch_fwd_h(const FastBufs& b, const ForwardArgs& f, cudaStream_t s);
 template <int D>
 void launch_fwd_o(const FastBufs& b, const ForwardArgs& f, cudaStream_t s);
 // The wgmma fwd_h (D = 128): one warpgroup per (sequence, value head, 64-wide V slice).
+// It signals b.ready per chunk (fwd_o may overlap it); launch_fwd_h reports whether it did.
 void launch_fwd_h_wgmma(const FastBufs& b, const ForwardArgs& f, int num_sms, cudaStream_t s);
+// Whether launch_fwd_h<D> takes the wgmma kernel (which signals b.ready) for this problem.
+bool fwd_h_signals_ready(int D);
 
 }  // namespace cuda
 }  // namespace gdn

@@ -15,7 +15,7 @@ namespace {
 
 constexpr int C = kChunkSize;
 int g_fwd_h_bv = 0;  // 0: chosen by the launcher
-bool g_fwd_h_wgmma = false;
+bool g_fwd_h_wgmma = true;
 
 template <int D, int BV, int ST>
 struct HSmem {
@@ -262,6 +262,7 @@ int sm_count() {
 
 void set_fwd_h_bv(int bv) { g_fwd_h_bv = bv == 32 || bv == 64 ? bv : 0; }
 void set_fwd_h_wgmma(bool on) { g_fwd_h_wgmma = on; }
+bool fwd_h_signals_ready(int D) { return D == 128 && g_fwd_h_wgmma; }
 
 template <int D>
 void launch_fwd_h(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {

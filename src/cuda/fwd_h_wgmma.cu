@@ -42,6 +42,9 @@
 //   staging, barrier B2 (v staging complete, every read of the h staging done), v_new -> global;
 //   wait; bf16(S^T) -> A fragments (next chunk's w h) and -> h staging.
 // Rows past len: w, k, u are zero-filled, their decays are 0, and they are never stored.
+// After B1 of chunk c + 1 (and after the loop for the last chunk) one thread adds 1 to
+// b.ready[chunk c][hv] (release): fwd_o, launched as a programmatic dependent of this kernel, reads
+// chunk c's h and v_new as soon as both slices have signalled, while later chunks are computed.
 #include "cuda/fwd_fast.cuh"
 
 namespace gdn {
@@ -140,6 +143,8 @@ __global__ void __launch_bounds__(128, 1) fwd_h_wgmma_kernel(FastBufs b, StateRe
   // wgmma's swizzle atoms must sit on 1024-byte boundaries: align the block's base at run time
   // (1 KB slack; not __align__(1024), which would let the compiler drop this on trust).
   Sm& sm = *reinterpret_cast<Sm*>(smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u));
+  // fwd_o may start now: its blocks wait for b.ready per chunk (this kernel never waits for it).
+  pdl_launch_dependents();
   const int HV = b.HV;
   const int64_t item = blockIdx.x;
   const int sl = static_cast<int>(item % 2);
@@ -239,6 +244,7 @@ __global__ void __launch_bounds__(128, 1) fwd_h_wgmma_kernel(FastBufs b, StateRe
     cp_async_wait<ST - 2>();
     fence_proxy_async();  // this thread's landed cp.async writes -> visible to wgmma (async proxy)
     __syncthreads();      // B1: chunk c complete for all; h staging holds h_c; stage (c - 1) % ST free
+    if (c > 0 && tid == 0 && b.ready) signal_release(b.ready + (gc - 1) * HV + hv);  // h, v_new of c - 1 stored
 
     // acc = u^T: acc[4 j + 2 hh + e] = u[token 8 j + 2 t + e][v0 + 16 warp + g + 8 hh], j < 8.
     float acc[32];
@@ -370,6 +376,10 @@ __global__ void __launch_bounds__(128, 1) fwd_h_wgmma_kernel(FastBufs b, StateRe
     if (++s == ST) s = 0;
   }
   cp_async_wait<0>();
+  if (nch > 0 && b.ready) {
+    __syncthreads();  // the last chunk's v_new stores
+    if (tid == 0) signal_release(b.ready + (c0 + nch - 1) * HV + hv);
+  }
 
   const int64_t r = state_row(fin, n);
   if (r >= 0) {

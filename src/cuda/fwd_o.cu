@@ -45,6 +45,9 @@ __global__ void __launch_bounds__(NW * 32)
   const int64_t gc = blockIdx.x / HV;
   const int hv = blockIdx.x % HV;
   const int hk = hv / (HV / b.H);
+  // The grid completes only after fwd_h has (its final states included): the last block, the last
+  // to be scheduled, waits for it; the others wait per chunk on b.ready.
+  if (b.ready && blockIdx.x == gridDim.x - 1) pdl_wait();
   int64_t n, t0;
   int len;
   if (!chunk_info(b.pl, gc, n, t0, len)) return;
@@ -70,6 +73,10 @@ __global__ void __launch_bounds__(NW * 32)
     cp_async4(&sm.rk[i], b.rk + int64_t(hk) * b.T + t0 + (ok ? i : 0), ok ? 4 : 0);
   }
   cp_async_commit();
+  if (b.ready) {  // h and v_new of this chunk stored by every slice of fwd_h
+    if (tid == 0) wait_acquire(b.ready + blockIdx.x, b.ready_count);
+    __syncthreads();
+  }
   for (int e = tid; e < C * D / 8; e += kThreads) {
     const int i = e / (D / 8), c8 = (e % (D / 8)) * 8;
     const bool ok = i < len;
@@ -229,7 +236,19 @@ void launch(const FastBufs& b, const ForwardArgs& f, cudaStream_t s, unsigned bl
   const size_t smem = sizeof(OSmem<D>);
   auto k = fwd_o_kernel<D, TO, NW>;
   allow_smem(k, smem);
-  k<<<blocks, NW * 32, smem, s>>>(b, static_cast<TO*>(f.o.data), f.o.stride_token, f.o.stride_head, pairs);
+  // With b.ready, a programmatic dependent of fwd_h: it starts while fwd_h runs (see fwd_fast.cuh).
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(blocks);
+  cfg.blockDim = dim3(NW * 32);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = b.ready ? 1 : 0;
+  check(cudaLaunchKernelEx(&cfg, k, b, static_cast<TO*>(f.o.data), f.o.stride_token, f.o.stride_head, pairs),
+        "cudaLaunchKernelEx(fwd_o_kernel)");
 }
 
 }  // namespace

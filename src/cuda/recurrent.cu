@@ -35,8 +35,8 @@
 // Variants (recurrent.cuh: set_decode_variant, for the device check): the same kernel with other
 // warps / ring depths / blocks per SM, or with the tile computed from registers (TileMode kRegs:
 // moved there from the ring slot, which is refilled at once; kDirect: no ring, loaded from global
-// memory straight into registers as flash-linear-attention does). Variant 0 is the default above;
-// the others are compiled for K = V = 128 only. The list: above launch_variant.
+// memory straight into registers as flash-linear-attention does). Variant 0 (DefaultCfg above) runs
+// every other size; K = V = 128 runs variant 2 unless set otherwise. The list: above launch_variant.
 #include <algorithm>
 #include <type_traits>
 
@@ -577,20 +577,24 @@ void launch_k(const DecodeArgs& a, int V, bool kmaj, cudaStream_t st) {
 // 16 KiB; shared memory per warp: ring slots x 16 KiB + 1152 bytes of q / k buffers. Registers
 // (K-major / V-major) from ptxas 13.0; none spills.
 //   warps x ring (blocks/SM)   regs      smem/block  tiles per warp, in flight per SM while computing
-// 0 4 x 3 smem (1), default    164/128   196.5 KiB   3, 8 (128 KiB)
+// 0 4 x 3 smem (1), DefaultCfg 164/128   196.5 KiB   3, 8 (128 KiB)
 // 1 6 x 2 smem (1)             156/128   198.8 KiB   2, 6 (96 KiB): 6 warps hide more of the passes
-// 2 8 x 1 smem + regs (1)      255/250   137.0 KiB   2, 8 (128 KiB): 8 warps; the slot read once per
-//                                                    item, not twice per token (8 x 2 smem: 256 KiB)
+// 2 8 x 1 smem + regs (1), the 255/250   137.0 KiB   2, 8 (128 KiB): 8 warps; the slot read once per
+//   default for K = V = 128       item, not twice per token (8 x 2 smem: 256 KiB)
+// Measured on an H200 (N = 256 / 4096, % of the copy rate, V-major, K-major): variant 0 89/79,
+// 80/78; 1 90/79, 86/76; 2 90/85, 84/79; 3 87/78, 84/77; 4 90/79, 82/77; 5 85/79, 80/75;
+// 6 85/81, 81/74 (docs/perf.md, v5).
 // 3 4 x 3 smem + regs (1)      250/252   196.5 KiB   4, 12 (192 KiB) (4 x 4 smem: 256 KiB, too much)
 // 4 2 x 3 smem (2)             164/128   98.3 KiB    3, 8 (128 KiB): variant 0 in two blocks per SM
 // 5 4 direct (2)               255/250   4.5 KiB     1, 0: fla's scheme, 8 warps (12 would spill)
 // 6 6 x 2 smem + regs (1)      250/254   198.8 KiB   3, 12 (192 KiB): 6 warps and 2 tiles ahead
 constexpr int kDecodeVariants = 7;
-constexpr const char* kVariantNames[kDecodeVariants] = {"4w x 3 smem (default)",    "6w x 2 smem",
-                                                        "8w x 1 smem + regs",       "4w x 3 smem + regs",
+constexpr int kDefaultVariant = 2;
+constexpr const char* kVariantNames[kDecodeVariants] = {"4w x 3 smem",              "6w x 2 smem",
+                                                        "8w x 1 smem + regs (default)", "4w x 3 smem + regs",
                                                         "2w x 3 smem, 2 blocks/SM", "4w direct, 2 blocks/SM",
                                                         "6w x 2 smem + regs"};
-int g_decode_variant = 0;
+int g_decode_variant = kDefaultVariant;
 
 void launch_variant(const DecodeArgs& a, bool kmaj, cudaStream_t st) {
   switch (g_decode_variant) {
@@ -621,7 +625,7 @@ void launch_variant(const DecodeArgs& a, bool kmaj, cudaStream_t st) {
 
 int decode_variant_count() { return kDecodeVariants; }
 const char* decode_variant_name(int v) { return v >= 0 && v < kDecodeVariants ? kVariantNames[v] : "?"; }
-void set_decode_variant(int v) { g_decode_variant = v >= 0 && v < kDecodeVariants ? v : 0; }
+void set_decode_variant(int v) { g_decode_variant = v >= 0 && v < kDecodeVariants ? v : kDefaultVariant; }
 
 GateArgs make_gates(const ForwardArgs& f) {
   GateArgs g;
@@ -673,7 +677,7 @@ void recurrent_gated_delta_rule(const ForwardArgs& f, const Exec& exec) {
   a.fin = f.final_state;
   const bool kmaj = p.state_layout == StateLayout::kKMajor;
   cudaStream_t st = stream_of(exec);
-  if (K == 128 && V == 128 && g_decode_variant != 0)
+  if (K == 128 && V == 128)
     launch_variant(a, kmaj, st);
   else if (K == 64)
     launch_k<64>(a, V, kmaj, st);

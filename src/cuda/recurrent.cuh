@@ -6,11 +6,12 @@
 namespace gdn {
 namespace cuda {
 
-// Variant 0 is the default (DecodeCfg); the others apply to K = V = 128 only (other sizes always
-// run variant 0). The list and what each one tries: the table above launch_variant in recurrent.cu.
+// The variants apply to K = V = 128 only (other sizes always run variant 0, DefaultCfg); the
+// default for 128 is variant 2. The list and what each one tries: the table above launch_variant
+// in recurrent.cu.
 int decode_variant_count();
 const char* decode_variant_name(int v);  // e.g. "6w x 2 smem"
-// Selects the decode variant of later launches; out of range: 0.
+// Selects the decode variant of later launches; out of range (e.g. -1): the default.
 void set_decode_variant(int v);
 
 }  // namespace cuda

@@ -1,8 +1,9 @@
 // Standalone device check of the CUDA backend (no GoogleTest, no API layer): runs the composed
 // forward, the stage chain and the decode step on random inputs against an fp64 recurrence, and
 // with --bench times the SPEC section 6 cases with CUDA graphs. Exit code 1 on any failure.
-// The decode cases run once per decode variant (set_decode_variant, names " dv<i>"), and --bench
-// times every variant at N = 256 and 4096; --decode restricts the run to the decode step.
+// Also runs the backend's alternatives (fwd_o after fwd_h: " seq"; the mma.sync fwd_h: " mma")
+// and times them beside the defaults. --decode restricts the run to the decode step and runs and
+// times every decode variant (set_decode_variant, names " dv<i>"); --no-check: timings only.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -901,38 +902,38 @@ int main(int argc, char** argv) {
   if (no_check) cases.clear();
   for (auto& c : cases) run_case(c, rng);
   if (!decode_only && !no_check) {
-    for (int bv : {32, 64}) {  // both slice widths of fwd_h on the first fast cases
-      cuda::set_fwd_h_bv(bv);
-      for (int i = 0; i < 5; ++i) {
-        Case c = cases[i];
-        c.name += bv == 32 ? " bv32" : " bv64";
-        run_case(c, rng);
-      }
-    }
-    cuda::set_fwd_h_bv(0);
-  }
-  if (!decode_only && !no_check) {
-    cuda::set_fwd_h_wgmma(true);  // the wgmma fwd_h (D = 128) on the first fast cases
-    for (int i = 0; i < 5; ++i) {
-      Case c = cases[i];
-      c.name += "/wg";
-      run_case(c, rng);
-    }
     {
       // More (sequence, head, slice) blocks than SMs: the wgmma launcher's 2-stage ring (the cases
       // above have few blocks and take its 4-stage ring).
       Case c;
-      c.name = "fast bf16 128 140 seqs/wg";
+      c.name = "fast bf16 128 140 seqs";
       for (int n = 0; n < 140; ++n) c.lens.push_back(1 + (n * 37) % 150);
       c.vmajor = true;
       run_case(c, rng);
     }
-    cuda::set_fwd_h_wgmma(false);
+    cuda::set_fwd_o_overlap(false);  // fwd_o after fwd_h in stream order
+    for (int i = 0; i < 2; ++i) {
+      Case c = cases[i];
+      c.name += " seq";
+      run_case(c, rng);
+    }
+    cuda::set_fwd_o_overlap(true);
+    cuda::set_fwd_h_wgmma(false);  // the mma.sync fwd_h, both slice widths, on the first fast cases
+    for (int bv : {32, 64}) {
+      cuda::set_fwd_h_bv(bv);
+      for (int i = 0; i < 5; ++i) {
+        Case c = cases[i];
+        c.name += bv == 32 ? " mma bv32" : " mma bv64";
+        run_case(c, rng);
+      }
+    }
+    cuda::set_fwd_h_bv(0);
+    cuda::set_fwd_h_wgmma(true);
   }
   // Every decode variant on every decode case (variants apply to K = V = 128; other sizes run variant 0).
   const int nvar = cuda::decode_variant_count();
   for (int dv = 0; dv < nvar; ++dv) std::printf("decode variant dv%d: %s\n", dv, cuda::decode_variant_name(dv));
-  for (int dv = 1; dv < nvar && !no_check; ++dv) {
+  for (int dv = 0; dv < nvar && decode_only && !no_check; ++dv) {
     cuda::set_decode_variant(dv);
     for (const Case& c0 : cases)
       if (c0.decode) {
@@ -941,7 +942,7 @@ int main(int argc, char** argv) {
         run_case(c, rng);
       }
   }
-  cuda::set_decode_variant(0);
+  cuda::set_decode_variant(-1);
   std::printf("%s: %d failure(s)\n", g_fail ? "FAILED" : "PASSED", g_fail);
   if (bench) {
     FILE* js = std::fopen(json ? json : "/dev/null", "w");
@@ -955,24 +956,18 @@ int main(int argc, char** argv) {
       tot += l;
     }
     mixed.push_back(32768 - tot > 0 ? 32768 - tot : 1);
-    for (int bv : {32, 64}) {
-      if (decode_only) break;
-      cuda::set_fwd_h_bv(bv);
-      const std::string sfx = bv == 32 ? "/bv32" : "/bv64";
-      bench_prefill(("1x32k" + sfx).c_str(), {32768}, js, first);
-      bench_prefill(("4x8k" + sfx).c_str(), std::vector<int64_t>(4, 8192), js, first);
-      bench_prefill(("8x1k" + sfx).c_str(), std::vector<int64_t>(8, 1024), js, first);
-      bench_prefill(("64x256" + sfx).c_str(), std::vector<int64_t>(64, 256), js, first);
-      bench_prefill(("256x64" + sfx).c_str(), std::vector<int64_t>(256, 64), js, first);
-    }
-    cuda::set_fwd_h_bv(0);
     if (!decode_only) {
-      cuda::set_fwd_h_wgmma(true);
-      bench_prefill("1x32k/wg", {32768}, js, first);
-      bench_prefill("4x8k/wg", std::vector<int64_t>(4, 8192), js, first);
-      bench_prefill("8x1k/wg", std::vector<int64_t>(8, 1024), js, first);
-      bench_prefill("64x256/wg", std::vector<int64_t>(64, 256), js, first);
+      // A/B in the same run: fwd_o after fwd_h (/seq), and the mma.sync fwd_h (/mma).
+      cuda::set_fwd_o_overlap(false);
+      bench_prefill("1x4k/seq", {4096}, js, first);
+      bench_prefill("1x32k/seq", {32768}, js, first);
+      bench_prefill("4x8k/seq", std::vector<int64_t>(4, 8192), js, first);
+      cuda::set_fwd_o_overlap(true);
       cuda::set_fwd_h_wgmma(false);
+      bench_prefill("1x32k/mma", {32768}, js, first);
+      bench_prefill("8x1k/mma", std::vector<int64_t>(8, 1024), js, first);
+      bench_prefill("256x64/mma", std::vector<int64_t>(256, 64), js, first);
+      cuda::set_fwd_h_wgmma(true);
       bench_prefill("1x4k", {4096}, js, first);
       bench_prefill("1x32k", {32768}, js, first);
       bench_prefill("1x128k", {131072}, js, first);
@@ -984,13 +979,13 @@ int main(int argc, char** argv) {
     }
     for (int64_t n : {1, 64, 256, 1024, 4096})
       for (bool vm : {true, false}) bench_decode(n, vm, js, first);
-    // Every decode variant (dv0 again: the same run's baseline), K = V = 128.
-    for (int dv = 0; dv < nvar; ++dv) {
+    // Every decode variant (with --decode), K = V = 128.
+    for (int dv = 0; dv < nvar && decode_only; ++dv) {
       cuda::set_decode_variant(dv);
       for (int64_t n : {256, 4096})
         for (bool vm : {true, false}) bench_decode(n, vm, js, first, dv);
     }
-    cuda::set_decode_variant(0);
+    cuda::set_decode_variant(-1);
     std::fprintf(js, "]\n");
     std::fclose(js);
   }
