@@ -262,7 +262,9 @@ __device__ __forceinline__ void wait_acquire(const int* flag, int target) {
 }
 // Programmatic dependent launch: the kernel launched after this one (with the programmatic
 // serialization attribute) may start once every block of this one has executed this.
-__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+__device__ __forceinline__ void pdl_launch_dependents() {
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
 // Waits until the kernels this one programmatically depends on have completed (memory flushed).
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 

@@ -94,7 +94,7 @@ void fast_forward(const ForwardArgs& f, const Exec& exec) {
     convert_rows(p.dtype, DType::kBFloat16, f.k.data, f.k.stride_token, f.k.stride_head,
                  const_cast<__nv_bfloat16*>(b.k), int64_t(H) * D, D, T, H, D, false, s);
   }
-  if (!g_overlap || !fwd_h_signals_ready(D)) b.ready = nullptr;
+  if (!g_overlap || !fwd_h_signals_ready(p)) b.ready = nullptr;
   mark(2, s);
   if (D == 128) {
     launch_fwd_prep<128>(b, f, s);

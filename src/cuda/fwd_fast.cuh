@@ -59,10 +59,11 @@ void launch_fwd_h(const FastBufs& b, const ForwardArgs& f, cudaStream_t s);
 template <int D>
 void launch_fwd_o(const FastBufs& b, const ForwardArgs& f, cudaStream_t s);
 // The wgmma fwd_h (D = 128): one warpgroup per (sequence, value head, 64-wide V slice).
-// It signals b.ready per chunk (fwd_o may overlap it); launch_fwd_h reports whether it did.
+// It signals b.ready per chunk when b.ready is set (fwd_o then overlaps it).
 void launch_fwd_h_wgmma(const FastBufs& b, const ForwardArgs& f, int num_sms, cudaStream_t s);
-// Whether launch_fwd_h<D> takes the wgmma kernel (which signals b.ready) for this problem.
-bool fwd_h_signals_ready(int D);
+// Whether fwd_o should overlap fwd_h for this problem: launch_fwd_h takes the wgmma kernel (which
+// signals b.ready) and its blocks leave SMs idle.
+bool fwd_h_signals_ready(const Problem& p);
 
 }  // namespace cuda
 }  // namespace gdn

@@ -590,9 +590,12 @@ void launch_k(const DecodeArgs& a, int V, bool kmaj, cudaStream_t st) {
 // 6 6 x 2 smem + regs (1)      250/254   198.8 KiB   3, 12 (192 KiB): 6 warps and 2 tiles ahead
 constexpr int kDecodeVariants = 7;
 constexpr int kDefaultVariant = 2;
-constexpr const char* kVariantNames[kDecodeVariants] = {"4w x 3 smem",              "6w x 2 smem",
-                                                        "8w x 1 smem + regs (default)", "4w x 3 smem + regs",
-                                                        "2w x 3 smem, 2 blocks/SM", "4w direct, 2 blocks/SM",
+constexpr const char* kVariantNames[kDecodeVariants] = {"4w x 3 smem",
+                                                        "6w x 2 smem",
+                                                        "8w x 1 smem + regs (default)",
+                                                        "4w x 3 smem + regs",
+                                                        "2w x 3 smem, 2 blocks/SM",
+                                                        "4w direct, 2 blocks/SM",
                                                         "6w x 2 smem + regs"};
 int g_decode_variant = kDefaultVariant;
 
