@@ -538,6 +538,146 @@ __global__ void __launch_bounds__(C::kWarps * 32, C::kBlocks) decode_kernel(Deco
   }
 }
 
+// K-major by whole rows (variants 7, 8; K = V = 128): one block per (sequence, value head), warp w
+// owns the state rows [RW w, RW w + RW), lane the columns 4 lane..4 lane + 3, in registers. Every
+// load and store instruction of a warp is one contiguous 512-byte row (the persistent kernel's
+// K-major tiles read 128 of every 512 bytes per instruction). S^T k and S^T q are summed in-lane
+// over the warp's rows, then across the W warps through shared memory. Not persistent: the whole
+// state's loads are issued at the block's start; two blocks per SM (registers: 219 with 4 warps,
+// 128 with 8) keep up to 128 KB of loads in flight, as flash-linear-attention's one-warp programs do.
+template <int W>
+__global__ void __launch_bounds__(W * 32, 2) decode_rows_kernel(DecodeArgs a) {
+  constexpr int K = 128, V = 128, RW = K / W;
+  constexpr int64_t KV = int64_t(K) * V;
+  __shared__ float qk_raw[2][K];        // the token's q, k as loaded (fp32)
+  __shared__ float4 part[2][W][V / 4];  // per warp: S^T k, S^T q over its rows (columns 4 lane..)
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int64_t n = blockIdx.x / a.HV;
+  const int hv = static_cast<int>(blockIdx.x % a.HV);
+  const int hk = hv / a.group;
+  const int64_t rin = row_checked(a.init, row_raw(a.init, n));
+  const int64_t rfin = row_checked(a.fin, row_raw(a.fin, n));
+  const int64_t row0 = int64_t(RW) * warp;  // first state row of this warp
+
+  float4 s[RW];  // s[r]: row row0 + r, columns 4 lane..4 lane + 3
+  {
+    const float* src = rin >= 0 ? a.init.data + (rin * a.HV + hv) * KV + row0 * V + 4 * lane : nullptr;
+#pragma unroll
+    for (int r = 0; r < RW; ++r)
+      s[r] = src ? __ldcs(reinterpret_cast<const float4*>(src + r * V)) : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  float* out = rfin >= 0 ? a.fin.data + (rfin * a.HV + hv) * KV + row0 * V + 4 * lane : nullptr;
+  auto store_state = [&]() {
+#pragma unroll
+    for (int r = 0; r < RW; ++r) __stcs(reinterpret_cast<float4*>(out + r * V), s[r]);
+  };
+  const Span span = span_checked(a, span_raw(a, n));
+  if (span.b == span.e) {  // no tokens: the final state is the initial state
+    if (out) store_state();
+    return;
+  }
+  for (int64_t t = span.b; t < span.e; ++t) {
+    // The token's inputs (raw bits, converted at the use): q, k by all threads, v and the gates by
+    // each lane for its columns.
+    uint32_t qk_bits[(2 * K + W * 32 - 1) / (W * 32)];
+#pragma unroll
+    for (int i = 0; i < (2 * K + W * 32 - 1) / (W * 32); ++i) {
+      const int d = tid + W * 32 * i;
+      qk_bits[i] = d < K ? ld_raw(a.q, a.dt, t * a.q_st + hk * a.q_sh + d)
+                         : (d < 2 * K ? ld_raw(a.k, a.dt, t * a.k_st + hk * a.k_sh + (d - K)) : 0u);
+    }
+    uint32_t v_bits[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) v_bits[e] = ld_raw(a.v, a.dt, t * a.v_st + hv * a.v_sh + 4 * lane + e);
+    Tok<K> gx;
+    gx.g = ld_raw(a.gates.g, a.gates.dt, t * a.gates.g_st + hv * a.gates.g_sh);
+    gx.b = ld_raw(a.gates.beta, a.gates.dt, t * a.gates.b_st + hv * a.gates.b_sh);
+    gx.a_log = a.gates.fused ? a.gates.A_log[hv] : 0.f;
+    gx.dt_bias = a.gates.fused ? a.gates.dt_bias[hv] : 0.f;
+
+    __syncthreads();  // the previous token's readers of qk_raw and part are done
+#pragma unroll
+    for (int i = 0; i < (2 * K + W * 32 - 1) / (W * 32); ++i) {
+      const int d = tid + W * 32 * i;
+      if (d < 2 * K) qk_raw[d / K][d % K] = raw_f(qk_bits[i], a.dt);
+    }
+    __syncthreads();
+    // Norms and q . k, by every warp (the same sums; no block barrier needed for them).
+    float sq = 0.f, sk = 0.f, sqk = 0.f;
+#pragma unroll
+    for (int m = 0; m < K / 32; ++m) {
+      const float qv = qk_raw[0][lane + 32 * m], kv = qk_raw[1][lane + 32 * m];
+      sq += qv * qv;
+      sk += kv * kv;
+      sqk += qv * kv;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      sq += __shfl_xor_sync(0xffffffffu, sq, o);
+      sk += __shfl_xor_sync(0xffffffffu, sk, o);
+      sqk += __shfl_xor_sync(0xffffffffu, sqk, o);
+    }
+    const float iq = a.l2norm ? rsqrtf(sq + 1e-6f) : 1.f, ik = a.l2norm ? rsqrtf(sk + 1e-6f) : 1.f;
+    const float kq = sqk * iq * ik;  // (normalized k) . (normalized q)
+
+    // Pass 1: S^T k, S^T q over this warp's rows (the norms applied once, after the sums).
+    float4 ak = make_float4(0.f, 0.f, 0.f, 0.f), aq = ak;
+#pragma unroll
+    for (int r = 0; r < RW; ++r) {
+      const float kr = qk_raw[1][row0 + r], qr = qk_raw[0][row0 + r];
+      ak.x = fmaf(s[r].x, kr, ak.x);
+      ak.y = fmaf(s[r].y, kr, ak.y);
+      ak.z = fmaf(s[r].z, kr, ak.z);
+      ak.w = fmaf(s[r].w, kr, ak.w);
+      aq.x = fmaf(s[r].x, qr, aq.x);
+      aq.y = fmaf(s[r].y, qr, aq.y);
+      aq.z = fmaf(s[r].z, qr, aq.z);
+      aq.w = fmaf(s[r].w, qr, aq.w);
+    }
+    part[0][warp][lane] = ak;
+    part[1][warp][lane] = aq;
+    __syncthreads();
+    float kv[4] = {0.f, 0.f, 0.f, 0.f}, qv[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int w = 0; w < W; ++w) {
+      const float4 pk = part[0][w][lane], pq = part[1][w][lane];
+      kv[0] += pk.x;
+      kv[1] += pk.y;
+      kv[2] += pk.z;
+      kv[3] += pk.w;
+      qv[0] += pq.x;
+      qv[1] += pq.y;
+      qv[2] += pq.z;
+      qv[3] += pq.w;
+    }
+    float g, beta;
+    gates_of<K>(a.gates, gx, g, beta);
+    const float decay = expf(g);
+    float vp[4];  // v' of columns 4 lane + e
+#pragma unroll
+    for (int e = 0; e < 4; ++e) vp[e] = beta * (raw_f(v_bits[e], a.dt) - decay * ik * kv[e]);
+    if (warp == 0) {
+      const int64_t ob = t * a.o_st + hv * a.o_sh + 4 * lane;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) store_dt(a.o, a.dt, ob + e, a.scale * (decay * iq * qv[e] + vp[e] * kq));
+    }
+    // Pass 2: decay S + k v'^T in registers; the final state leaves after the last token.
+#pragma unroll
+    for (int r = 0; r < RW; ++r) {
+      const float kr = qk_raw[1][row0 + r] * ik;
+      s[r] = make_float4(fmaf(kr, vp[0], s[r].x * decay), fmaf(kr, vp[1], s[r].y * decay),
+                         fmaf(kr, vp[2], s[r].z * decay), fmaf(kr, vp[3], s[r].w * decay));
+    }
+  }
+  if (out) store_state();
+}
+
+template <int W>
+void launch_rows(const DecodeArgs& a, cudaStream_t st) {
+  decode_rows_kernel<W><<<grid_1d(a.N * a.HV, 1), W * 32, 0, st>>>(a);
+  GDN_CUDA_LAUNCH_CHECK("decode_rows_kernel");
+}
+
 // Persistent grid: as many blocks as fit on the device at once, fewer for few items.
 template <int K, int V, class C>
 void launch_cfg(const DecodeArgs& a, bool kmaj, cudaStream_t st) {
@@ -588,7 +728,9 @@ void launch_k(const DecodeArgs& a, int V, bool kmaj, cudaStream_t st) {
 // 4 2 x 3 smem (2)             164/128   98.3 KiB    3, 8 (128 KiB): variant 0 in two blocks per SM
 // 5 4 direct (2)               255/250   4.5 KiB     1, 0: fla's scheme, 8 warps (12 would spill)
 // 6 6 x 2 smem + regs (1)      250/254   198.8 KiB   3, 12 (192 KiB): 6 warps and 2 tiles ahead
-constexpr int kDecodeVariants = 7;
+// 7 rows, 4 warps (2)          K-major only (V-major runs 2): a block per state, 32 rows per warp
+// 8 rows, 8 warps (2)          the same, 16 rows per warp
+constexpr int kDecodeVariants = 9;
 constexpr int kDefaultVariant = 2;
 constexpr const char* kVariantNames[kDecodeVariants] = {"4w x 3 smem",
                                                         "6w x 2 smem",
@@ -596,7 +738,9 @@ constexpr const char* kVariantNames[kDecodeVariants] = {"4w x 3 smem",
                                                         "4w x 3 smem + regs",
                                                         "2w x 3 smem, 2 blocks/SM",
                                                         "4w direct, 2 blocks/SM",
-                                                        "6w x 2 smem + regs"};
+                                                        "6w x 2 smem + regs",
+                                                        "rows 4w (K-major)",
+                                                        "rows 8w (K-major)"};
 int g_decode_variant = kDefaultVariant;
 
 void launch_variant(const DecodeArgs& a, bool kmaj, cudaStream_t st) {
@@ -618,6 +762,15 @@ void launch_variant(const DecodeArgs& a, bool kmaj, cudaStream_t st) {
       break;
     case 6:
       launch_cfg<128, 128, Cfg<6, 2, 1, TileMode::kRegs>>(a, kmaj, st);
+      break;
+    case 7:
+    case 8:
+      if (!kmaj)
+        launch_cfg<128, 128, Cfg<8, 1, 1, TileMode::kRegs>>(a, kmaj, st);
+      else if (g_decode_variant == 7)
+        launch_rows<4>(a, st);
+      else
+        launch_rows<8>(a, st);
       break;
     default:
       launch_cfg<128, 128, DefaultCfg<128>>(a, kmaj, st);
