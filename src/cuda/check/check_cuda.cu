@@ -669,6 +669,7 @@ static void bench_decode(int64_t N, bool vmajor, FILE* js, bool& first, int vari
 
 int main(int argc, char** argv) {
   bool bench = false, quick = false, decode_only = false, no_check = false;
+  int only_variant = -1;  // --variant i: the decode variant loops run variant i only
   const char* json = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--bench"))
@@ -677,6 +678,8 @@ int main(int argc, char** argv) {
       quick = true;
     else if (!std::strcmp(argv[i], "--decode"))  // only the decode cases and timings (all variants)
       decode_only = true;
+    else if (!std::strcmp(argv[i], "--variant") && i + 1 < argc)
+      only_variant = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--no-check"))  // timings only (with --bench)
       no_check = true;
     else if (!std::strcmp(argv[i], "--profile"))
@@ -934,6 +937,7 @@ int main(int argc, char** argv) {
   const int nvar = cuda::decode_variant_count();
   for (int dv = 0; dv < nvar; ++dv) std::printf("decode variant dv%d: %s\n", dv, cuda::decode_variant_name(dv));
   for (int dv = 0; dv < nvar && decode_only && !no_check; ++dv) {
+    if (only_variant >= 0 && dv != only_variant) continue;
     cuda::set_decode_variant(dv);
     for (const Case& c0 : cases)
       if (c0.decode) {
@@ -981,6 +985,7 @@ int main(int argc, char** argv) {
       for (bool vm : {true, false}) bench_decode(n, vm, js, first);
     // Every decode variant (with --decode), K = V = 128.
     for (int dv = 0; dv < nvar && decode_only; ++dv) {
+      if (only_variant >= 0 && dv != only_variant) continue;
       cuda::set_decode_variant(dv);
       for (int64_t n : {256, 4096})
         for (bool vm : {true, false}) bench_decode(n, vm, js, first, dv);
