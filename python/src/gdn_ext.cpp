@@ -47,9 +47,11 @@ template <typename... Parts>
 const char* dl_dtype_name(nb::dlpack::dtype d) {
   using C = nb::dlpack::dtype_code;
   if (d.lanes != 1) return "a vector dtype";
-  if (d.code == (uint8_t)C::Float) return d.bits == 32 ? "float32" : d.bits == 16 ? "float16" : d.bits == 64 ? "float64" : "float";
+  if (d.code == (uint8_t)C::Float)
+    return d.bits == 32 ? "float32" : d.bits == 16 ? "float16" : d.bits == 64 ? "float64" : "float";
   if (d.code == (uint8_t)C::Bfloat) return d.bits == 16 ? "bfloat16" : "bfloat";
-  if (d.code == (uint8_t)C::Int) return d.bits == 32 ? "int32" : d.bits == 64 ? "int64" : d.bits == 16 ? "int16" : "int8";
+  if (d.code == (uint8_t)C::Int)
+    return d.bits == 32 ? "int32" : d.bits == 64 ? "int64" : d.bits == 16 ? "int16" : "int8";
   if (d.code == (uint8_t)C::UInt) return d.bits == 8 ? "uint8" : "uint";
   if (d.code == (uint8_t)C::Bool) return "bool";
   return "an unsupported dtype";
@@ -58,9 +60,18 @@ const char* dl_dtype_name(nb::dlpack::dtype d) {
 bool to_gdn_dtype(nb::dlpack::dtype d, gdn::DType* out) {
   using C = nb::dlpack::dtype_code;
   if (d.lanes != 1) return false;
-  if (d.code == (uint8_t)C::Float && d.bits == 32) { *out = gdn::DType::kFloat32; return true; }
-  if (d.code == (uint8_t)C::Float && d.bits == 16) { *out = gdn::DType::kFloat16; return true; }
-  if (d.code == (uint8_t)C::Bfloat && d.bits == 16) { *out = gdn::DType::kBFloat16; return true; }
+  if (d.code == (uint8_t)C::Float && d.bits == 32) {
+    *out = gdn::DType::kFloat32;
+    return true;
+  }
+  if (d.code == (uint8_t)C::Float && d.bits == 16) {
+    *out = gdn::DType::kFloat16;
+    return true;
+  }
+  if (d.code == (uint8_t)C::Bfloat && d.bits == 16) {
+    *out = gdn::DType::kBFloat16;
+    return true;
+  }
   return false;
 }
 bool is_f32(nb::dlpack::dtype d) {
@@ -68,18 +79,29 @@ bool is_f32(nb::dlpack::dtype d) {
 }
 bool to_index_type(nb::dlpack::dtype d, gdn::IndexType* out) {
   if (d.lanes != 1 || d.code != (uint8_t)nb::dlpack::dtype_code::Int) return false;
-  if (d.bits == 32) { *out = gdn::IndexType::kInt32; return true; }
-  if (d.bits == 64) { *out = gdn::IndexType::kInt64; return true; }
+  if (d.bits == 32) {
+    *out = gdn::IndexType::kInt32;
+    return true;
+  }
+  if (d.bits == 64) {
+    *out = gdn::IndexType::kInt64;
+    return true;
+  }
   return false;
 }
 
 const char* device_name(int type) {
   switch (type) {
-    case kDevCPU: return "cpu";
-    case kDevCUDA: return "cuda";
-    case kDevCUDAHost: return "cuda_host (pinned host)";
-    case kDevCUDAManaged: return "cuda_managed";
-    default: return "an unsupported device";
+    case kDevCPU:
+      return "cpu";
+    case kDevCUDA:
+      return "cuda";
+    case kDevCUDAHost:
+      return "cuda_host (pinned host)";
+    case kDevCUDAManaged:
+      return "cuda_managed";
+    default:
+      return "an unsupported device";
   }
 }
 
@@ -102,8 +124,8 @@ struct DeviceCtx {
       return;
     }
     if (a.device_type() != type || (type == kDevCUDA && a.device_id() != id))
-      type_error(op, name, " is on ", device_name(a.device_type()), ":", a.device_id(), "; expected ",
-                 first, "'s device (", device_name(type), ":", id, ")");
+      type_error(op, name, " is on ", device_name(a.device_type()), ":", a.device_id(), "; expected ", first,
+                 "'s device (", device_name(type), ":", id, ")");
   }
   gdn::Backend backend() const { return type == kDevCUDA ? gdn::Backend::kCUDA : gdn::Backend::kCPU; }
 };
@@ -116,7 +138,9 @@ void check_host(const char* op, const char* name, const A& a) {
 }
 
 template <typename A>
-int64_t dim(const A& a, size_t i) { return static_cast<int64_t>(a.shape(i)); }
+int64_t dim(const A& a, size_t i) {
+  return static_cast<int64_t>(a.shape(i));
+}
 
 template <typename A>
 std::string shape_str(const A& a) {
@@ -140,8 +164,8 @@ TokView token_view(const char* op, const char* name, const A& a, int64_t T, int6
                    const char* heads_name, const char* dim_name) {
   const bool scalar = d == 0;  // per-head scalar
   const size_t base = scalar ? 1 : 2;
-  const std::string expect = scalar ? cat("[T, ", heads_name, "] or [B, T, ", heads_name, "] with ", heads_name,
-                                          " = ", heads, " and B*T = ", T)
+  const std::string expect = scalar ? cat("[T, ", heads_name, "] or [B, T, ", heads_name, "] with ", heads_name, " = ",
+                                          heads, " and B*T = ", T)
                                     : cat("[T, ", heads_name, ", ", dim_name, "] or [B, T, ", heads_name, ", ",
                                           dim_name, "] = [.., ", heads, ", ", d, "] with B*T = ", T);
   if (a.ndim() != base + 1 && a.ndim() != base + 2)
@@ -174,10 +198,14 @@ TokView token_view(const char* op, const char* name, const A& a, int64_t T, int6
     v.stride_token = dim(a, 0) > 1 ? a.stride(0) : packed_token;
   } else {  // [B, Tb, ...]
     const int64_t B = dim(a, 0), Tb = dim(a, 1);
-    if (B <= 1 && Tb <= 1) v.stride_token = packed_token;
-    else if (B <= 1) v.stride_token = a.stride(1);
-    else if (Tb <= 1) v.stride_token = a.stride(0);
-    else if (a.stride(0) == Tb * a.stride(1)) v.stride_token = a.stride(1);
+    if (B <= 1 && Tb <= 1)
+      v.stride_token = packed_token;
+    else if (B <= 1)
+      v.stride_token = a.stride(1);
+    else if (Tb <= 1)
+      v.stride_token = a.stride(0);
+    else if (a.stride(0) == Tb * a.stride(1))
+      v.stride_token = a.stride(1);
     else
       value_error(op, name, " has strides (", a.stride(0), ", ", a.stride(1),
                   ") in its batch and time dimensions that do not fold into one token dimension; expected "
@@ -248,9 +276,9 @@ struct StateIn {
 
 // Fills a StateRef from a pool/dense state array and optional (device, host) indices.
 template <typename S>
-gdn::StateRef state_ref(const char* op, DeviceCtx& dev, const char* name, const S& s, const In& idx,
-                        const In& idx_host, int64_t N, int64_t HV, int64_t K, int64_t V, bool v_major,
-                        const char* idx_name, const char* idx_host_name) {
+gdn::StateRef state_ref(const char* op, DeviceCtx& dev, const char* name, const S& s, const In& idx, const In& idx_host,
+                        int64_t N, int64_t HV, int64_t K, int64_t V, bool v_major, const char* idx_name,
+                        const char* idx_host_name) {
   gdn::StateRef r;
   if (!s.is_valid()) {
     if (idx.is_valid()) value_error(op, idx_name, " is given without ", name);
@@ -307,25 +335,35 @@ void attach_workspace(const char* op, DeviceCtx& dev, ExecBuilder& eb, nb::handl
   else
     ws = nb::borrow(workspace);
   Out arr;
-  if (!nb::try_cast<Out>(ws, arr))
-    type_error(op, "workspace is not a writable array (nor an allocator returning one)");
+  if (!nb::try_cast<Out>(ws, arr)) type_error(op, "workspace is not a writable array (nor an allocator returning one)");
   dev.check("workspace", arr);
   if (!c_contiguous(arr)) value_error(op, "workspace is not contiguous");
-  if (arr.nbytes() < needed)
-    value_error(op, "workspace holds ", arr.nbytes(), " bytes; expected at least ", needed);
+  if (arr.nbytes() < needed) value_error(op, "workspace holds ", arr.nbytes(), " bytes; expected at least ", needed);
   eb.exec.workspace = arr.data();
   eb.exec.workspace_bytes = arr.nbytes();
   eb.keep = ws;
 }
 
+// The sizes, scale and state layout of a Problem (the callers checked the ranges).
+void set_shape(gdn::Problem& p, int64_t T, int64_t N, int64_t H, int64_t HV, int64_t K, int64_t V, double scale,
+               bool state_v_first) {
+  p.num_tokens = T;
+  p.num_seqs = N;
+  p.num_qk_heads = static_cast<int>(H);
+  p.num_v_heads = static_cast<int>(HV);
+  p.head_k = static_cast<int>(K);
+  p.head_v = static_cast<int>(V);
+  p.scale = static_cast<float>(scale);
+  p.state_layout = state_v_first ? gdn::StateLayout::kVMajor : gdn::StateLayout::kKMajor;
+}
+
 // ------------------------------------------------------------------------------------------------
 // The composed forward (chunked or recurrent).
 
-void forward(In q, In k, In v, In g, In beta, Out o, In A_log, In dt_bias, In initial_state,
-             In initial_indices, In initial_indices_host, Out final_state, In final_indices,
-             In final_indices_host, bool final_is_initial, In cu_seqlens, In cu_seqlens_host, double scale,
-             bool use_qk_l2norm, bool state_v_first, bool fused_gate, bool recurrent, nb::handle workspace,
-             uintptr_t stream, int num_threads) {
+void forward(In q, In k, In v, In g, In beta, Out o, In A_log, In dt_bias, In initial_state, In initial_indices,
+             In initial_indices_host, Out final_state, In final_indices, In final_indices_host, bool final_is_initial,
+             In cu_seqlens, In cu_seqlens_host, double scale, bool use_qk_l2norm, bool state_v_first, bool fused_gate,
+             bool recurrent, nb::handle workspace, uintptr_t stream, int num_threads) {
   const char* op = recurrent ? "fused_recurrent_gated_delta_rule" : "chunk_gated_delta_rule";
   DeviceCtx dev{op};
   dev.check("q", q);
@@ -359,8 +397,8 @@ void forward(In q, In k, In v, In g, In beta, Out o, In A_log, In dt_bias, In in
     if (cu_seqlens_host.is_valid()) {
       check_host(op, "cu_seqlens_cpu", cu_seqlens_host);
       if (index_array(op, "cu_seqlens_cpu", cu_seqlens_host, N + 1, "a host copy of cu_seqlens") != p.cu_seqlens_type)
-        type_error(op, "cu_seqlens_cpu has dtype ", dl_dtype_name(cu_seqlens_host.dtype()), "; expected that of cu_seqlens (",
-                   dl_dtype_name(cu_seqlens.dtype()), ")");
+        type_error(op, "cu_seqlens_cpu has dtype ", dl_dtype_name(cu_seqlens_host.dtype()),
+                   "; expected that of cu_seqlens (", dl_dtype_name(cu_seqlens.dtype()), ")");
       p.cu_seqlens_host = cu_seqlens_host.data();
     } else if (dev.type == kDevCPU) {
       p.cu_seqlens_host = cu_seqlens.data();
@@ -387,17 +425,10 @@ void forward(In q, In k, In v, In g, In beta, Out o, In A_log, In dt_bias, In in
   const TokView tb = token_view(op, "beta", beta, T, HV, 0, "HV", "");
   const TokView to = token_view(op, "o", o, T, HV, V, "HV", "V");
 
-  p.num_tokens = T;
-  p.num_seqs = N;
-  p.num_qk_heads = static_cast<int>(H);
-  p.num_v_heads = static_cast<int>(HV);
-  p.head_k = static_cast<int>(K);
-  p.head_v = static_cast<int>(V);
+  set_shape(p, T, N, H, HV, K, V, scale, state_v_first);
   p.dtype = dt;
   p.gate_dtype = gdt;
-  p.scale = static_cast<float>(scale);
   p.use_qk_l2norm = use_qk_l2norm;
-  p.state_layout = state_v_first ? gdn::StateLayout::kVMajor : gdn::StateLayout::kKMajor;
   p.fused_gate = fused_gate;
 
   gdn::ForwardArgs a;
@@ -458,34 +489,48 @@ void forward(In q, In k, In v, In g, In beta, Out o, In A_log, In dt_bias, In in
 // G [T, HV], L and A [T, HV, 64], w [T, HV, K], u and v_new [T, HV, V], h [>= max_num_chunks, HV, K, V].
 
 void stage(const std::string& which, int64_t T, int64_t N, int64_t H, int64_t HV, int64_t K, int64_t V, double scale,
-           bool state_v_first, In cu_seqlens, In cu_seqlens_host, In q, In k, In v, In g, In beta, Out G, Out L,
-           Out A, Out w, Out u, Out h, Out v_new, Out o, In initial_state, In initial_indices,
-           In initial_indices_host, Out final_state, In final_indices, In final_indices_host, bool final_is_initial,
-           nb::handle workspace, uintptr_t stream, int num_threads) {
+           bool state_v_first, In cu_seqlens, In cu_seqlens_host, In q, In k, In v, In g, In beta, Out G, Out L, Out A,
+           Out w, Out u, Out h, Out v_new, Out o, In initial_state, In initial_indices, In initial_indices_host,
+           Out final_state, In final_indices, In final_indices_host, bool final_is_initial, nb::handle workspace,
+           uintptr_t stream, int num_threads) {
   const char* op = which.c_str();
-  enum { kQ = 1, kK = 2, kV = 4, kG = 8, kBeta = 16, kGc = 32, kL = 64, kA = 128, kW = 256, kU = 512, kH = 1024,
-         kVn = 2048, kO = 4096, kS = 8192 };
+  enum {
+    kQ = 1,
+    kK = 2,
+    kV = 4,
+    kG = 8,
+    kBeta = 16,
+    kGc = 32,
+    kL = 64,
+    kA = 128,
+    kW = 256,
+    kU = 512,
+    kH = 1024,
+    kVn = 2048,
+    kO = 4096,
+    kS = 8192
+  };
   unsigned need;
-  if (which == "chunk_local_cumsum") need = kG | kGc;
-  else if (which == "chunk_scaled_dot_kkt") need = kK | kBeta | kGc | kL;
-  else if (which == "solve_tril") need = kL | kA;
-  else if (which == "recompute_w_u") need = kK | kV | kBeta | kGc | kA | kW | kU;
-  else if (which == "chunk_fwd_h") need = kK | kW | kU | kGc | kH | kVn | kS;
-  else if (which == "chunk_fwd_o") need = kQ | kK | kVn | kH | kGc | kO;
-  else value_error("stage", "unknown stage '", which, "'");
+  if (which == "chunk_local_cumsum")
+    need = kG | kGc;
+  else if (which == "chunk_scaled_dot_kkt")
+    need = kK | kBeta | kGc | kL;
+  else if (which == "solve_tril")
+    need = kL | kA;
+  else if (which == "recompute_w_u")
+    need = kK | kV | kBeta | kGc | kA | kW | kU;
+  else if (which == "chunk_fwd_h")
+    need = kK | kW | kU | kGc | kH | kVn | kS;
+  else if (which == "chunk_fwd_o")
+    need = kQ | kK | kVn | kH | kGc | kO;
+  else
+    value_error("stage", "unknown stage '", which, "'");
   if (T < 0 || N < 1 || H < 1 || HV < 1 || K < 1 || V < 1 || HV > INT32_MAX || K > INT32_MAX || V > INT32_MAX)
     value_error(op, "invalid sizes T=", T, " N=", N, " H=", H, " HV=", HV, " K=", K, " V=", V);
 
   DeviceCtx dev{op};
   gdn::Problem p;
-  p.num_tokens = T;
-  p.num_seqs = N;
-  p.num_qk_heads = static_cast<int>(H);
-  p.num_v_heads = static_cast<int>(HV);
-  p.head_k = static_cast<int>(K);
-  p.head_v = static_cast<int>(V);
-  p.scale = static_cast<float>(scale);
-  p.state_layout = state_v_first ? gdn::StateLayout::kVMajor : gdn::StateLayout::kKMajor;
+  set_shape(p, T, N, H, HV, K, V, scale, state_v_first);
   p.dtype = gdn::DType::kFloat32;
   p.gate_dtype = gdn::DType::kFloat32;
 
@@ -504,9 +549,18 @@ void stage(const std::string& which, int64_t T, int64_t N, int64_t H, int64_t HV
     }
     return token_view(op, name, arr, T, heads, d, hn, dn);
   };
-  if (need & kQ) { TokView t = data_tensor("q", q, H, K, "H", "K"); b.q = {t.data, t.stride_token, t.stride_head}; }
-  if (need & kK) { TokView t = data_tensor("k", k, H, K, "H", "K"); b.k = {t.data, t.stride_token, t.stride_head}; }
-  if (need & kV) { TokView t = data_tensor("v", v, HV, V, "HV", "V"); b.v = {t.data, t.stride_token, t.stride_head}; }
+  if (need & kQ) {
+    TokView t = data_tensor("q", q, H, K, "H", "K");
+    b.q = {t.data, t.stride_token, t.stride_head};
+  }
+  if (need & kK) {
+    TokView t = data_tensor("k", k, H, K, "H", "K");
+    b.k = {t.data, t.stride_token, t.stride_head};
+  }
+  if (need & kV) {
+    TokView t = data_tensor("v", v, HV, V, "HV", "V");
+    b.v = {t.data, t.stride_token, t.stride_head};
+  }
   if (need & kO) {
     TokView t = data_tensor("o", o, HV, V, "HV", "V");
     b.o = {const_cast<void*>(t.data), t.stride_token, t.stride_head};
@@ -524,8 +578,14 @@ void stage(const std::string& which, int64_t T, int64_t N, int64_t H, int64_t HV
     }
     return token_view(op, name, arr, T, HV, 0, "HV", "");
   };
-  if (need & kG) { TokView t = gate_tensor("g", g); b.g = {t.data, t.stride_token, t.stride_head}; }
-  if (need & kBeta) { TokView t = gate_tensor("beta", beta); b.beta = {t.data, t.stride_token, t.stride_head}; }
+  if (need & kG) {
+    TokView t = gate_tensor("g", g);
+    b.g = {t.data, t.stride_token, t.stride_head};
+  }
+  if (need & kBeta) {
+    TokView t = gate_tensor("beta", beta);
+    b.beta = {t.data, t.stride_token, t.stride_head};
+  }
   if (have_gate && have_dtype && p.gate_dtype != gdn::DType::kFloat32 && p.gate_dtype != p.dtype)
     type_error(op, "g/beta have dtype ", gdn::dtype_name(p.gate_dtype), "; expected float32 or the data dtype (",
                gdn::dtype_name(p.dtype), ")");
@@ -546,7 +606,10 @@ void stage(const std::string& which, int64_t T, int64_t N, int64_t H, int64_t HV
   if (need & kVn) b.v_new = buffer("v_new", v_new, T, {HV, V}, cat("[T, HV, V] = [", T, ", ", HV, ", ", V, "]"));
   if (need & kH) {
     const int64_t nc = gdn::max_num_chunks(T, N);
-    b.h = buffer("h", h, nc, {HV, K, V}, cat("[max_num_chunks(T, N) = ", nc, ", HV, K, V] = [", nc, ", ", HV, ", ", K, ", ", V, "] (or more rows)"), true);
+    b.h = buffer(
+        "h", h, nc, {HV, K, V},
+        cat("[max_num_chunks(T, N) = ", nc, ", HV, K, V] = [", nc, ", ", HV, ", ", K, ", ", V, "] (or more rows)"),
+        true);
   }
 
   if (cu_seqlens.is_valid()) {
@@ -556,7 +619,8 @@ void stage(const std::string& which, int64_t T, int64_t N, int64_t H, int64_t HV
     if (cu_seqlens_host.is_valid()) {
       check_host(op, "cu_seqlens_cpu", cu_seqlens_host);
       if (index_array(op, "cu_seqlens_cpu", cu_seqlens_host, N + 1, "a host copy of cu_seqlens") != p.cu_seqlens_type)
-        type_error(op, "cu_seqlens_cpu has dtype ", dl_dtype_name(cu_seqlens_host.dtype()), "; expected that of cu_seqlens");
+        type_error(op, "cu_seqlens_cpu has dtype ", dl_dtype_name(cu_seqlens_host.dtype()),
+                   "; expected that of cu_seqlens");
       p.cu_seqlens_host = cu_seqlens_host.data();
     } else if (dev.type == kDevCPU) {
       p.cu_seqlens_host = cu_seqlens.data();
@@ -572,8 +636,8 @@ void stage(const std::string& which, int64_t T, int64_t N, int64_t H, int64_t HV
       if (!final_state.is_valid()) value_error(op, "the in-place state update needs a state (pool)");
       b.initial_state = b.final_state;
     } else {
-      b.initial_state = state_ref(op, dev, "initial_state", initial_state, initial_indices, initial_indices_host, N,
-                                  HV, K, V, state_v_first, "initial_state_indices", "initial_state_indices_cpu");
+      b.initial_state = state_ref(op, dev, "initial_state", initial_state, initial_indices, initial_indices_host, N, HV,
+                                  K, V, state_v_first, "initial_state_indices", "initial_state_indices_cpu");
     }
   }
 
@@ -585,12 +649,18 @@ void stage(const std::string& which, int64_t T, int64_t N, int64_t H, int64_t HV
   attach_workspace(op, dev, eb, workspace, gdn::stage_workspace_size(p, eb.exec));
 
   nb::gil_scoped_release release;
-  if (which == "chunk_local_cumsum") gdn::chunk_local_cumsum(p, b, eb.exec);
-  else if (which == "chunk_scaled_dot_kkt") gdn::chunk_scaled_dot_kkt(p, b, eb.exec);
-  else if (which == "solve_tril") gdn::solve_tril(p, b, eb.exec);
-  else if (which == "recompute_w_u") gdn::recompute_w_u(p, b, eb.exec);
-  else if (which == "chunk_fwd_h") gdn::chunk_fwd_h(p, b, eb.exec);
-  else gdn::chunk_fwd_o(p, b, eb.exec);
+  if (which == "chunk_local_cumsum")
+    gdn::chunk_local_cumsum(p, b, eb.exec);
+  else if (which == "chunk_scaled_dot_kkt")
+    gdn::chunk_scaled_dot_kkt(p, b, eb.exec);
+  else if (which == "solve_tril")
+    gdn::solve_tril(p, b, eb.exec);
+  else if (which == "recompute_w_u")
+    gdn::recompute_w_u(p, b, eb.exec);
+  else if (which == "chunk_fwd_h")
+    gdn::chunk_fwd_h(p, b, eb.exec);
+  else
+    gdn::chunk_fwd_o(p, b, eb.exec);
 }
 
 void l2norm(In x, Out y, uintptr_t stream, int num_threads) {
@@ -598,7 +668,8 @@ void l2norm(In x, Out y, uintptr_t stream, int num_threads) {
   DeviceCtx dev{op};
   dev.check("x", x);
   dev.check("y", y);
-  if (x.ndim() != 3 && x.ndim() != 4) value_error(op, "x has shape ", shape_str(x), "; expected [T, H, D] or [B, T, H, D]");
+  if (x.ndim() != 3 && x.ndim() != 4)
+    value_error(op, "x has shape ", shape_str(x), "; expected [T, H, D] or [B, T, H, D]");
   const size_t nd = x.ndim();
   const int64_t T = nd == 4 ? dim(x, 0) * dim(x, 1) : dim(x, 0);
   const int64_t Hh = dim(x, nd - 2), D = dim(x, nd - 1);
@@ -626,14 +697,13 @@ void l2norm(In x, Out y, uintptr_t stream, int num_threads) {
 NB_MODULE(_C, m) {
   m.doc() = "gdn: Gated DeltaNet kernels (the chunked gated delta rule); low-level binding of the C++ API";
 
-  nb::register_exception_translator(
-      [](const std::exception_ptr& p, void*) {
-        try {
-          std::rethrow_exception(p);
-        } catch (const gdn::Error& e) {
-          PyErr_SetString(PyExc_ValueError, e.what());
-        }
-      });
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const gdn::Error& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    }
+  });
 
   m.attr("chunk_size") = gdn::kChunkSize;
 #ifdef GDN_HAS_CUDA
@@ -648,11 +718,10 @@ NB_MODULE(_C, m) {
   m.def("forward", &forward, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("g"), nb::arg("beta"), nb::arg("o"),
         nb::arg("A_log").none(), nb::arg("dt_bias").none(), nb::arg("initial_state").none(),
         nb::arg("initial_state_indices").none(), nb::arg("initial_state_indices_cpu").none(),
-        nb::arg("final_state").none(), nb::arg("final_state_indices").none(),
-        nb::arg("final_state_indices_cpu").none(), nb::arg("final_is_initial"), nb::arg("cu_seqlens").none(),
-        nb::arg("cu_seqlens_cpu").none(), nb::arg("scale"), nb::arg("use_qk_l2norm"), nb::arg("state_v_first"),
-        nb::arg("fused_gate"), nb::arg("recurrent"), nb::arg("workspace").none(), nb::arg("stream"),
-        nb::arg("num_threads"),
+        nb::arg("final_state").none(), nb::arg("final_state_indices").none(), nb::arg("final_state_indices_cpu").none(),
+        nb::arg("final_is_initial"), nb::arg("cu_seqlens").none(), nb::arg("cu_seqlens_cpu").none(), nb::arg("scale"),
+        nb::arg("use_qk_l2norm"), nb::arg("state_v_first"), nb::arg("fused_gate"), nb::arg("recurrent"),
+        nb::arg("workspace").none(), nb::arg("stream"), nb::arg("num_threads"),
         "The composed forward (chunked, or the recurrence when recurrent=True) over preallocated outputs.");
 
   m.def("stage", &stage, nb::arg("which"), nb::arg("T"), nb::arg("N"), nb::arg("H"), nb::arg("HV"), nb::arg("K"),
@@ -662,8 +731,8 @@ NB_MODULE(_C, m) {
         nb::arg("w").none(), nb::arg("u").none(), nb::arg("h").none(), nb::arg("v_new").none(), nb::arg("o").none(),
         nb::arg("initial_state").none(), nb::arg("initial_state_indices").none(),
         nb::arg("initial_state_indices_cpu").none(), nb::arg("final_state").none(),
-        nb::arg("final_state_indices").none(), nb::arg("final_state_indices_cpu").none(),
-        nb::arg("final_is_initial"), nb::arg("workspace").none(), nb::arg("stream"), nb::arg("num_threads"),
+        nb::arg("final_state_indices").none(), nb::arg("final_state_indices_cpu").none(), nb::arg("final_is_initial"),
+        nb::arg("workspace").none(), nb::arg("stream"), nb::arg("num_threads"),
         "One stage of the chunked forward (SPEC.md section 3).");
 
   m.def("l2norm", &l2norm, nb::arg("x"), nb::arg("y"), nb::arg("stream"), nb::arg("num_threads"),

@@ -114,6 +114,21 @@ def ragged_cu_seqlens(rng, num_seqs, max_len, with_empty=True):
     return np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
 
 
+def _torch_packed_inputs(q, k, v, g, beta, scale, cu_seqlens_cpu, use_qk_l2norm):
+    """What both torch references start from: the boundaries, the inputs flattened to packed
+    tokens in float64 (q, k normalized when asked) and the scale."""
+    import torch
+
+    B, Tb, _, K = q.shape
+    cu = [i * Tb for i in range(B + 1)] if cu_seqlens_cpu is None else [int(x) for x in cu_seqlens_cpu]
+    flat = lambda x: x.reshape((B * Tb,) + tuple(x.shape[2:])).double()  # noqa: E731
+    qf, kf, vf, gf, bf = (flat(x) for x in (q, k, v, g, beta))
+    if use_qk_l2norm:
+        qf = qf / torch.sqrt((qf * qf).sum(-1, keepdim=True) + 1e-6)
+        kf = kf / torch.sqrt((kf * kf).sum(-1, keepdim=True) + 1e-6)
+    return cu, qf, kf, vf, gf, bf, (K ** -0.5 if scale is None else scale)
+
+
 def torch_recurrence(q, k, v, g, beta, scale=None, initial_state=None, cu_seqlens_cpu=None, use_qk_l2norm=False,
                      state_v_first=False, state_indices=None):
     """The same definition in float64 with torch, on the inputs' device (fast on a GPU): all
@@ -125,17 +140,7 @@ def torch_recurrence(q, k, v, g, beta, scale=None, initial_state=None, cu_seqlen
     B, Tb, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     dev = q.device
-    if cu_seqlens_cpu is None:
-        cu = [i * Tb for i in range(B + 1)]
-    else:
-        cu = [int(x) for x in cu_seqlens_cpu]
-    flat = lambda x: x.reshape((B * Tb,) + tuple(x.shape[2:])).double()  # noqa: E731
-    qf, kf, vf, gf, bf = (flat(x) for x in (q, k, v, g, beta))
-    if use_qk_l2norm:
-        qf = qf / torch.sqrt((qf * qf).sum(-1, keepdim=True) + 1e-6)
-        kf = kf / torch.sqrt((kf * kf).sum(-1, keepdim=True) + 1e-6)
-    if scale is None:
-        scale = K ** -0.5
+    cu, qf, kf, vf, gf, bf, scale = _torch_packed_inputs(q, k, v, g, beta, scale, cu_seqlens_cpu, use_qk_l2norm)
     N = len(cu) - 1
     lens = [cu[n + 1] - cu[n] for n in range(N)]
     L = max(max(lens), 1)
@@ -194,14 +199,7 @@ def torch_chunked_reference(q, k, v, g, beta, scale=None, initial_state=None, cu
     B, Tb, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     dev = q.device
-    cu = [i * Tb for i in range(B + 1)] if cu_seqlens_cpu is None else [int(x) for x in cu_seqlens_cpu]
-    flat = lambda x: x.reshape((B * Tb,) + tuple(x.shape[2:])).double()  # noqa: E731
-    qf, kf, vf, gf, bf = (flat(x) for x in (q, k, v, g, beta))
-    if use_qk_l2norm:
-        qf = qf / torch.sqrt((qf * qf).sum(-1, keepdim=True) + 1e-6)
-        kf = kf / torch.sqrt((kf * kf).sum(-1, keepdim=True) + 1e-6)
-    if scale is None:
-        scale = K ** -0.5
+    cu, qf, kf, vf, gf, bf, scale = _torch_packed_inputs(q, k, v, g, beta, scale, cu_seqlens_cpu, use_qk_l2norm)
     N = len(cu) - 1
     lens = [cu[n + 1] - cu[n] for n in range(N)]
     C = chunk
