@@ -35,8 +35,10 @@
 // Variants (recurrent.cuh: set_decode_variant, for the device check): the same kernel with other
 // warps / ring depths / blocks per SM, or with the tile computed from registers (TileMode kRegs:
 // moved there from the ring slot, which is refilled at once; kDirect: no ring, loaded from global
-// memory straight into registers as flash-linear-attention does). Variant 0 (DefaultCfg above) runs
-// every other size; K = V = 128 runs variant 2 unless set otherwise. The list: above launch_variant.
+// memory straight into registers as flash-linear-attention does), or decode_rows_kernel below for
+// K-major states. Variant 0 (DefaultCfg above) runs every other size; K = V = 128 runs variant 7
+// unless set otherwise: K-major by decode_rows_kernel, V-major by variant 2. The list: above
+// launch_variant.
 #include <algorithm>
 #include <type_traits>
 
@@ -719,28 +721,30 @@ void launch_k(const DecodeArgs& a, int V, bool kmaj, cudaStream_t st) {
 //   warps x ring (blocks/SM)   regs      smem/block  tiles per warp, in flight per SM while computing
 // 0 4 x 3 smem (1), DefaultCfg 164/128   196.5 KiB   3, 8 (128 KiB)
 // 1 6 x 2 smem (1)             156/128   198.8 KiB   2, 6 (96 KiB): 6 warps hide more of the passes
-// 2 8 x 1 smem + regs (1), the 255/250   137.0 KiB   2, 8 (128 KiB): 8 warps; the slot read once per
-//   default for K = V = 128       item, not twice per token (8 x 2 smem: 256 KiB)
-// Measured on an H200 (N = 256 / 4096, % of the copy rate, V-major, K-major): variant 0 89/79,
-// 80/78; 1 90/79, 86/76; 2 90/85, 84/79; 3 87/78, 84/77; 4 90/79, 82/77; 5 85/79, 80/75;
-// 6 85/81, 81/74 (docs/perf.md, v5).
+// 2 8 x 1 smem + regs (1)      255/250   137.0 KiB   2, 8 (128 KiB): 8 warps; the slot read once per
+//                                                    item, not twice per token (8 x 2 smem: 256 KiB)
 // 3 4 x 3 smem + regs (1)      250/252   196.5 KiB   4, 12 (192 KiB) (4 x 4 smem: 256 KiB, too much)
 // 4 2 x 3 smem (2)             164/128   98.3 KiB    3, 8 (128 KiB): variant 0 in two blocks per SM
 // 5 4 direct (2)               255/250   4.5 KiB     1, 0: fla's scheme, 8 warps (12 would spill)
 // 6 6 x 2 smem + regs (1)      250/254   198.8 KiB   3, 12 (192 KiB): 6 warps and 2 tiles ahead
-// 7 rows, 4 warps (2)          K-major only (V-major runs 2): a block per state, 32 rows per warp
-// 8 rows, 8 warps (2)          the same, 16 rows per warp
+// 7 rows, 4 warps (2)          219       5 KiB       K-major: decode_rows_kernel (a block per state,
+//                                                    32 rows per warp); V-major: variant 2. Default
+// 8 rows, 8 warps (2)          128       5 KiB       the same, 16 rows per warp
+// Measured on an H200, % of the copy rate, "N = 256 V-major, K-major / N = 4096 V-major, K-major"
+// (bench/results/h200_decode_variants.log): 0: 89, 80 / 79, 78   1: 89, 86 / 82, 77
+// 2: 90, 84 / 85, 79   3: 88, 84 / 78, 77   4: 89, 81 / 79, 78   5: 86, 80 / 78, 74
+// 6: 86, 82 / 80, 74   7: 90, 96 / 85, 90   8: 89, 90 / 85, 85
 constexpr int kDecodeVariants = 9;
-constexpr int kDefaultVariant = 2;
+constexpr int kDefaultVariant = 7;
 constexpr const char* kVariantNames[kDecodeVariants] = {"4w x 3 smem",
                                                         "6w x 2 smem",
-                                                        "8w x 1 smem + regs (default)",
+                                                        "8w x 1 smem + regs",
                                                         "4w x 3 smem + regs",
                                                         "2w x 3 smem, 2 blocks/SM",
                                                         "4w direct, 2 blocks/SM",
                                                         "6w x 2 smem + regs",
-                                                        "rows 4w (K-major)",
-                                                        "rows 8w (K-major)"};
+                                                        "K-major rows 4w, V-major 8w x 1 + regs (default)",
+                                                        "K-major rows 8w, V-major 8w x 1 + regs"};
 int g_decode_variant = kDefaultVariant;
 
 void launch_variant(const DecodeArgs& a, bool kmaj, cudaStream_t st) {
