@@ -7,10 +7,11 @@
 #   4. runs the benchmark against flash-linear-attention (bench/bench_gpu.py -> h200.json),
 #   5. runs compute-sanitizer memcheck and racecheck on small cases of every kernel,
 #   6. runs the CLI's main job on the GPU (optional step `cli`),
+#   7. profiles the three forward kernels on 1x32k with Nsight Compute (optional step `ncu`),
 # with a time budget per step, and writes logs and JSON under $OUT (at most 8 files).
 #
 # Usage (repository root, through the device tool; carry .deps and .whl):
-#   GDN_COMMIT=<sha> scripts/device.sh [steps]   steps: comma list of build,test,pytest,bench,sanitize,check,cli
+#   GDN_COMMIT=<sha> scripts/device.sh [steps]   steps: comma list of build,test,pytest,bench,sanitize,check,cli,ncu
 #                               (default: build,test,pytest,bench,sanitize)
 # .deps/googletest: googletest source (apt-get download googletest; dpkg -x; copy usr/src/googletest).
 # .whl: flash-linear-attention (+ fla-core) wheels for the benchmark and the fla tests.
@@ -106,5 +107,13 @@ if has cli && [[ -x $BUILD/tools/gdn ]]; then
   note "cli: rc=$rc"
 fi
 
+if has ncu && [[ -x $CHECK ]]; then
+  # Hardware counters of one 1x32k forward (the first prep/h/o launches of the warm-up): where
+  # prep, h and o spend their time. --clock-control none: the card's clocks stay as they are.
+  timeout 240 ncu --clock-control none -k regex:'fwd_(prep|h|o)' -c 3 --section SpeedOfLight --section Occupancy \
+    --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis --section SchedulerStats \
+    $CHECK --bench --no-check --case 1x32k >"$OUT/ncu.log" 2>&1
+  note "ncu: rc=$?, $(grep -c 'GPU Speed Of Light' "$OUT/ncu.log") kernels profiled"
+fi
 echo "================ summary"
 printf '%s\n' "${SUMMARY[@]}" | tee "$OUT/summary.txt"

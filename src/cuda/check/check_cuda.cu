@@ -3,7 +3,8 @@
 // with --bench times the SPEC section 6 cases with CUDA graphs. Exit code 1 on any failure.
 // Also runs the backend's alternatives (fwd_o after fwd_h: " seq"; the mma.sync fwd_h: " mma")
 // and times them beside the defaults. --decode restricts the run to the decode step and runs and
-// times every decode variant (set_decode_variant, names " dv<i>"); --no-check: timings only.
+// times every decode variant (set_decode_variant, names " dv<i>"); --no-check: timings only;
+// --case NAME (with --bench --no-check): times that prefill case only, e.g. under ncu.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -420,7 +421,10 @@ static void run_case(const Case& c, std::mt19937& rng) {
 }
 
 // ---- benchmark ---------------------------------------------------------------------------------
+static const char* g_only_case = nullptr;  // --case NAME: bench this prefill case only (for ncu)
+
 static void bench_prefill(const char* name, std::vector<int64_t> lens, FILE* js, bool& first) {
+  if (g_only_case && std::strcmp(g_only_case, name) != 0) return;
   const int H = 16, HV = 32, K = 128, V = 128;
   const int64_t N = lens.size();
   std::vector<int64_t> cu(N + 1, 0);
@@ -678,6 +682,8 @@ int main(int argc, char** argv) {
       quick = true;
     else if (!std::strcmp(argv[i], "--decode"))  // only the decode cases and timings (all variants)
       decode_only = true;
+    else if (!std::strcmp(argv[i], "--case") && i + 1 < argc)
+      g_only_case = argv[++i];
     else if (!std::strcmp(argv[i], "--variant") && i + 1 < argc)
       only_variant = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--no-check"))  // timings only (with --bench)
@@ -982,7 +988,8 @@ int main(int argc, char** argv) {
       bench_prefill("256x64", std::vector<int64_t>(256, 64), js, first);
     }
     for (int64_t n : {1, 64, 256, 1024, 4096})
-      for (bool vm : {true, false}) bench_decode(n, vm, js, first);
+      for (bool vm : {true, false})
+        if (!g_only_case) bench_decode(n, vm, js, first);
     // Every decode variant (with --decode), K = V = 128.
     for (int dv = 0; dv < nvar && decode_only; ++dv) {
       if (only_variant >= 0 && dv != only_variant) continue;
