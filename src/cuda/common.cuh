@@ -149,6 +149,21 @@ __device__ __forceinline__ bool chunk_info(const Plan& pl, int64_t gc, int64_t& 
   return len > 0;
 }
 
+// Sequence n's chunks in the plan: global chunks [c0, c0 + count) (clipped to max_chunks), tokens
+// [tb, te). The sequential kernels walk them in order.
+struct SeqChunks {
+  int64_t c0, count, tb, te;
+};
+__device__ __forceinline__ SeqChunks seq_chunks(const Plan& pl, int64_t n) {
+  SeqChunks s;
+  s.c0 = pl.chunk_off[n];
+  s.count = pl.chunk_off[n + 1] - s.c0;
+  if (s.c0 + s.count > pl.max_chunks) s.count = pl.max_chunks - s.c0;
+  s.tb = pl.bounds[n];
+  s.te = pl.bounds[n + 1];
+  return s;
+}
+
 // max_num_chunks(T, N) of gdn.h, kept here so the backend links on its own.
 inline int64_t chunk_bound(int64_t num_tokens, int64_t num_seqs) { return num_tokens / kChunkSize + num_seqs; }
 

@@ -78,10 +78,8 @@ __global__ void __launch_bounds__(NW * 32, 1) fwd_h_kernel(FastBufs b, StateRef 
         }
   }
 
-  const int64_t c0 = b.pl.chunk_off[n];
-  int64_t nch = b.pl.chunk_off[n + 1] - c0;
-  if (c0 + nch > b.pl.max_chunks) nch = b.pl.max_chunks - c0;
-  const int64_t tb = b.pl.bounds[n], te = b.pl.bounds[n + 1];
+  const SeqChunks sc = seq_chunks(b.pl, n);
+  const int64_t c0 = sc.c0, nch = sc.count, tb = sc.tb, te = sc.te;
 
   auto prefetch = [&](int64_t c, int stage) {
     const int64_t t0 = tb + c * C;

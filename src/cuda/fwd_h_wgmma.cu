@@ -174,10 +174,8 @@ __global__ void __launch_bounds__(128, 1) fwd_h_wgmma_kernel(FastBufs b, StateRe
         }
   }
 
-  const int64_t c0 = b.pl.chunk_off[n];
-  int64_t nch = b.pl.chunk_off[n + 1] - c0;
-  if (c0 + nch > b.pl.max_chunks) nch = b.pl.max_chunks - c0;
-  const int64_t tb = b.pl.bounds[n], te = b.pl.bounds[n + 1];
+  const SeqChunks sc = seq_chunks(b.pl, n);
+  const int64_t c0 = sc.c0, nch = sc.count, tb = sc.tb, te = sc.te;
 
   // Chunk c's w, k (rows of 16 chunks of 16 bytes), u (this slice: 8 chunks per row), G, rk.
   auto prefetch = [&](int64_t c, int s) {
