@@ -165,6 +165,17 @@ std::vector<Case> forward_cases() {
     c.dtype = DType::kBFloat16;
     c.lens = {150, 64};
   });
+  // The same in fp16 with more sequences: on the GPU, the wgmma fwd_h in its two-blocks-per-SM
+  // configuration (N * HV * 2 > SMs, fwd_o after it) and fp16 outputs of fwd_o for D = 128.
+  add([](Case& c) {
+    c.H = 16;
+    c.HV = 32;
+    c.K = 128;
+    c.V = 128;
+    c.dtype = DType::kFloat16;
+    c.pool = true;
+    c.lens = {300, 1, 64, 129, 7, 65};
+  });
   return cs;
 }
 

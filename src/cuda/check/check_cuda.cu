@@ -747,6 +747,13 @@ int main(int argc, char** argv) {
   }
   {
     Case c;
+    c.name = "fast fp16 128 kmajor";  // fp16 v (3-pass u) and fp16 o with the wgmma fwd_h
+    c.lens = mix;
+    c.dt = DType::kFloat16;
+    add(c);
+  }
+  {
+    Case c;
     c.name = "exact fp32 128";
     c.lens = mix;
     c.dt = DType::kFloat32;
