@@ -77,6 +77,8 @@ fi
 
 # --- 4. benchmark against flash-linear-attention ------------------------------------------------
 if has bench; then
+  # A later call on the warm machine (steps split across calls) may find the package gone.
+  python3 -c "import gdn" 2>/dev/null || python3 -m pip install -q --no-build-isolation --no-deps . >>"$OUT/bench.log" 2>&1
   timeout 170 python3 bench/bench_gpu.py --json "$OUT/h200.json" --time-budget 140 >"$OUT/bench.log" 2>&1
   tail -32 "$OUT/bench.log"
   note "bench: $([[ -f $OUT/h200.json ]] && echo 'wrote h200.json' || echo 'no h200.json')"
