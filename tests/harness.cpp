@@ -258,8 +258,13 @@ Inputs make_inputs(const Case& c, std::mt19937_64& rng) {
   }
 
   in.slots = c.pool ? 2 * N + 1 : N;
-  const std::vector<double> s0 = randn(rng, in.slots * c.HV * c.K * c.V);
-  in.state0.assign(s0.begin(), s0.end());
+  // Drawn as doubles and rounded (the same values as before this skipped the double copy); not
+  // drawn when nothing reads them (no pool, no initial state).
+  if (c.pool || c.initial_state) {
+    std::normal_distribution<double> d;
+    in.state0.resize(in.slots * c.HV * c.K * c.V);
+    for (float& x : in.state0) x = static_cast<float>(d(rng));
+  }
   if (c.pool) {
     std::vector<int32_t> rows(in.slots);
     std::iota(rows.begin(), rows.end(), 0);

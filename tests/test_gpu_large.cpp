@@ -27,6 +27,10 @@ TEST(CUDALarge, ManyShortSequencesPast65535Blocks) {
   Case c;
   c.H = 8, c.HV = 32, c.K = 64, c.V = 64;
   c.dtype = DType::kBFloat16;
+  // No initial states: 4096 x 32 of them (2 GiB, and their fp64 copy for the oracle) made this
+  // test spend ~100 s generating inputs. Final states are still checked; initial states with
+  // many sequences are covered by the smaller suites.
+  c.initial_state = false;
   std::mt19937_64 rng(test_seed());
   std::uniform_int_distribution<int64_t> len(1, 64);
   c.lens.resize(4096);
