@@ -63,7 +63,7 @@ fi
 
 # --- 2. C++ tests ---------------------------------------------------------------------------------
 if has test && [[ -d $BUILD ]]; then
-  (cd $BUILD && timeout 150 ctest -L gpu --output-on-failure -j4 2>&1) >"$OUT/ctest.log"
+  (cd $BUILD && timeout 220 ctest -L gpu --output-on-failure -j4 2>&1) >"$OUT/ctest.log"
   tail -15 "$OUT/ctest.log"
   note "ctest -L gpu: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)"
 fi

@@ -1,6 +1,8 @@
-// GPU-sized cases (CUDA only, label gpu): one 131072-token sequence; 4096 sequences of 1 to 64
-// tokens with HV = 32 (N * HV = 131072 blocks' worth of (sequence, head) pairs, past 65535); the
-// decode step on 4096 sequences in a pool of 8193 slots. Each against the fp64 recurrence.
+// GPU-sized cases (CUDA only, label gpu): one 131072-token sequence at K = V = 128 (the wgmma
+// chain with fwd_o beside it); one sequence of 2^20 tokens (64-bit offsets: 2^20 x HV x K
+// elements per tensor); 4096 sequences of 1 to 64 tokens with HV = 32 (N * HV = 131072 blocks'
+// worth of (sequence, head) pairs, past 65535); the decode step on 4096 sequences in a pool of
+// 8193 slots. Each against the fp64 recurrence.
 #include "harness.h"
 
 namespace gdn {
@@ -17,10 +19,19 @@ void check(const Case& c, Op op, const char* what) {
 
 TEST(CUDALarge, OneSequenceOf128kTokens) {
   Case c;
-  c.H = 1, c.HV = 2, c.K = 64, c.V = 64;
+  c.H = 1, c.HV = 2, c.K = 128, c.V = 128;
   c.dtype = DType::kBFloat16;
   c.lens = {131072};
   check(c, Op::kChunk, "chunk_gated_delta_rule T=131072");
+}
+
+// K = V = 64 keeps the oracle's sequential pass over 2^20 tokens to ~25 GFLOP per head.
+TEST(CUDALarge, OneSequenceOf1MTokens) {
+  Case c;
+  c.H = 1, c.HV = 2, c.K = 64, c.V = 64;
+  c.dtype = DType::kBFloat16;
+  c.lens = {int64_t{1} << 20};
+  check(c, Op::kChunk, "chunk_gated_delta_rule T=2^20");
 }
 
 TEST(CUDALarge, ManyShortSequencesPast65535Blocks) {
