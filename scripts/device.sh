@@ -70,7 +70,7 @@ fi
 
 # --- 3. Python tests on the GPU -------------------------------------------------------------------
 if has pytest; then
-  GDN_TEST_DEVICES=cuda timeout 200 python3 -m pytest -v -rs python/tests/test_torch.py >"$OUT/pytest.log" 2>&1
+  GDN_TEST_DEVICES=cuda timeout 200 python3 -m pytest -v -rs --durations=12 python/tests/test_torch.py >"$OUT/pytest.log" 2>&1
   tail -12 "$OUT/pytest.log"
   note "pytest (cuda): $(grep -E 'passed|failed|error' "$OUT/pytest.log" | tail -1)"
 fi
