@@ -37,7 +37,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python", "tests"))
 
 import gdn  # noqa: E402
-from gdn_ref import torch_chunked_reference, torch_recurrence, torch_rel_err  # noqa: E402
+from gdn_ref import SPEC_PREFILL_CASES, torch_chunked_reference, torch_recurrence, torch_rel_err  # noqa: E402
 
 try:
     import fla
@@ -56,22 +56,8 @@ L2_ROTATE_BYTES = 256 << 20  # rotate input sets until this many bytes are touch
 DEV = "cuda"  # "cpu" with --dry-run: the same code paths on tiny sizes, timed without graphs
 
 
-def mixed_lengths():
-    lens = [256, 4096, 512, 1024, 3000, 768, 2048, 300, 1500, 4000, 640, 2500, 1100, 3500, 2600]
-    return lens + [32768 - sum(lens)]  # 15 lengths from 256 to 4096 plus a remainder: 32768 in all
-
-
-PREFILL_CASES = {
-    "1x4k": [4096],
-    "1x32k": [32768],
-    "1x128k": [131072],
-    "4x8k": [8192] * 4,
-    "8x1k": [1024] * 8,
-    "mixed": mixed_lengths(),
-    "64x256": [256] * 64,
-    "256x64": [64] * 256,
-}
-QUICK_CASES = {"1x4k": [4096], "8x1k": [1024] * 8, "mixed": mixed_lengths(), "256x64": [64] * 256}
+PREFILL_CASES = dict(SPEC_PREFILL_CASES)  # a copy: --dry-run replaces the cases
+QUICK_CASES = {name: SPEC_PREFILL_CASES[name] for name in ("1x4k", "8x1k", "mixed", "256x64")}
 DECODE_N = [1, 64, 256, 1024, 4096]
 # SPEC: also H = HV = 32 (no GVA) and K = V = 64 and 256, for coverage (with --coverage)
 COVERAGE_CASES = {"4x8k_noGVA": ([8192] * 4, 32, 32, 128, 128), "4x8k_K64": ([8192] * 4, 16, 32, 64, 64),

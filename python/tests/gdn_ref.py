@@ -6,6 +6,25 @@ from __future__ import annotations
 import numpy as np
 
 
+def spec_mixed_lengths():
+    """SPEC section 6 "mixed": 15 lengths from 256 to 4096 plus a remainder, 32768 tokens in all."""
+    lens = [256, 4096, 512, 1024, 3000, 768, 2048, 300, 1500, 4000, 640, 2500, 1100, 3500, 2600]
+    return lens + [32768 - sum(lens)]
+
+
+# SPEC section 6 prefill cases: name -> sequence lengths (the benchmark and the fla tests).
+SPEC_PREFILL_CASES = {
+    "1x4k": [4096],
+    "1x32k": [32768],
+    "1x128k": [131072],
+    "4x8k": [8192] * 4,
+    "8x1k": [1024] * 8,
+    "mixed": spec_mixed_lengths(),
+    "64x256": [256] * 64,
+    "256x64": [64] * 256,
+}
+
+
 def l2norm(x):
     x = np.asarray(x, dtype=np.float64)
     return x / np.sqrt((x * x).sum(-1, keepdims=True) + 1e-6)

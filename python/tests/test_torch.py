@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import gdn  # noqa: E402
-from gdn_ref import recurrence, torch_chunked_reference, torch_recurrence, torch_rel_err  # noqa: E402
+from gdn_ref import SPEC_PREFILL_CASES, recurrence, torch_chunked_reference, torch_recurrence, torch_rel_err  # noqa: E402
 
 HAS_CUDA = torch.cuda.is_available() and gdn.cuda_available()
 DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])
@@ -311,20 +311,8 @@ def test_cuda_stages_compose():
     assert torch_rel_err(o, ro) <= BF16_TOL and torch_rel_err(ht, rh) <= BF16_TOL
 
 
-# SPEC section 6 cases (sequence lengths); the long single-sequence ones are in bench/bench_gpu.py.
-def _mixed_lengths():
-    lens = [256, 4096, 512, 1024, 3000, 768, 2048, 300, 1500, 4000, 640, 2500, 1100, 3500, 2600]
-    return lens + [32768 - sum(lens)]
-
-
-SPEC_CASES = {
-    "1x4k": [4096],
-    "4x8k": [8192] * 4,
-    "8x1k": [1024] * 8,
-    "mixed": _mixed_lengths(),
-    "64x256": [256] * 64,
-    "256x64": [64] * 256,
-}
+# SPEC section 6 cases; the long single-sequence ones are in bench/bench_gpu.py.
+SPEC_CASES = {name: SPEC_PREFILL_CASES[name] for name in ("1x4k", "4x8k", "8x1k", "mixed", "64x256", "256x64")}
 
 
 @needs_fla

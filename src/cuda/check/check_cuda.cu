@@ -423,89 +423,129 @@ static void run_case(const Case& c, std::mt19937& rng) {
 // ---- benchmark ---------------------------------------------------------------------------------
 static const char* g_only_case = nullptr;  // --case NAME: bench this prefill case only (for ncu)
 
-static void bench_prefill(const char* name, std::vector<int64_t> lens, FILE* js, bool& first) {
-  if (g_only_case && std::strcmp(g_only_case, name) != 0) return;
-  const int H = 16, HV = 32, K = 128, V = 128;
-  const int64_t N = lens.size();
-  std::vector<int64_t> cu(N + 1, 0);
-  for (int64_t n = 0; n < N; ++n) cu[n + 1] = cu[n] + lens[n];
-  const int64_t T = cu[N];
-  Problem p;
-  p.num_tokens = T;
-  p.num_seqs = N;
-  p.num_qk_heads = H;
-  p.num_v_heads = HV;
-  p.head_k = K;
-  p.head_v = V;
-  p.dtype = DType::kBFloat16;
-  p.gate_dtype = DType::kFloat32;
-  p.scale = 1.f / std::sqrt(128.f);
-  p.use_qk_l2norm = true;
-  int64_t* cu_d;
-  CK(cudaMalloc(&cu_d, 8 * (N + 1)));
-  CK(cudaMemcpy(cu_d, cu.data(), 8 * (N + 1), cudaMemcpyHostToDevice));
-  p.cu_seqlens = cu_d;
-  p.cu_seqlens_type = IndexType::kInt64;
-  std::mt19937 rng(1);
-  std::normal_distribution<float> nd;
-  auto rnd = [&](int64_t cnt, float s) {
-    std::vector<float> x(cnt);
-    for (auto& e : x) e = s * nd(rng);
-    return x;
-  };
-  std::vector<float> g(T * HV), b(T * HV);
-  for (int64_t i = 0; i < T * HV; ++i) g[i] = -std::log1p(std::exp(-nd(rng))), b[i] = 1.f / (1.f + std::exp(-nd(rng)));
-  void* q = upload(rnd(T * H * K, 1), p.dtype, 1, T * H * K, T * H * K);
-  void* k = upload(rnd(T * H * K, 1), p.dtype, 1, T * H * K, T * H * K);
-  void* v = upload(rnd(T * HV * V, 1), p.dtype, 1, T * HV * V, T * HV * V);
-  void* gd = upload(g, DType::kFloat32, 1, T * HV, T * HV);
-  void* bd = upload(b, DType::kFloat32, 1, T * HV, T * HV);
-  void* S = upload(rnd(N * HV * K * V, 0.1f), DType::kFloat32, 1, N * HV * K * V, N * HV * K * V);
-  void* o;
-  CK(cudaMalloc(&o, T * HV * V * 2));
-  ForwardArgs f;
-  f.problem = p;
-  f.q = {q, H * K, K};
-  f.k = {k, H * K, K};
-  f.v = {v, HV * V, V};
-  f.g = {gd, HV, 1};
-  f.beta = {bd, HV, 1};
-  f.o = {o, HV * V, V};
-  f.initial_state = {static_cast<float*>(S), N, nullptr, nullptr, IndexType::kInt32};
-  f.final_state = f.initial_state;
-  const size_t wsz = cuda::chunk_gated_delta_rule_workspace_size(p, 0);
-  void* ws;
-  CK(cudaMalloc(&ws, wsz));
-  cudaStream_t st;
-  CK(cudaStreamCreate(&st));
-  Exec ex;
-  ex.backend = Backend::kCUDA;
-  ex.stream = st;
-  ex.workspace = ws;
-  ex.workspace_bytes = wsz;
-  cuda::chunk_gated_delta_rule(f, ex);
-  CK(cudaStreamSynchronize(st));
-  cudaGraph_t graph;
-  cudaGraphExec_t gx;
-  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-  cuda::chunk_gated_delta_rule(f, ex);
-  CK(cudaStreamEndCapture(st, &graph));
-  CK(cudaGraphInstantiate(&gx, graph, 0));
+// ---- timing -----------------------------------------------------------------------------------
+// Median of `reps` event-timed runs of `run` on `st`, after 3 warm-up runs (ms).
+template <class F>
+static float median_ms(cudaStream_t st, int reps, F run) {
   cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
   std::vector<float> ms;
-  for (int r = 0; r < 23; ++r) {
+  for (int r = 0; r < reps + 3; ++r) {
     cudaEventRecord(e0, st);
-    CK(cudaGraphLaunch(gx, st));
+    run();
     cudaEventRecord(e1, st);
     CK(cudaEventSynchronize(e1));
     float m;
     cudaEventElapsedTime(&m, e0, e1);
     if (r >= 3) ms.push_back(m);
   }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
   std::sort(ms.begin(), ms.end());
-  const float med = ms[ms.size() / 2];
+  return ms[ms.size() / 2];
+}
+
+// `op` run once eagerly, then captured into a CUDA graph whose replays median_ms times.
+template <class F>
+static float graph_median_ms(cudaStream_t st, int reps, F op) {
+  op();
+  CK(cudaStreamSynchronize(st));
+  cudaGraph_t graph;
+  cudaGraphExec_t gx;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+  op();
+  CK(cudaStreamEndCapture(st, &graph));
+  CK(cudaGraphInstantiate(&gx, graph, 0));
+  const float med = median_ms(st, reps, [&] { CK(cudaGraphLaunch(gx, st)); });
+  cudaGraphExecDestroy(gx);
+  cudaGraphDestroy(graph);
+  return med;
+}
+
+// ---- the benchmark shape (Qwen3-Next: H 16, HV 32, K = V = 128, bf16, qk l2norm) ------------------
+constexpr int kBH = 16, kBHV = 32, kBK = 128, kBV = 128;
+
+// Device inputs of T tokens: q, k, v (bf16, random), g and beta (fp32, given), o (bf16, unset).
+struct BenchInputs {
+  Problem p;
+  void *q = nullptr, *k = nullptr, *v = nullptr, *g = nullptr, *beta = nullptr, *o = nullptr;
+  cudaStream_t st = nullptr;
+
+  BenchInputs(int64_t T, int64_t N, std::mt19937& rng, std::normal_distribution<float>& nd,
+              const std::vector<float>& g_host, const std::vector<float>& beta_host) {
+    p.num_tokens = T;
+    p.num_seqs = N;
+    p.num_qk_heads = kBH;
+    p.num_v_heads = kBHV;
+    p.head_k = kBK;
+    p.head_v = kBV;
+    p.dtype = DType::kBFloat16;
+    p.gate_dtype = DType::kFloat32;
+    p.scale = 1.f / std::sqrt(float(kBK));
+    p.use_qk_l2norm = true;
+    q = upload(randn(rng, nd, T * kBH * kBK, 1.f), p.dtype, 1, T * kBH * kBK, T * kBH * kBK);
+    k = upload(randn(rng, nd, T * kBH * kBK, 1.f), p.dtype, 1, T * kBH * kBK, T * kBH * kBK);
+    v = upload(randn(rng, nd, T * kBHV * kBV, 1.f), p.dtype, 1, T * kBHV * kBV, T * kBHV * kBV);
+    g = upload(g_host, DType::kFloat32, 1, T * kBHV, T * kBHV);
+    beta = upload(beta_host, DType::kFloat32, 1, T * kBHV, T * kBHV);
+    CK(cudaMalloc(&o, T * kBHV * kBV * 2));
+    CK(cudaStreamCreate(&st));
+  }
+  ~BenchInputs() {
+    for (void* x : {q, k, v, g, beta, o}) cudaFree(x);
+    cudaStreamDestroy(st);
+  }
+  // The op's arguments with the states `states` (read and written in place).
+  ForwardArgs args(const StateRef& states) const {
+    ForwardArgs f;
+    f.problem = p;
+    f.q = {q, kBH * kBK, kBK};
+    f.k = {k, kBH * kBK, kBK};
+    f.v = {v, kBHV * kBV, kBV};
+    f.g = {g, kBHV, 1};
+    f.beta = {beta, kBHV, 1};
+    f.o = {o, kBHV * kBV, kBV};
+    f.initial_state = states;
+    f.final_state = states;
+    return f;
+  }
+  static std::vector<float> randn(std::mt19937& rng, std::normal_distribution<float>& nd, int64_t count, float s) {
+    std::vector<float> x(count);
+    for (auto& e : x) e = s * nd(rng);
+    return x;
+  }
+};
+
+static void bench_prefill(const char* name, std::vector<int64_t> lens, FILE* js, bool& first) {
+  if (g_only_case && std::strcmp(g_only_case, name) != 0) return;
+  const int64_t N = lens.size();
+  std::vector<int64_t> cu(N + 1, 0);
+  for (int64_t n = 0; n < N; ++n) cu[n + 1] = cu[n] + lens[n];
+  const int64_t T = cu[N];
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  std::vector<float> g(T * kBHV), b(T * kBHV);
+  for (int64_t i = 0; i < T * kBHV; ++i)
+    g[i] = -std::log1p(std::exp(-nd(rng))), b[i] = 1.f / (1.f + std::exp(-nd(rng)));
+  BenchInputs in(T, N, rng, nd, g, b);
+  int64_t* cu_d;
+  CK(cudaMalloc(&cu_d, 8 * (N + 1)));
+  CK(cudaMemcpy(cu_d, cu.data(), 8 * (N + 1), cudaMemcpyHostToDevice));
+  in.p.cu_seqlens = cu_d;
+  in.p.cu_seqlens_type = IndexType::kInt64;
+  const int64_t state_elems = N * kBHV * kBK * kBV;
+  void* S = upload(BenchInputs::randn(rng, nd, state_elems, 0.1f), DType::kFloat32, 1, state_elems, state_elems);
+  const ForwardArgs f = in.args({static_cast<float*>(S), N, nullptr, nullptr, IndexType::kInt32});
+  const size_t wsz = cuda::chunk_gated_delta_rule_workspace_size(in.p, 0);
+  void* ws;
+  CK(cudaMalloc(&ws, wsz));
+  Exec ex;
+  ex.backend = Backend::kCUDA;
+  ex.stream = in.st;
+  ex.workspace = ws;
+  ex.workspace_bytes = wsz;
+  const float med = graph_median_ms(in.st, 20, [&] { cuda::chunk_gated_delta_rule(f, ex); });
   std::printf("bench %-8s T=%-7lld %.3f ms  %.1f Mtok/s\n", name, (long long)T, med, T / med / 1e3);
   if (g_profile) {  // phases of the tensor-core forward, plain launches (no graph), median of 9
     cudaEvent_t ev[6];
@@ -534,50 +574,20 @@ static void bench_prefill(const char* name, std::vector<int64_t> lens, FILE* js,
   }
   std::fprintf(js, "%s{\"name\":\"%s\",\"tokens\":%lld,\"gdn_ms\":%.4f}", first ? "" : ",", name, (long long)T, med);
   first = false;
-  cudaGraphExecDestroy(gx);
-  cudaGraphDestroy(graph);
-  cudaFree(q);
-  cudaFree(k);
-  cudaFree(v);
-  cudaFree(gd);
-  cudaFree(bd);
   cudaFree(S);
-  cudaFree(o);
   cudaFree(ws);
   cudaFree(cu_d);
-  cudaStreamDestroy(st);
 }
 
 // variant < 0: the default configuration, unlabelled; else the one that set_decode_variant(variant)
 // selected, labelled " dv<variant>" and with a "variant" key.
 static void bench_decode(int64_t N, bool vmajor, FILE* js, bool& first, int variant = -1) {
-  const int H = 16, HV = 32, K = 128, V = 128;
-  Problem p;
-  p.num_tokens = N;
-  p.num_seqs = N;
-  p.num_qk_heads = H;
-  p.num_v_heads = HV;
-  p.head_k = K;
-  p.head_v = V;
-  p.dtype = DType::kBFloat16;
-  p.scale = 1.f / std::sqrt(128.f);
-  p.use_qk_l2norm = true;
-  p.state_layout = vmajor ? StateLayout::kVMajor : StateLayout::kKMajor;
   std::mt19937 rng(2);
   std::normal_distribution<float> nd;
-  auto rnd = [&](int64_t cnt, float s) {
-    std::vector<float> x(cnt);
-    for (auto& e : x) e = s * nd(rng);
-    return x;
-  };
-  void* q = upload(rnd(N * H * K, 1), p.dtype, 1, N * H * K, N * H * K);
-  void* k = upload(rnd(N * H * K, 1), p.dtype, 1, N * H * K, N * H * K);
-  void* v = upload(rnd(N * HV * V, 1), p.dtype, 1, N * HV * V, N * HV * V);
-  std::vector<float> g(N * HV, -0.1f), b(N * HV, 0.5f);
-  void* gd = upload(g, DType::kFloat32, 1, N * HV, N * HV);
-  void* bd = upload(b, DType::kFloat32, 1, N * HV, N * HV);
+  BenchInputs in(N, N, rng, nd, std::vector<float>(N * kBHV, -0.1f), std::vector<float>(N * kBHV, 0.5f));
+  in.p.state_layout = vmajor ? StateLayout::kVMajor : StateLayout::kKMajor;
   const int64_t slots = 2 * N;
-  const size_t sbytes = size_t(slots) * HV * K * V * 4;
+  const size_t sbytes = size_t(slots) * kBHV * kBK * kBV * 4;
   float* S;
   CK(cudaMalloc(&S, sbytes));
   CK(cudaMemset(S, 0, sbytes));
@@ -589,63 +599,19 @@ static void bench_decode(int64_t N, bool vmajor, FILE* js, bool& first, int vari
   int32_t* idx_d;
   CK(cudaMalloc(&idx_d, 4 * N));
   CK(cudaMemcpy(idx_d, idx.data(), 4 * N, cudaMemcpyHostToDevice));
-  void* o;
-  CK(cudaMalloc(&o, N * HV * V * 2));
-  ForwardArgs f;
-  f.problem = p;
-  f.q = {q, H * K, K};
-  f.k = {k, H * K, K};
-  f.v = {v, HV * V, V};
-  f.g = {gd, HV, 1};
-  f.beta = {bd, HV, 1};
-  f.o = {o, HV * V, V};
-  f.initial_state = {S, slots, idx_d, nullptr, IndexType::kInt32};
-  f.final_state = f.initial_state;
-  cudaStream_t st;
-  CK(cudaStreamCreate(&st));
+  const ForwardArgs f = in.args({S, slots, idx_d, nullptr, IndexType::kInt32});
   Exec ex;
   ex.backend = Backend::kCUDA;
-  ex.stream = st;
-  cuda::recurrent_gated_delta_rule(f, ex);
-  CK(cudaStreamSynchronize(st));
-  cudaGraph_t graph;
-  cudaGraphExec_t gx;
-  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-  cuda::recurrent_gated_delta_rule(f, ex);
-  CK(cudaStreamEndCapture(st, &graph));
-  CK(cudaGraphInstantiate(&gx, graph, 0));
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  std::vector<float> ms;
-  for (int r = 0; r < 53; ++r) {
-    cudaEventRecord(e0, st);
-    CK(cudaGraphLaunch(gx, st));
-    cudaEventRecord(e1, st);
-    CK(cudaEventSynchronize(e1));
-    float m;
-    cudaEventElapsedTime(&m, e0, e1);
-    if (r >= 3) ms.push_back(m);
-  }
-  std::sort(ms.begin(), ms.end());
-  const float med = ms[ms.size() / 2];
-  const double bytes = 2.0 * N * HV * K * V * 4;
+  ex.stream = in.st;
+  const float med = graph_median_ms(in.st, 50, [&] { cuda::recurrent_gated_delta_rule(f, ex); });
+  const double bytes = 2.0 * N * kBHV * kBK * kBV * 4;
   // copy bandwidth on a buffer of the same size
   void *c0, *c1;
   CK(cudaMalloc(&c0, bytes / 2));
   CK(cudaMalloc(&c1, bytes / 2));
-  std::vector<float> cm;
-  for (int r = 0; r < 23; ++r) {
-    cudaEventRecord(e0, st);
-    cudaMemcpyAsync(c1, c0, bytes / 2, cudaMemcpyDeviceToDevice, st);
-    cudaEventRecord(e1, st);
-    CK(cudaEventSynchronize(e1));
-    float m;
-    cudaEventElapsedTime(&m, e0, e1);
-    if (r >= 3) cm.push_back(m);
-  }
-  std::sort(cm.begin(), cm.end());
-  const double gbps = bytes / (med * 1e6), cbps = bytes / (cm[cm.size() / 2] * 1e6);
+  const float copy_ms =
+      median_ms(in.st, 20, [&] { cudaMemcpyAsync(c1, c0, bytes / 2, cudaMemcpyDeviceToDevice, in.st); });
+  const double gbps = bytes / (med * 1e6), cbps = bytes / (copy_ms * 1e6);
   const std::string dv = variant < 0 ? "" : " dv" + std::to_string(variant);
   std::printf("decode N=%-5lld %s%s %.4f ms  %.0f GB/s  copy %.0f GB/s  (%.0f%%)%s%s\n", (long long)N,
               vmajor ? "vmajor" : "kmajor", dv.c_str(), med, gbps, cbps, 100 * gbps / cbps, variant < 0 ? "" : "  ",
@@ -658,17 +624,8 @@ static void bench_decode(int64_t N, bool vmajor, FILE* js, bool& first, int vari
   std::fprintf(js, "\"gdn_ms\":%.4f,\"gdn_GBps\":%.1f,\"copy_GBps\":%.1f}", med, gbps, cbps);
   cudaFree(c0);
   cudaFree(c1);
-  cudaGraphExecDestroy(gx);
-  cudaGraphDestroy(graph);
-  cudaFree(q);
-  cudaFree(k);
-  cudaFree(v);
-  cudaFree(gd);
-  cudaFree(bd);
   cudaFree(S);
-  cudaFree(o);
   cudaFree(idx_d);
-  cudaStreamDestroy(st);
 }
 
 int main(int argc, char** argv) {
