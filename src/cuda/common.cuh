@@ -24,6 +24,26 @@ inline void check(cudaError_t e, const char* what) {
 
 inline cudaStream_t stream_of(const Exec& exec) { return static_cast<cudaStream_t>(exec.stream); }
 
+// The current device's multiprocessors and shared memory, read once per process (launchers size
+// their grids from them on every call; the backend's GPUs are all the same Hopper part).
+struct DeviceProps {
+  int sms = 0, smem_per_sm = 0, smem_reserved_per_block = 0;
+};
+inline const DeviceProps& device_props() {
+  static const DeviceProps props = [] {
+    DeviceProps d;
+    int dev = 0;
+    check(cudaGetDevice(&dev), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
+    check(cudaDeviceGetAttribute(&d.smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev),
+          "cudaDeviceGetAttribute");
+    check(cudaDeviceGetAttribute(&d.smem_reserved_per_block, cudaDevAttrReservedSharedMemoryPerBlock, dev),
+          "cudaDeviceGetAttribute");
+    return d;
+  }();
+  return props;
+}
+
 inline unsigned grid_1d(int64_t items, int per_block) {
   int64_t b = (items + per_block - 1) / per_block;
   if (b < 1) b = 1;

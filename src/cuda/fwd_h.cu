@@ -246,15 +246,7 @@ void launch(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
   GDN_CUDA_LAUNCH_CHECK("fwd_h_kernel");
 }
 
-int sm_count() {
-  static int count = 0;  // per process: the backend's GPUs are all H200s / H100s
-  if (count == 0) {
-    int dev = 0;
-    check(cudaGetDevice(&dev), "cudaGetDevice");
-    check(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
-  }
-  return count;
-}
+int sm_count() { return device_props().sms; }
 
 }  // namespace
 

@@ -687,20 +687,21 @@ void launch_cfg(const DecodeArgs& a, bool kmaj, cudaStream_t st) {
   const size_t smem = size_t(W) * (P * kSlice * K + 2 * (K + 16)) * sizeof(float);
   auto kern = kmaj ? decode_kernel<K, V, true, C> : decode_kernel<K, V, false, C>;
   allow_smem(kern, smem);
-  int dev = 0, sms = 0, smem_sm = 0, reserved = 0;
-  check(cudaGetDevice(&dev), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
-  check(cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev), "cudaDeviceGetAttribute");
-  check(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev), "cudaDeviceGetAttribute");
-  int64_t per_sm = std::max<int64_t>(1, int64_t(smem_sm) / int64_t(smem + reserved));
+  const DeviceProps& dp = device_props();
+  int64_t per_sm = std::max<int64_t>(1, int64_t(dp.smem_per_sm) / int64_t(smem + dp.smem_reserved_per_block));
   if constexpr (C::kMode != TileMode::kSmem) {
-    // Register tiles: registers, not shared memory, bound the blocks per SM.
-    int occ = 0;
-    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, W * 32, smem), "cudaOccupancy");
-    per_sm = std::min<int64_t>(per_sm, std::max(occ, 1));
+    // Register tiles: registers, not shared memory, bound the blocks per SM (asked once per kernel).
+    auto occupancy = [&](auto k) {
+      allow_smem(k, smem);
+      int n = 0;
+      check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, W * 32, smem), "cudaOccupancy");
+      return std::max(n, 1);
+    };
+    static const int occ[2] = {occupancy(decode_kernel<K, V, false, C>), occupancy(decode_kernel<K, V, true, C>)};
+    per_sm = std::min<int64_t>(per_sm, occ[kmaj]);
   }
   const int64_t items = a.N * a.HV * (V / kSlice);
-  const int64_t blocks = std::min<int64_t>((items + W - 1) / W, int64_t(sms) * per_sm);
+  const int64_t blocks = std::min<int64_t>((items + W - 1) / W, int64_t(dp.sms) * per_sm);
   kern<<<grid_1d(blocks, 1), W * 32, smem, st>>>(a);
   GDN_CUDA_LAUNCH_CHECK("decode_kernel");
 }
