@@ -540,19 +540,46 @@ __global__ void __launch_bounds__(C::kWarps * 32, C::kBlocks) decode_kernel(Deco
   }
 }
 
-// K-major by whole rows (variants 7, 8; K = V = 128): one block per (sequence, value head), warp w
-// owns the state rows [RW w, RW w + RW), lane the columns 4 lane..4 lane + 3, in registers. Every
-// load and store instruction of a warp is one contiguous 512-byte row (the persistent kernel's
-// K-major tiles read 128 of every 512 bytes per instruction). S^T k and S^T q are summed in-lane
-// over the warp's rows, then across the W warps through shared memory. Not persistent: the whole
-// state's loads are issued at the block's start; two blocks per SM (registers: 219 with 4 warps,
-// 128 with 8) keep up to 128 KB of loads in flight, as flash-linear-attention's one-warp programs do.
-template <int W>
+// Sums x[i] over the warp's lanes for every i < 32 and returns, in lane l, the sum of x[l]: a
+// butterfly that halves the vector at each level (31 shuffles, not 32 x 5). x is clobbered.
+template <int O>
+__device__ __forceinline__ void transpose_sum_level(float (&x)[32], int lane) {
+  const bool upper = (lane & O) != 0;  // keeps the upper half of the remaining 2 O values
+#pragma unroll
+  for (int i = 0; i < O; ++i) {
+    const float send = upper ? x[i] : x[i + O];
+    const float keep = upper ? x[i + O] : x[i];
+    x[i] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+  }
+}
+__device__ __forceinline__ float warp_transpose_sum(float (&x)[32]) {
+  const int lane = threadIdx.x % 32;
+  transpose_sum_level<16>(x, lane);
+  transpose_sum_level<8>(x, lane);
+  transpose_sum_level<4>(x, lane);
+  transpose_sum_level<2>(x, lane);
+  transpose_sum_level<1>(x, lane);
+  return x[0];
+}
+
+// By whole rows (variants 7-9; K = V = 128): one block per (sequence, value head), warp w owns the
+// state rows [RW w, RW w + RW) (K rows when K-major, V rows when V-major), lane the columns
+// 4 lane..4 lane + 3, in registers. Every load and store instruction of a warp is one contiguous
+// 512-byte row (the persistent kernel's K-major tiles read 128 of every 512 bytes per
+// instruction). K-major: S^T k and S^T q are summed in-lane over the warp's rows, then across the
+// W warps through shared memory. V-major (RW = 32): the row sums are in-lane partials over 4
+// columns, completed across the lanes by warp_transpose_sum (lane l gets row l); no cross-warp step.
+// Not persistent: the whole state's loads are issued at the block's start; two blocks per SM
+// (registers: 219 with 4 warps, 128 with 8) keep up to 128 KB of loads in flight, as
+// flash-linear-attention's one-warp programs do.
+template <int W, bool KMAJ>
 __global__ void __launch_bounds__(W * 32, 2) decode_rows_kernel(DecodeArgs a) {
   constexpr int K = 128, V = 128, RW = K / W;
+  static_assert(KMAJ || RW == 32, "V-major rows: 32 rows per warp (one per lane after the sums)");
+  constexpr int NVL = KMAJ ? 4 : 1;  // values of v per lane: columns 4 lane + e, or row RW w + lane
   constexpr int64_t KV = int64_t(K) * V;
-  __shared__ float qk_raw[2][K];        // the token's q, k as loaded (fp32)
-  __shared__ float4 part[2][W][V / 4];  // per warp: S^T k, S^T q over its rows (columns 4 lane..)
+  __shared__ __align__(16) float qk_raw[2][K];  // the token's q, k as loaded (fp32)
+  __shared__ float4 part[2][W][V / 4];          // per warp: S^T k, S^T q over its rows (columns 4 lane..)
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int64_t n = blockIdx.x / a.HV;
   const int hv = static_cast<int>(blockIdx.x % a.HV);
@@ -561,7 +588,7 @@ __global__ void __launch_bounds__(W * 32, 2) decode_rows_kernel(DecodeArgs a) {
   const int64_t rfin = row_checked(a.fin, row_raw(a.fin, n));
   const int64_t row0 = int64_t(RW) * warp;  // first state row of this warp
 
-  float4 s[RW];  // s[r]: row row0 + r, columns 4 lane..4 lane + 3
+  float4 s[RW];  // s[r]: row row0 + r, columns 4 lane..4 lane + 3 (row stride 128 = K = V in both layouts)
   {
     const float* src = rin >= 0 ? a.init.data + (rin * a.HV + hv) * KV + row0 * V + 4 * lane : nullptr;
 #pragma unroll
@@ -588,9 +615,10 @@ __global__ void __launch_bounds__(W * 32, 2) decode_rows_kernel(DecodeArgs a) {
       qk_bits[i] = d < K ? ld_raw(a.q, a.dt, t * a.q_st + hk * a.q_sh + d)
                          : (d < 2 * K ? ld_raw(a.k, a.dt, t * a.k_st + hk * a.k_sh + (d - K)) : 0u);
     }
-    uint32_t v_bits[4];
+    uint32_t v_bits[NVL];
 #pragma unroll
-    for (int e = 0; e < 4; ++e) v_bits[e] = ld_raw(a.v, a.dt, t * a.v_st + hv * a.v_sh + 4 * lane + e);
+    for (int e = 0; e < NVL; ++e)
+      v_bits[e] = ld_raw(a.v, a.dt, t * a.v_st + hv * a.v_sh + (KMAJ ? 4 * lane + e : row0 + lane));
     Tok<K> gx;
     gx.g = ld_raw(a.gates.g, a.gates.dt, t * a.gates.g_st + hv * a.gates.g_sh);
     gx.b = ld_raw(a.gates.beta, a.gates.dt, t * a.gates.b_st + hv * a.gates.b_sh);
@@ -622,6 +650,33 @@ __global__ void __launch_bounds__(W * 32, 2) decode_rows_kernel(DecodeArgs a) {
     const float iq = a.l2norm ? rsqrtf(sq + 1e-6f) : 1.f, ik = a.l2norm ? rsqrtf(sk + 1e-6f) : 1.f;
     const float kq = sqk * iq * ik;  // (normalized k) . (normalized q)
 
+    float g, beta;
+    if constexpr (!KMAJ) {
+      gates_of<K>(a.gates, gx, g, beta);
+      const float decay = expf(g);
+      // Pass 1: (S k)[v], (S q)[v] of this warp's rows v = row0 + r: in-lane partials over
+      // columns 4 lane..+3, then summed across the lanes (lane l: row row0 + l).
+      const float4 k4 = *reinterpret_cast<const float4*>(&qk_raw[1][4 * lane]);
+      const float4 q4 = *reinterpret_cast<const float4*>(&qk_raw[0][4 * lane]);
+      float x[RW];
+#pragma unroll
+      for (int r = 0; r < RW; ++r) x[r] = s[r].x * k4.x + s[r].y * k4.y + s[r].z * k4.z + s[r].w * k4.w;
+      const float kv = warp_transpose_sum(x);
+#pragma unroll
+      for (int r = 0; r < RW; ++r) x[r] = s[r].x * q4.x + s[r].y * q4.y + s[r].z * q4.z + s[r].w * q4.w;
+      const float qv = warp_transpose_sum(x);
+      const float vp = beta * (raw_f(v_bits[0], a.dt) - decay * ik * kv);  // v' of row row0 + lane
+      store_dt(a.o, a.dt, t * a.o_st + hv * a.o_sh + row0 + lane, a.scale * (decay * iq * qv + vp * kq));
+      // Pass 2: decay S + v' k^T in registers.
+      const float4 kh = make_float4(k4.x * ik, k4.y * ik, k4.z * ik, k4.w * ik);
+#pragma unroll
+      for (int r = 0; r < RW; ++r) {
+        const float vr = __shfl_sync(0xffffffffu, vp, r);
+        s[r] = make_float4(fmaf(kh.x, vr, s[r].x * decay), fmaf(kh.y, vr, s[r].y * decay),
+                           fmaf(kh.z, vr, s[r].z * decay), fmaf(kh.w, vr, s[r].w * decay));
+      }
+      continue;
+    }
     // Pass 1: S^T k, S^T q over this warp's rows (the norms applied once, after the sums).
     float4 ak = make_float4(0.f, 0.f, 0.f, 0.f), aq = ak;
 #pragma unroll
@@ -652,7 +707,6 @@ __global__ void __launch_bounds__(W * 32, 2) decode_rows_kernel(DecodeArgs a) {
       qv[2] += pq.z;
       qv[3] += pq.w;
     }
-    float g, beta;
     gates_of<K>(a.gates, gx, g, beta);
     const float decay = expf(g);
     float vp[4];  // v' of columns 4 lane + e
@@ -674,9 +728,9 @@ __global__ void __launch_bounds__(W * 32, 2) decode_rows_kernel(DecodeArgs a) {
   if (out) store_state();
 }
 
-template <int W>
+template <int W, bool KMAJ>
 void launch_rows(const DecodeArgs& a, cudaStream_t st) {
-  decode_rows_kernel<W><<<grid_1d(a.N * a.HV, 1), W * 32, 0, st>>>(a);
+  decode_rows_kernel<W, KMAJ><<<grid_1d(a.N * a.HV, 1), W * 32, 0, st>>>(a);
   GDN_CUDA_LAUNCH_CHECK("decode_rows_kernel");
 }
 
@@ -731,11 +785,12 @@ void launch_k(const DecodeArgs& a, int V, bool kmaj, cudaStream_t st) {
 // 7 rows, 4 warps (2)          219       5 KiB       K-major: decode_rows_kernel (a block per state,
 //                                                    32 rows per warp); V-major: variant 2. Default
 // 8 rows, 8 warps (2)          128       5 KiB       the same, 16 rows per warp
+// 9 rows, 4 warps (2)          219/?     5 KiB       decode_rows_kernel for V-major states too
 // Measured on an H200, % of the copy rate, "N = 256 V-major, K-major / N = 4096 V-major, K-major"
 // (bench/results/h200_decode_variants.log): 0: 89, 80 / 79, 78   1: 89, 86 / 82, 77
 // 2: 90, 84 / 85, 79   3: 88, 84 / 78, 77   4: 89, 81 / 79, 78   5: 86, 80 / 78, 74
 // 6: 86, 82 / 80, 74   7: 90, 96 / 85, 90   8: 89, 90 / 85, 85
-constexpr int kDecodeVariants = 9;
+constexpr int kDecodeVariants = 10;
 constexpr int kDefaultVariant = 7;
 constexpr const char* kVariantNames[kDecodeVariants] = {"4w x 3 smem",
                                                         "6w x 2 smem",
@@ -745,7 +800,8 @@ constexpr const char* kVariantNames[kDecodeVariants] = {"4w x 3 smem",
                                                         "4w direct, 2 blocks/SM",
                                                         "6w x 2 smem + regs",
                                                         "K-major rows 4w, V-major 8w x 1 + regs (default)",
-                                                        "K-major rows 8w, V-major 8w x 1 + regs"};
+                                                        "K-major rows 8w, V-major 8w x 1 + regs",
+                                                        "rows 4w (both layouts)"};
 int g_decode_variant = kDefaultVariant;
 
 void launch_variant(const DecodeArgs& a, bool kmaj, cudaStream_t st) {
@@ -773,9 +829,15 @@ void launch_variant(const DecodeArgs& a, bool kmaj, cudaStream_t st) {
       if (!kmaj)
         launch_cfg<128, 128, Cfg<8, 1, 1, TileMode::kRegs>>(a, kmaj, st);
       else if (g_decode_variant == 7)
-        launch_rows<4>(a, st);
+        launch_rows<4, true>(a, st);
       else
-        launch_rows<8>(a, st);
+        launch_rows<8, true>(a, st);
+      break;
+    case 9:
+      if (kmaj)
+        launch_rows<4, true>(a, st);
+      else
+        launch_rows<4, false>(a, st);
       break;
     default:
       launch_cfg<128, 128, DefaultCfg<128>>(a, kmaj, st);
