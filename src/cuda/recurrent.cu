@@ -35,10 +35,9 @@
 // Variants (recurrent.cuh: set_decode_variant, for the device check): the same kernel with other
 // warps / ring depths / blocks per SM, or with the tile computed from registers (TileMode kRegs:
 // moved there from the ring slot, which is refilled at once; kDirect: no ring, loaded from global
-// memory straight into registers as flash-linear-attention does), or decode_rows_kernel below for
-// K-major states. Variant 0 (DefaultCfg above) runs every other size; K = V = 128 runs variant 7
-// unless set otherwise: K-major by decode_rows_kernel, V-major by variant 2. The list: above
-// launch_variant.
+// memory straight into registers as flash-linear-attention does), or decode_rows_kernel below.
+// Variant 0 (DefaultCfg above) runs every other size; K = V = 128 runs variant 9 unless set
+// otherwise: decode_rows_kernel for both layouts. The list: above launch_variant.
 #include <algorithm>
 #include <type_traits>
 
@@ -783,15 +782,15 @@ void launch_k(const DecodeArgs& a, int V, bool kmaj, cudaStream_t st) {
 // 5 4 direct (2)               255/250   4.5 KiB     1, 0: fla's scheme, 8 warps (12 would spill)
 // 6 6 x 2 smem + regs (1)      250/254   198.8 KiB   3, 12 (192 KiB): 6 warps and 2 tiles ahead
 // 7 rows, 4 warps (2)          219       5 KiB       K-major: decode_rows_kernel (a block per state,
-//                                                    32 rows per warp); V-major: variant 2. Default
+//                                                    32 rows per warp); V-major: variant 2
 // 8 rows, 8 warps (2)          128       5 KiB       the same, 16 rows per warp
-// 9 rows, 4 warps (2)          219/?     5 KiB       decode_rows_kernel for V-major states too
+// 9 rows, 4 warps (2)          219/253   5 KiB       decode_rows_kernel for both layouts. Default
 // Measured on an H200, % of the copy rate, "N = 256 V-major, K-major / N = 4096 V-major, K-major"
 // (bench/results/h200_decode_variants.log): 0: 89, 80 / 79, 78   1: 89, 86 / 82, 77
 // 2: 90, 84 / 85, 79   3: 88, 84 / 78, 77   4: 89, 81 / 79, 78   5: 86, 80 / 78, 74
-// 6: 86, 82 / 80, 74   7: 90, 96 / 85, 90   8: 89, 90 / 85, 85
+// 6: 86, 82 / 80, 74   7: 90, 96 / 85, 90   8: 89, 90 / 85, 85   9: 95, 97 / 89, 90
 constexpr int kDecodeVariants = 10;
-constexpr int kDefaultVariant = 7;
+constexpr int kDefaultVariant = 9;
 constexpr const char* kVariantNames[kDecodeVariants] = {"4w x 3 smem",
                                                         "6w x 2 smem",
                                                         "8w x 1 smem + regs",
@@ -799,9 +798,9 @@ constexpr const char* kVariantNames[kDecodeVariants] = {"4w x 3 smem",
                                                         "2w x 3 smem, 2 blocks/SM",
                                                         "4w direct, 2 blocks/SM",
                                                         "6w x 2 smem + regs",
-                                                        "K-major rows 4w, V-major 8w x 1 + regs (default)",
+                                                        "K-major rows 4w, V-major 8w x 1 + regs",
                                                         "K-major rows 8w, V-major 8w x 1 + regs",
-                                                        "rows 4w (both layouts)"};
+                                                        "rows 4w, both layouts (default)"};
 int g_decode_variant = kDefaultVariant;
 
 void launch_variant(const DecodeArgs& a, bool kmaj, cudaStream_t st) {
