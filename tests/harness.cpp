@@ -147,7 +147,7 @@ std::string Case::name() const {
   os << T << "_H" << H << "_HV" << HV << "_K" << K << "_V" << V << "_" << dtype_name(dtype) << (l2norm ? "_l2" : "")
      << (layout == StateLayout::kVMajor ? "_vmajor" : "") << (pool ? "_pool" : "") << (initial_state ? "_h0" : "")
      << (fused_gate ? "_fused" : "") << "_g" << int(gate) << "x" << gate_factor << "_b" << int(beta)
-     << (strided ? "_strided" : "");
+     << (strided ? "_strided" + std::to_string(o_pad) : "");
   return os.str();
 }
 
@@ -249,7 +249,7 @@ Inputs make_inputs(const Case& c, std::mt19937_64& rng) {
     in.q_off = 0;
     in.k_off = int64_t{c.H} * c.K;
     in.v_off = 2 * int64_t{c.H} * c.K;
-    in.o_stride_token = int64_t{c.HV} * c.V + 16;
+    in.o_stride_token = int64_t{c.HV} * c.V + c.o_pad;
   } else {
     in.q = encode(in.qd, c.dtype);
     in.k = encode(in.kd, c.dtype);

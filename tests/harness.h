@@ -80,6 +80,7 @@ struct Case {
   double gate_factor = 1.0;
   BetaKind beta = BetaKind::kSigmoid;
   bool strided = false;  // q, k, v as views into a fused [T, (2H K + HV V)] buffer; o padded
+  int o_pad = 16;        // strided: o's token stride is HV V + o_pad (odd: rows not 16-byte aligned)
   std::string name() const;
 };
 

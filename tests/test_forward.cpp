@@ -145,6 +145,13 @@ std::vector<Case> forward_cases() {
     c.dtype = DType::kBFloat16;
     c.lens = {64, 3};
   });
+  add([](Case& c) {  // o rows 2-byte aligned only: the element-wise store path
+    c.strided = true;
+    c.o_pad = 3;
+    c.dtype = DType::kBFloat16;
+    c.K = c.V = 128;
+    c.lens = {70, 5};
+  });
   // Decode-shaped batches: one or a few tokens per sequence, states in a pool, both layouts.
   add([](Case& c) {
     c.pool = true;

@@ -33,7 +33,7 @@ struct OSmem {
 
 template <int D, typename TO, int NW>
 __global__ void __launch_bounds__(NW * 32)
-    fwd_o_kernel(FastBufs b, TO* __restrict__ o, int64_t o_st, int64_t o_sh, bool pairs) {
+    fwd_o_kernel(FastBufs b, TO* __restrict__ o, int64_t o_st, int64_t o_sh, bool rows16) {
   extern __shared__ __align__(16) char smem_raw[];
   using S = OSmem<D>;
   S& sm = *reinterpret_cast<S*>(smem_raw);
@@ -208,31 +208,25 @@ __global__ void __launch_bounds__(NW * 32)
       mma_bf16(acc[2 * jp + 1], al, bb[2], bb[3]);
     }
   }
-  const float scale = b.scale;
+  // o leaves through shared memory in 16-byte pieces: stmatrix into k's rows (dead since P).
+  const int r0 = 16 * m, c0 = 16 * DP * half;
+  TO* stage = reinterpret_cast<TO*>(sm.k);
+  stage_acc(stage, S::SK, r0, c0, acc, b.scale);
+  __syncwarp();
+  stage_rows_out<TO, 16 * DP>(stage, S::SK, r0, c0, len - r0, [&](int i, int c, uint4 x) {
+    TO* dst = o + (t0 + r0 + i) * o_st + hv * o_sh + c0 + c;
+    if (rows16) {
+      *reinterpret_cast<uint4*>(dst) = x;
+    } else {
+      const TO* e = reinterpret_cast<const TO*>(&x);
 #pragma unroll
-  for (int hf = 0; hf < 2; ++hf) {
-    const int i = hf ? i1 : i0;
-    if (i >= len) continue;
-    TO* row = o + (t0 + i) * o_st + hv * o_sh;
-#pragma unroll
-    for (int nt = 0; nt < 2 * DP; ++nt) {
-      const int vv = 16 * DP * half + 8 * nt + 2 * t;
-      const TO x0 = from_f<TO>(scale * acc[nt][2 * hf]), x1 = from_f<TO>(scale * acc[nt][2 * hf + 1]);
-      if (pairs) {  // 4-byte aligned rows: one store per pair
-        typename std::conditional<std::is_same<TO, __half>::value, __half2, __nv_bfloat162>::type x2;
-        x2.x = x0;
-        x2.y = x1;
-        *reinterpret_cast<decltype(x2)*>(row + vv) = x2;
-      } else {
-        row[vv] = x0;
-        row[vv + 1] = x1;
-      }
+      for (int j = 0; j < 8; ++j) dst[j] = e[j];
     }
-  }
+  });
 }
 
 template <int D, typename TO, int NW>
-void launch(const FastBufs& b, const ForwardArgs& f, cudaStream_t s, unsigned blocks, bool pairs) {
+void launch(const FastBufs& b, const ForwardArgs& f, cudaStream_t s, unsigned blocks, bool rows16) {
   const size_t smem = sizeof(OSmem<D>);
   auto k = fwd_o_kernel<D, TO, NW>;
   allow_smem(k, smem);
@@ -247,7 +241,7 @@ void launch(const FastBufs& b, const ForwardArgs& f, cudaStream_t s, unsigned bl
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = b.ready ? 1 : 0;
-  check(cudaLaunchKernelEx(&cfg, k, b, static_cast<TO*>(f.o.data), f.o.stride_token, f.o.stride_head, pairs),
+  check(cudaLaunchKernelEx(&cfg, k, b, static_cast<TO*>(f.o.data), f.o.stride_token, f.o.stride_head, rows16),
         "cudaLaunchKernelEx(fwd_o_kernel)");
 }
 
@@ -257,12 +251,13 @@ template <int D>
 void launch_fwd_o(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
   if (b.pl.max_chunks == 0) return;
   const unsigned blocks = grid_1d(b.pl.max_chunks * b.HV, 1);
-  const bool pairs =
-      reinterpret_cast<uintptr_t>(f.o.data) % 4 == 0 && f.o.stride_token % 2 == 0 && f.o.stride_head % 2 == 0;
+  // o rows in 16-byte pieces when the caller's layout allows it, else element by element.
+  const bool rows16 =
+      reinterpret_cast<uintptr_t>(f.o.data) % 16 == 0 && f.o.stride_token % 8 == 0 && f.o.stride_head % 8 == 0;
   if (f.problem.dtype == DType::kBFloat16)
-    launch<D, __nv_bfloat16, 8>(b, f, s, blocks, pairs);
+    launch<D, __nv_bfloat16, 8>(b, f, s, blocks, rows16);
   else
-    launch<D, __half, 8>(b, f, s, blocks, pairs);
+    launch<D, __half, 8>(b, f, s, blocks, rows16);
   GDN_CUDA_LAUNCH_CHECK("fwd_o_kernel");
 }
 

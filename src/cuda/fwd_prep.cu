@@ -322,15 +322,19 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
         }
       }
     }
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      const int i = 16 * m + g + hf * 8;
-      if (i < len) {
-        uint32_t* row = reinterpret_cast<uint32_t*>(dst + ((t0 + i) * HV + hv) * D + 16 * DP * half);
-#pragma unroll
-        for (int nt = 0; nt < 2 * DP; ++nt) row[(8 * nt + 2 * t) / 2] = pack_bf16(acc[nt][2 * hf], acc[nt][2 * hf + 1]);
-      }
-    }
+    // The warp's 16 x 16 DP tile leaves through shared memory in 16-byte pieces: stmatrix into k's
+    // rows, dead once every warp's w product is done (w: the barrier; u: this warp's own w pieces
+    // have left).
+    if (which == 0)
+      __syncthreads();
+    else
+      __syncwarp();
+    const int r0 = 16 * m, c0 = 16 * DP * half;
+    stage_acc(sm.k, SK, r0, c0, acc, 1.f);
+    __syncwarp();
+    stage_rows_out<__nv_bfloat16, 16 * DP>(sm.k, SK, r0, c0, len - r0, [&](int i, int c, uint4 x) {
+      *reinterpret_cast<uint4*>(dst + ((t0 + r0 + i) * HV + hv) * D + c0 + c) = x;
+    });
   }
 }
 
