@@ -8,10 +8,12 @@
 #   5. runs compute-sanitizer memcheck and racecheck on small cases of every kernel,
 #   6. runs the CLI's main job on the GPU (optional step `cli`),
 #   7. profiles the three forward kernels on 1x32k with Nsight Compute (optional step `ncu`),
+#   8. times the backend against a base revision's, alternately (optional step `ab`: first
+#      scripts/ab_base.sh <rev> here, and carry .ab too),
 # with a time budget per step, and writes logs and JSON under $OUT (at most 8 files).
 #
 # Usage (repository root, through the device tool; carry .deps and .whl):
-#   GDN_COMMIT=<sha> scripts/device.sh [steps]   steps: comma list of build,test,pytest,bench,sanitize,check,cli,ncu
+#   GDN_COMMIT=<sha> scripts/device.sh [steps]   steps: comma list of build,test,pytest,bench,sanitize,check,cli,ncu,ab
 #                               (default: build,test,pytest,bench,sanitize)
 # .deps/googletest: googletest source (apt-get download googletest; dpkg -x; copy usr/src/googletest).
 # .whl: flash-linear-attention (+ fla-core) wheels for the benchmark and the fla tests.
@@ -116,6 +118,50 @@ if has ncu && [[ -x $CHECK ]]; then
     --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis --section SchedulerStats \
     $CHECK --bench --no-check --case 1x32k >"$OUT/ncu.log" 2>&1
   note "ncu: rc=$?, $(grep -c 'GPU Speed Of Light' "$OUT/ncu.log") kernels profiled"
+fi
+if has ab && [[ -f .ab/base.tar ]]; then
+  # A/B timing against a base revision (scripts/ab_base.sh <rev> here, carry .ab): the base's
+  # gdn_cuda_check is built beside this tree's and both time each case alternately, two rounds
+  # (GDN_AB_CASES: the cases, default below). The ratio is base ms / this tree's ms.
+  rm -rf /tmp/ab-base && mkdir -p /tmp/ab-base && tar -xf .ab/base.tar -C /tmp/ab-base
+  (cmake -S /tmp/ab-base -B /tmp/ab-base/build -DGDN_CUDA=ON -DGDN_BUILD_TESTS=OFF -DGDN_BUILD_TOOLS=OFF \
+    -DCMAKE_BUILD_TYPE=Release && cmake --build /tmp/ab-base/build -j"$JOBS" --target gdn_cuda_check) >"$OUT/ab.log" 2>&1
+  [[ -x $CHECK ]] || cmake --build $BUILD -j"$JOBS" --target gdn_cuda_check >>"$OUT/ab.log" 2>&1
+  BASE_CHECK=/tmp/ab-base/build/src/cuda/gdn_cuda_check
+  if [[ -x $BASE_CHECK && -x $CHECK ]]; then
+    echo "# A/B: base $(cat .ab/base.rev 2>/dev/null) vs this tree ($GDN_COMMIT)" >>"$OUT/ab.log"
+    for round in 1 2; do
+      for c in ${GDN_AB_CASES:-1x4k 1x32k 4x8k 8x1k 64x256 256x64}; do
+        for side in base new; do
+          bin=$CHECK && [[ $side == base ]] && bin=$BASE_CHECK
+          echo "== $side $c" >>"$OUT/ab.log"
+          timeout 60 $bin --bench --no-check --profile --case "$c" 2>&1 | grep -E '^bench |phases' >>"$OUT/ab.log"
+        done
+      done
+    done
+    # The median (of the two rounds: their mean) per case and side, and the ratio.
+    python3 - "$OUT/ab.log" <<'PY' | tee -a "$OUT/ab.log"
+import re, sys, collections
+t = collections.defaultdict(list)
+side = case = None
+for line in open(sys.argv[1]):
+    m = re.match(r"== (base|new) (\S+)", line)
+    if m:
+        side, case = m.groups()
+    m = re.match(r"bench \S+\s+T=\d+\s+([\d.]+) ms", line)
+    if m and side:
+        t[(case, side)].append(float(m.group(1)))
+print(f"{'case':10s} {'base ms':>9s} {'new ms':>9s} {'base/new':>9s}")
+for case in dict.fromkeys(c for c, _ in t):
+    b, n = t[(case, "base")], t[(case, "new")]
+    if b and n:
+        bm, nm = sum(b) / len(b), sum(n) / len(n)
+        print(f"{case:10s} {bm:9.3f} {nm:9.3f} {bm / nm:9.3f}")
+PY
+    note "ab: base $(cat .ab/base.rev 2>/dev/null) vs $GDN_COMMIT timed (ab.log)"
+  else
+    note "ab: a build FAILED (see ab.log)"
+  fi
 fi
 echo "================ summary"
 printf '%s\n' "${SUMMARY[@]}" | tee "$OUT/summary.txt"
