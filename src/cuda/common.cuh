@@ -52,7 +52,8 @@ inline unsigned grid_1d(int64_t items, int per_block) {
   return static_cast<unsigned>(b);
 }
 
-// Sets a kernel's dynamic shared-memory limit once per instantiation (needed past 48 KB).
+// Raises a kernel's dynamic shared-memory limit (needed past 48 KB). Called before every launch:
+// the limit belongs to the current device, so a once-per-process flag would miss a second GPU.
 // (Set from 32 KB up: static shared memory counts towards the same 48 KB default.)
 template <typename Kernel>
 inline void allow_smem(Kernel k, size_t bytes) {
