@@ -87,7 +87,7 @@ if has bench; then
 fi
 
 # --- 5. compute-sanitizer on small cases of every kernel -------------------------------------------
-CHECK=$BUILD/src/cuda/gdn_cuda_check
+CHECK=$BUILD/tools/cuda_check/gdn_cuda_check
 if has sanitize && [[ -x $CHECK ]]; then
   : >"$OUT/sanitizer.log"
   for tool in memcheck racecheck; do
@@ -127,7 +127,7 @@ if has ab && [[ -f .ab/base.tar ]]; then
   (cmake -S /tmp/ab-base -B /tmp/ab-base/build -DGDN_CUDA=ON -DGDN_BUILD_TESTS=OFF -DGDN_BUILD_TOOLS=OFF \
     -DCMAKE_BUILD_TYPE=Release && cmake --build /tmp/ab-base/build -j"$JOBS" --target gdn_cuda_check) >"$OUT/ab.log" 2>&1
   [[ -x $CHECK ]] || cmake --build $BUILD -j"$JOBS" --target gdn_cuda_check >>"$OUT/ab.log" 2>&1
-  BASE_CHECK=/tmp/ab-base/build/src/cuda/gdn_cuda_check
+  BASE_CHECK=$( [[ -x /tmp/ab-base/build/tools/cuda_check/gdn_cuda_check ]] && echo /tmp/ab-base/build/tools/cuda_check/gdn_cuda_check || echo /tmp/ab-base/build/src/cuda/gdn_cuda_check )
   if [[ -x $BASE_CHECK && -x $CHECK ]]; then
     echo "# A/B: base $(cat .ab/base.rev 2>/dev/null) vs this tree ($GDN_COMMIT)" >>"$OUT/ab.log"
     for round in 1 2; do

@@ -50,10 +50,16 @@ void chunk_gated_delta_rule(const ForwardArgs& args, const Exec& exec) {
   GDN_DISPATCH(exec, chunk_gated_delta_rule(a, exec));
 }
 
+size_t recurrent_gated_delta_rule_workspace_size(const Problem& problem, const Exec& exec) {
+  validate_problem("recurrent_gated_delta_rule_workspace_size", problem, exec.backend);
+  return GDN_DISPATCH(exec, recurrent_gated_delta_rule_workspace_size(problem, exec.num_threads));
+}
+
 void recurrent_gated_delta_rule(const ForwardArgs& args, const Exec& exec) {
   const char* op = "recurrent_gated_delta_rule";
   validate_exec(op, exec, 0);
   const ForwardArgs a = validate_forward(op, args, exec);
+  validate_exec(op, exec, GDN_DISPATCH(exec, recurrent_gated_delta_rule_workspace_size(a.problem, exec.num_threads)));
   if (a.problem.num_tokens == 0 && a.final_state.data == nullptr) return;
   GDN_DISPATCH(exec, recurrent_gated_delta_rule(a, exec));
 }

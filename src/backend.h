@@ -17,6 +17,7 @@
   void chunk_fwd_o(const Problem& p, const StageBuffers& b, const Exec& exec);          \
   size_t stage_workspace_size(const Problem& p, int num_threads);                       \
   size_t chunk_gated_delta_rule_workspace_size(const Problem& p, int num_threads);      \
+  size_t recurrent_gated_delta_rule_workspace_size(const Problem& p, int num_threads);  \
   void chunk_gated_delta_rule(const ForwardArgs& args, const Exec& exec);               \
   void recurrent_gated_delta_rule(const ForwardArgs& args, const Exec& exec);
 

@@ -421,6 +421,10 @@ Outputs run(const Inputs& in, Backend backend, Op op) {
     exec.workspace_bytes = bytes;
     chunk_gated_delta_rule(a, exec);
   } else {
+    const size_t bytes = recurrent_gated_delta_rule_workspace_size(p, exec);
+    ws = Buffer(backend, bytes);
+    exec.workspace = ws.data();
+    exec.workspace_bytes = bytes;
     recurrent_gated_delta_rule(a, exec);
   }
   synchronize(backend);

@@ -420,7 +420,8 @@ Result run_case(Run& r, bool decode, int check_heads) {
   Exec exec;
   exec.backend = be;
   exec.num_threads = r.threads;
-  size_t ws_bytes = decode ? 0 : chunk_gated_delta_rule_workspace_size(p, exec);
+  size_t ws_bytes =
+      decode ? recurrent_gated_delta_rule_workspace_size(p, exec) : chunk_gated_delta_rule_workspace_size(p, exec);
   Mem ws(be, ws_bytes);
   exec.workspace = ws.p;
   exec.workspace_bytes = ws_bytes;

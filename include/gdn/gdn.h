@@ -123,7 +123,9 @@ void chunk_gated_delta_rule(const ForwardArgs& args, const Exec& exec);
 
 // The decode step: the token-by-token recurrence, for one or a few tokens per sequence (any
 // length works; the chunked forward is faster past a few tokens). Updates pool rows in place
-// when initial_state and final_state are the same pool. Needs no workspace.
+// when initial_state and final_state are the same pool. The CPU backend needs a workspace (one
+// K x V state per worker thread, for sequences without a final-state row); the CUDA backend none.
+size_t recurrent_gated_delta_rule_workspace_size(const Problem& problem, const Exec& exec);
 void recurrent_gated_delta_rule(const ForwardArgs& args, const Exec& exec);
 
 // ---------------------------------------------------------------------------------------------

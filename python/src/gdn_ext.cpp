@@ -474,7 +474,9 @@ void forward(In q, In k, In v, In g, In beta, Out o, In A_log, In dt_bias, In in
   eb.exec.backend = dev.backend();
   eb.exec.stream = reinterpret_cast<void*>(stream);
   eb.exec.num_threads = num_threads;
-  if (!recurrent) attach_workspace(op, dev, eb, workspace, gdn::chunk_gated_delta_rule_workspace_size(p, eb.exec));
+  attach_workspace(op, dev, eb, workspace,
+                   recurrent ? gdn::recurrent_gated_delta_rule_workspace_size(p, eb.exec)
+                             : gdn::chunk_gated_delta_rule_workspace_size(p, eb.exec));
 
   nb::gil_scoped_release release;
   if (recurrent)

@@ -58,25 +58,23 @@ void token_v_major(float* S, int K, int V, const float* k, const float* q, const
 
 }  // namespace
 
+size_t recurrent_gated_delta_rule_workspace_size(const Problem& p, int num_threads) {
+  return static_cast<size_t>(resolve_num_threads(num_threads)) * p.head_k * p.head_v * sizeof(float);
+}
+
 void recurrent_gated_delta_rule(const ForwardArgs& a, const Exec& exec) {
   const Problem& p = a.problem;
   const Sequences seqs(p);
   const int K = p.head_k, V = p.head_v, H = p.num_qk_heads, HV = p.num_v_heads;
   const int64_t head_elems = int64_t{K} * V;
-  parallel_for(p.num_seqs * HV, resolve_num_threads(exec.num_threads), [&](int, int64_t task) {
+  float* scratch = static_cast<float*>(exec.workspace);  // [threads, K, V]
+  parallel_for(p.num_seqs * HV, resolve_num_threads(exec.num_threads), [&](int thread, int64_t task) {
     const int64_t n = task / HV;
     const int hv = static_cast<int>(task % HV), hk = hv / (HV / H);
     // Work in the final row when there is one (in place when it is also the initial row),
-    // otherwise in a per-thread buffer (sized once per thread, on the first such call).
+    // otherwise in the thread's state of the workspace.
     const int64_t in_row = state_row(a.initial_state, n), out_row = state_row(a.final_state, n);
-    thread_local std::vector<float> local;
-    float* S;
-    if (out_row >= 0) {
-      S = a.final_state.data + (out_row * HV + hv) * head_elems;
-    } else {
-      if (local.size() < static_cast<size_t>(head_elems)) local.resize(head_elems);
-      S = local.data();
-    }
+    float* S = out_row >= 0 ? a.final_state.data + (out_row * HV + hv) * head_elems : scratch + thread * head_elems;
     const float* init = in_row >= 0 ? a.initial_state.data + (in_row * HV + hv) * head_elems : nullptr;
     if (init != S) {
       for (int64_t i = 0; i < head_elems; ++i) S[i] = init ? init[i] : 0.0f;

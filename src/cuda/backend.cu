@@ -2,9 +2,9 @@
 // stages.cu) and the composed forward, which takes the tensor-core path (fwd_fast.cu) for
 // bf16/fp16 inputs with K = V = 128 or 64 and otherwise chains the exact stage kernels.
 #include "backend.h"
-#include "cuda/fwd_fast.cuh"
-#include "cuda/l2norm.cuh"
-#include "cuda/stages.cuh"
+#include "cuda/chunk/fwd_fast.cuh"
+#include "cuda/stages/l2norm.cuh"
+#include "cuda/stages/stages.cuh"
 
 namespace gdn {
 namespace cuda {

@@ -45,7 +45,7 @@
 // After B1 of chunk c + 1 (and after the loop for the last chunk) one thread adds 1 to
 // b.ready[chunk c][hv] (release): fwd_o, launched as a programmatic dependent of this kernel, reads
 // chunk c's h and v_new as soon as both slices have signalled, while later chunks are computed.
-#include "cuda/fwd_fast.cuh"
+#include "cuda/chunk/fwd_fast.cuh"
 
 namespace gdn {
 namespace cuda {

@@ -7,7 +7,7 @@
 // 8 warps split both products (4 warps: a longer serial chain per chunk, measured slower). BV = 64 halves
 // the re-reads of w and k (every slice block of a head reads them whole: the kernel is bound by
 // L2 bandwidth with BV = 32) but holds one block per SM; BV = 32 suits many short sequences.
-#include "cuda/fwd_fast.cuh"
+#include "cuda/chunk/fwd_fast.cuh"
 
 namespace gdn {
 namespace cuda {

@@ -1,7 +1,7 @@
 // Exact stage kernels (fp32 on CUDA cores), one block per (chunk, value head) unless noted.
 // Correctness first: these are the oracle-grade path (fp32 inputs must stay within 1e-4); the
 // fast bf16 tensor-core forward lives in fwd_*.cu.
-#include "cuda/stages.cuh"
+#include "cuda/stages/stages.cuh"
 
 namespace gdn {
 namespace cuda {

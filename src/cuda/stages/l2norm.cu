@@ -1,7 +1,7 @@
 // Stage 0, l2norm: y = x / sqrt(sum(x^2) + 1e-6) per token and head, in fp32. One warp per row.
 // The same kernel also packs (and optionally normalizes) q/k/v into the forward's workspace in
 // the dtype its later kernels read (bf16 for the tensor-core path, fp32 for the exact path).
-#include "cuda/l2norm.cuh"
+#include "cuda/stages/l2norm.cuh"
 
 namespace gdn {
 namespace cuda {

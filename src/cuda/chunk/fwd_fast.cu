@@ -1,6 +1,6 @@
 // Orchestration of the tensor-core forward: plan, q/k packing (l2norm), prep, h, o.
-#include "cuda/fwd_fast.cuh"
-#include "cuda/l2norm.cuh"
+#include "cuda/chunk/fwd_fast.cuh"
+#include "cuda/stages/l2norm.cuh"
 
 namespace gdn {
 namespace cuda {

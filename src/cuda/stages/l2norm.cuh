@@ -1,6 +1,6 @@
 // Row conversion shared by the l2norm op and the forward's input packing.
 #pragma once
-#include "cuda/common.cuh"
+#include "cuda/core/common.cuh"
 
 namespace gdn {
 namespace cuda {

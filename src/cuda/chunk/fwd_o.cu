@@ -9,7 +9,7 @@
 // sub-partition (w % 4) carry equal triangular work.
 #include <type_traits>
 
-#include "cuda/fwd_fast.cuh"
+#include "cuda/chunk/fwd_fast.cuh"
 
 namespace gdn {
 namespace cuda {

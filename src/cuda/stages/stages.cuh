@@ -1,7 +1,7 @@
 // The exact (fp32 CUDA-core) stage kernels: the stage API runs them one by one, and the forward
 // uses them for the inputs the tensor-core path does not take (fp32 inputs, K != V or K != 128).
 #pragma once
-#include "cuda/common.cuh"
+#include "cuda/core/common.cuh"
 
 namespace gdn {
 namespace cuda {

@@ -5,7 +5,7 @@
 //   fwd_o    (parallel over chunks): o                                               (fwd_o.cu)
 // Workspace intermediates are bf16 (w, u, v_new, h) as in flash-linear-attention; G is fp64.
 #pragma once
-#include "cuda/common.cuh"
+#include "cuda/core/common.cuh"
 
 namespace gdn {
 namespace cuda {

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "backend.h"
-#include "cuda/fwd_fast.cuh"
-#include "cuda/recurrent.cuh"
+#include "cuda/chunk/fwd_fast.cuh"
+#include "cuda/decode/recurrent.cuh"
 
 using namespace gdn;
 

@@ -1,7 +1,7 @@
 // The sequence plan: token boundaries and global chunk numbers of every sequence, computed on the
 // device from cu_seqlens (which may be unvalidated device data): boundaries are clamped to
 // [0, T] and made monotone, so no later kernel can index outside the tensors.
-#include "cuda/common.cuh"
+#include "cuda/core/common.cuh"
 
 namespace gdn {
 namespace cuda {

@@ -15,7 +15,7 @@
 // columns (equal triangular work on each SM sub-partition, w % 4).
 #include <type_traits>
 
-#include "cuda/fwd_fast.cuh"
+#include "cuda/chunk/fwd_fast.cuh"
 
 namespace gdn {
 namespace cuda {

@@ -1,7 +1,7 @@
 // The decode step's configurations (recurrent.cu), selectable at run time so that the device check
 // can time them all in one run. Process-wide and not thread-safe: for the check and benchmarks.
 #pragma once
-#include "cuda/common.cuh"
+#include "cuda/core/common.cuh"
 
 namespace gdn {
 namespace cuda {

@@ -41,7 +41,7 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "cuda/recurrent.cuh"
+#include "cuda/decode/recurrent.cuh"
 
 namespace gdn {
 namespace cuda {
@@ -863,6 +863,8 @@ GateArgs make_gates(const ForwardArgs& f) {
   g.dt_bias = f.dt_bias;
   return g;
 }
+
+size_t recurrent_gated_delta_rule_workspace_size(const Problem&, int) { return 0; }
 
 void recurrent_gated_delta_rule(const ForwardArgs& f, const Exec& exec) {
   const Problem& p = f.problem;
