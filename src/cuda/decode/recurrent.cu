@@ -172,6 +172,7 @@ DecodeConfig decode_heuristics(const Problem& p, const DeviceProps& dev) {
   return c;
 }
 
+// Declared in common.cuh: the prefill (backend.cu, chunk/fwd_prep.cu) reads the gates through it too.
 GateArgs make_gates(const ForwardArgs& f) {
   GateArgs g;
   g.g = f.g.data;
