@@ -1,19 +1,37 @@
-// The decode step's configurations (recurrent.cu), selectable at run time so that the device check
-// can time them all in one run. Process-wide and not thread-safe: for the check and benchmarks.
+// The decode step's launch configuration: which kernel runs, its block shape and its grid, chosen
+// by decode_heuristics from the problem and the device and passed to the launcher as a value (no
+// process-wide setting). recurrent_gated_delta_rule(args, exec) of backend.h launches the
+// heuristics' choice; a tool that times or inspects a configuration passes its own value to the
+// overload below. Only the kernels that production launches are compiled (recurrent.cu).
 #pragma once
+
+#include <cstdint>
+
 #include "cuda/core/common.cuh"
 
 namespace gdn {
 namespace cuda {
 
-// The variants apply to K = V = 128 only (other sizes always run variant 0, DefaultCfg); the
-// default for 128 is variant 7 (K-major: a block per state by whole rows; V-major: 8 warps with
-// register tiles). The list and what each one tries: the table above launch_variant
-// in recurrent.cu.
-int decode_variant_count();
-const char* decode_variant_name(int v);  // e.g. "6w x 2 smem"
-// Selects the decode variant of later launches; out of range (e.g. -1): the default.
-void set_decode_variant(int v);
+enum class DecodeKernel {
+  kRows,   // decode_rows_kernel: a block per (sequence, value head), the state in registers (K = V = 128)
+  kTiles,  // decode_tiles_kernel: persistent warps over 32-value state tiles in shared-memory rings
+};
+
+struct DecodeConfig {
+  DecodeKernel kernel = DecodeKernel::kTiles;
+  int warps = 0;          // warps per block
+  int ring_stages = 0;    // kTiles: state tiles per warp in its shared-memory ring; kRows: 0
+  int blocks_per_sm = 0;  // blocks per SM that the kernel's registers are sized for (__launch_bounds__)
+  int64_t grid = 0;       // blocks launched (kRows: one per (sequence, value head); kTiles: any >= 1)
+};
+
+// The configuration of a problem on a device: kRows for K = V = 128 (both state layouts), kTiles
+// for the other head sizes (K, V in {64, 128, 256}). Throws Error for other head sizes.
+DecodeConfig decode_heuristics(const Problem& p, const DeviceProps& dev);
+
+// The decode step with an explicit configuration. Throws Error when no kernel of the library
+// matches it (decode_heuristics gives the one compiled for each problem).
+void recurrent_gated_delta_rule(const ForwardArgs& f, const Exec& exec, const DecodeConfig& cfg);
 
 }  // namespace cuda
 }  // namespace gdn

@@ -1,0 +1,131 @@
+// The decode kernels' arguments (DecodeArgs) and how both kernels read them: inputs loaded ahead as
+// raw bits and converted at the use, gates by the spec formulas, and the device-side clamping of
+// cu_seqlens and state pool rows. Included by recurrent.cu only.
+#pragma once
+
+#include <cstdint>
+
+#include "common/spec_math.h"
+#include "cuda/core/common.cuh"
+
+namespace gdn {
+namespace cuda {
+namespace decode {
+
+struct DecodeArgs {
+  const void* q;  // [T, H, K]
+  int64_t q_st, q_sh;
+  const void* k;  // [T, H, K]
+  int64_t k_st, k_sh;
+  const void* v;  // [T, HV, V]
+  int64_t v_st, v_sh;
+  void* o;  // [T, HV, V]
+  int64_t o_st, o_sh;
+  DType dt;
+  GateArgs gates;  // g, beta: [T, HV]; A_log, dt_bias: [HV] (fused gates)
+  const void* cu;  // [N + 1] or null
+  IndexType cu_type;
+  int64_t T, N;
+  int64_t len;  // T / N: tokens per sequence when cu is null
+  int H, HV;
+  int group;  // HV / H
+  float scale;
+  bool l2norm;
+  StateRef init, fin;  // pools [num_slots, HV, K, V] or [num_slots, HV, V, K]
+};
+
+// An element's raw bits (fp32, or fp16/bf16 zero-extended), converted at the use: a prefetch must
+// not wait for its own load.
+__device__ __forceinline__ uint32_t ld_raw(const void* p, DType dt, int64_t i) {
+  if (dt == DType::kFloat32) return static_cast<const uint32_t*>(p)[i];
+  return static_cast<const uint16_t*>(p)[i];
+}
+__device__ __forceinline__ float raw_f(uint32_t r, DType dt) {
+  // All three conversions and a select: no branch per element.
+  const float h = __half2float(__ushort_as_half(static_cast<unsigned short>(r)));
+  const float b = __uint_as_float(r << 16);  // bf16: the high half of an fp32
+  return dt == DType::kFloat32 ? __uint_as_float(r) : (dt == DType::kFloat16 ? h : b);
+}
+
+// One token's gate inputs of one value head: g and beta as raw bits, A_log and dt_bias (fused
+// gates; 0 otherwise).
+struct GateBits {
+  uint32_t g, b;
+  float a_log, dt_bias;
+};
+__device__ __forceinline__ GateBits load_gate_bits(const GateArgs& ga, int64_t t, int hv) {
+  GateBits x;
+  x.g = ld_raw(ga.g, ga.dt, t * ga.g_st + hv * ga.g_sh);
+  x.b = ld_raw(ga.beta, ga.dt, t * ga.b_st + hv * ga.b_sh);
+  x.a_log = ga.fused ? ga.A_log[hv] : 0.f;
+  x.dt_bias = ga.fused ? ga.dt_bias[hv] : 0.f;
+  return x;
+}
+// The decay g (natural log) and beta of prefetched gate bits: load_gates of common.cuh, split in
+// two so that the loads go ahead.
+__device__ __forceinline__ void gates_of(const GateArgs& ga, const GateBits& x, float& g, float& beta) {
+  const float a = raw_f(x.g, ga.dt), b = raw_f(x.b, ga.dt);
+  if (ga.fused) {
+    g = spec::fused_gate(a, x.a_log, x.dt_bias);
+    beta = spec::fused_beta(b);
+  } else {
+    g = a;
+    beta = b;
+  }
+}
+
+// One token's inputs of one persistent-warp item, as raw bits: lane holds q[lane + 32 m],
+// k[lane + 32 m], v[v0 + lane] and the gates.
+template <int K>
+struct Tok {
+  uint32_t q[K / 32], k[K / 32];
+  uint32_t v;
+  GateBits gate;
+};
+
+template <int K>
+__device__ __forceinline__ Tok<K> load_tok(const DecodeArgs& a, int64_t t, int hv, int v0, int lane) {
+  Tok<K> x;
+  const int hk = hv / a.group;
+  const int64_t qo = t * a.q_st + hk * a.q_sh + lane, ko = t * a.k_st + hk * a.k_sh + lane;
+#pragma unroll
+  for (int m = 0; m < K / 32; ++m) {
+    x.q[m] = ld_raw(a.q, a.dt, qo + 32 * m);
+    x.k[m] = ld_raw(a.k, a.dt, ko + 32 * m);
+  }
+  x.v = ld_raw(a.v, a.dt, t * a.v_st + hv * a.v_sh + v0 + lane);
+  x.gate = load_gate_bits(a.gates, t, hv);
+  return x;
+}
+
+// 1 / |x| of the qk l2-norm from the sum of squares (or 1 without the norm).
+__device__ __forceinline__ float l2norm_scale(bool l2norm, float sum_sq) {
+  return l2norm ? rsqrtf(sum_sq + float(spec::kL2NormEps)) : 1.f;
+}
+
+// state_row of common.cuh in two halves: the raw index is loaded ahead, and checked at the use.
+__device__ __forceinline__ int64_t row_raw(const StateRef& s, int64_t n) {
+  if (s.data == nullptr) return -1;
+  return s.indices ? load_index(s.indices, s.index_type, n) : n;
+}
+__device__ __forceinline__ int64_t row_checked(const StateRef& s, int64_t r) {
+  return (r >= 0 && r < s.num_slots) ? r : -1;
+}
+
+// Token range of sequence n, raw (loaded ahead), then clamped to [0, T] at the use.
+struct Span {
+  int64_t b, e;
+};
+__device__ __forceinline__ Span span_raw(const DecodeArgs& a, int64_t n) {
+  if (a.cu) return {load_index(a.cu, a.cu_type, n), load_index(a.cu, a.cu_type, n + 1)};
+  return {n * a.len, (n + 1) * a.len};
+}
+__device__ __forceinline__ Span span_checked(const DecodeArgs& a, Span s) {
+  const int64_t b = s.b < 0 ? 0 : (s.b > a.T ? a.T : s.b);
+  const int64_t e = s.e < b ? b : (s.e > a.T ? a.T : s.e);
+  return {b, e};
+}
+
+}  // namespace decode
+}  // namespace cuda
+}  // namespace gdn
