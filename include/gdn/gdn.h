@@ -101,6 +101,52 @@ struct Exec {
 };
 
 // ---------------------------------------------------------------------------------------------
+// Capabilities: what each backend runs. One table (src/common/capabilities.h) that validation
+// reads (a call outside it is rejected before anything runs, naming the argument and the table's
+// values), and that callers and tests can query instead of restating it.
+
+enum class Operation : int {
+  kForward = 0,  // chunk_gated_delta_rule (and its workspace query)
+  kDecode = 1,   // recurrent_gated_delta_rule (and its workspace query)
+  kStages = 2,   // chunk_local_cumsum ... chunk_fwd_o, stage_workspace_size
+  kL2Norm = 3,   // l2norm: its `dim` takes the head sizes below
+};
+const char* operation_name(Operation op);
+
+struct Capabilities {
+  static constexpr int kMaxHeadSizes = 16;
+  Backend backend = Backend::kCPU;
+  bool built = false;  // compiled into this library (whether a device is present: cuda_available())
+  // Head sizes K and V (independently: any pair of them), ascending; the first num_head_sizes.
+  int head_sizes[kMaxHeadSizes] = {};
+  int num_head_sizes = 0;
+  bool dtypes[3] = {};          // by DType: q, k, v and o storage
+  bool gates_in_dtype = false;  // g and beta may come in the input dtype (float32 always works)
+  bool state_layouts[2] = {};   // by StateLayout
+  bool operations[4] = {};      // by Operation
+
+  bool has_head_size(int d) const {
+    for (int i = 0; i < num_head_sizes; ++i)
+      if (head_sizes[i] == d) return true;
+    return false;
+  }
+  bool has_dtype(DType d) const { return static_cast<unsigned>(d) < 3u && dtypes[static_cast<int>(d)]; }
+  bool has_state_layout(StateLayout l) const {
+    return static_cast<unsigned>(l) < 2u && state_layouts[static_cast<int>(l)];
+  }
+  bool has_operation(Operation op) const { return static_cast<unsigned>(op) < 4u && operations[static_cast<int>(op)]; }
+};
+
+// The backend's entry of the table (an invalid backend gets an empty entry).
+const Capabilities& capabilities(Backend backend);
+
+// True when `backend` can run `op` on problems of this kind: it is built in, and the head sizes,
+// dtypes and state layout are in its table. Otherwise false, with the reason in *why (when given)
+// in the words a rejected call would use. Counts, boundaries and pointers are not looked at: the
+// call itself validates those.
+bool supports(const Problem& problem, Backend backend, Operation op = Operation::kForward, std::string* why = nullptr);
+
+// ---------------------------------------------------------------------------------------------
 // The composed forward and the decode step.
 
 struct ForwardArgs {

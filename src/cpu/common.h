@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "common/host_dtype.h"
+#include "common/spec_math.h"
 #include "gdn/gdn.h"
 
 namespace gdn {
@@ -86,11 +87,11 @@ inline float load_scalar(const ConstTensor& t, int64_t token, int head, DType dt
   return load_as_float(t.data, token * t.stride_token + head * t.stride_head, dtype);
 }
 
-// x <- x / sqrt(sum(x^2) + 1e-6)
+// x <- x / sqrt(sum(x^2) + eps) in fp32 (spec::l2norm_inv).
 inline void l2norm_row(float* x, int n) {
   float ss = 0;
   for (int i = 0; i < n; ++i) ss += x[i] * x[i];
-  const float inv = 1.0f / std::sqrt(ss + 1e-6f);
+  const float inv = spec::l2norm_inv(ss);
   for (int i = 0; i < n; ++i) x[i] *= inv;
 }
 
@@ -104,10 +105,8 @@ inline void load_gates(const Problem& p, const ConstTensor& g, const ConstTensor
     *beta_out = bv;
     return;
   }
-  const float x = gv + dt_bias[hv];
-  const float softplus = x > 20.0f ? x : std::log1p(std::exp(x));
-  *g_out = -std::exp(A_log[hv]) * softplus;
-  *beta_out = 1.0f / (1.0f + std::exp(-bv));
+  *g_out = spec::fused_gate(gv, A_log[hv], dt_bias[hv]);
+  *beta_out = spec::fused_beta(bv);
 }
 
 // Copies a [K, V] state between a pool row of either layout and a K-major scratch buffer.

@@ -1,8 +1,6 @@
 // The decode step on the CPU: the recurrence itself, token by token, one task per
 // (sequence, value head). The state is worked on in place in its own layout, so a decode step
 // reads each state row once and writes it once.
-#include <vector>
-
 #include "backend.h"
 #include "cpu/common.h"
 #include "cpu/gemm.h"
