@@ -1,10 +1,12 @@
 // gdn: Gated DeltaNet kernels (the chunked gated delta rule), CPU and CUDA.
 //
 // One framework-free C++ API over raw pointers, element strides and a stream. Nothing here
-// allocates behind the caller's back or synchronizes the device: scratch memory comes from the
-// caller (query its size with the *_workspace_size functions, which depend only on host-known
-// numbers), and every call is validated before anything is written. A rejected call throws
-// gdn::Error whose message names the argument and the expected value.
+// allocates behind the caller's back (host or device memory) or synchronizes the device: scratch
+// memory comes from the caller (query its size with the *_workspace_size functions, which depend
+// only on host-known numbers), and validation reads host arrays in place. (The CPU backend's
+// OpenMP runtime starts its worker threads on first use, as OpenMP does.) Every call is validated
+// before anything is written, including against the backend's capability table (capabilities()
+// below). A rejected call throws gdn::Error whose message names the argument and the expected value.
 //
 // Definitions (see SPEC.md): per sequence and value head `hv` a fp32 state S [K, V] and, per token,
 //   S = exp(g_t) S;  v' = beta_t (v_t - S^T k_t);  S += k_t v'^T;  o_t = scale S^T q_t
@@ -71,8 +73,8 @@ struct Problem {
   int64_t num_seqs = 0;                // N
   int num_qk_heads = 0;                // H
   int num_v_heads = 0;                 // HV, a multiple of H
-  int head_k = 0;                      // K
-  int head_v = 0;                      // V
+  int head_k = 0;                      // K: see capabilities(backend).head_sizes
+  int head_v = 0;                      // V: likewise
   DType dtype = DType::kBFloat16;      // q, k, v and o
   DType gate_dtype = DType::kFloat32;  // g and beta: kFloat32 or dtype
   float scale = 0.0f;                  // 0: K^-0.5
@@ -97,7 +99,7 @@ struct Exec {
   void* stream = nullptr;     // cudaStream_t for kCUDA; null = the default stream
   void* workspace = nullptr;  // caller-provided scratch, at least *_workspace_size bytes
   size_t workspace_bytes = 0;
-  int num_threads = 0;  // kCPU: worker threads; 0 = all hardware threads
+  int num_threads = 0;  // kCPU: worker threads; 0 = OpenMP's default (OMP_NUM_THREADS, else all cores)
 };
 
 // ---------------------------------------------------------------------------------------------

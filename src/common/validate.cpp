@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <iterator>
 #include <sstream>
 #include <string>
 
@@ -129,13 +128,13 @@ int64_t first_repeated_index(const void* indices, IndexType type, int64_t num_se
   uint64_t seen[kWindow / 64];
   int64_t first = -1;
   for (int64_t lo = 0; lo < num_slots; lo += kWindow) {
-    std::fill(std::begin(seen), std::end(seen), uint64_t{0});
+    std::fill(seen, seen + (std::min(kWindow, num_slots - lo) + 63) / 64, uint64_t{0});
     const int64_t end = first >= 0 ? first : num_seqs;  // a later repeat cannot be the first
     for (int64_t n = 0; n < end; ++n) {
       const int64_t row = read_index(indices, n, type);
       if (row < lo || row >= lo + kWindow || row >= num_slots) continue;
       const int64_t bit = row - lo;
-      if (seen[bit / 64] >> (bit % 64) & 1u) {
+      if ((seen[bit / 64] >> (bit % 64)) & 1u) {
         first = n;
         break;
       }

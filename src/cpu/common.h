@@ -1,5 +1,6 @@
 // Shared pieces of the CPU backend: sequence boundaries, dtype-aware row loads and stores, the
-// thread pool (OpenMP), and the per-thread chunk scratch.
+// gates (the formulas of common/spec_math.h), state copies and the thread pool (OpenMP). The
+// per-thread chunk scratch, carved from the caller's workspace, is in chunk.h.
 #pragma once
 
 #include <omp.h>

@@ -9,6 +9,8 @@ namespace gdn {
 namespace cpu {
 namespace {
 
+// Rows of q, k, v and o live on the stack: K and V are at most 256 (the CPU entry of the
+// capability table, common/capabilities.h; validation rejects larger ones).
 constexpr int kMaxDim = 256;
 
 // One token on a K-major state S [K, V]:  S = e S;  err = beta (v - S^T k);  S += k err^T;  o = S^T q.
