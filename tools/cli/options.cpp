@@ -19,7 +19,8 @@ usage: gdn [options]
 
 options:
   --backend auto|cpu|cuda  where to run (default auto: CUDA when a device is present, else CPU)
-  --threads N              CPU worker threads, N >= 1 (default: all hardware threads)
+  --threads N              CPU worker threads, N >= 1 (default: OpenMP's: OMP_NUM_THREADS, else
+                           all cores)
   --dtypes LIST            storage dtypes of q, k, v and o, comma-separated: bf16, fp16, fp32
                            (default bf16); the decode rows use the first
   --cases LIST             the cases to run, comma-separated names (see --list), or `all`
