@@ -143,9 +143,9 @@ struct Capabilities {
 const Capabilities& capabilities(Backend backend);
 
 // True when `backend` can run `op` on problems of this kind: it is built in, and the head sizes,
-// dtypes and state layout are in its table. Otherwise false, with the reason in *why (when given)
-// in the words a rejected call would use. Counts, boundaries and pointers are not looked at: the
-// call itself validates those.
+// dtypes and state layout are in its table (for kStages also: use_qk_l2norm and fused_gate off).
+// Otherwise false, with the reason in *why (when given) in the words a rejected call would use.
+// Counts, boundaries and pointers are not looked at: the call itself validates those.
 bool supports(const Problem& problem, Backend backend, Operation op = Operation::kForward, std::string* why = nullptr);
 
 // ---------------------------------------------------------------------------------------------

@@ -223,6 +223,11 @@ bool supports(const Problem& p, Backend backend, Operation op, std::string* why)
   if (!caps.has_state_layout(p.state_layout))
     return reject(why, "state_layout is ", p.state_layout == StateLayout::kKMajor ? "kKMajor" : "kVMajor",
                   "; unsupported on the ", backend_label(backend), " backend");
+  // The stages take q/k as given and plain gates (SPEC section 3).
+  if (op == Operation::kStages && p.use_qk_l2norm)
+    return reject(why, "problem.use_qk_l2norm is set; expected false for a stage (run gdn::l2norm on q and k first)");
+  if (op == Operation::kStages && p.fused_gate)
+    return reject(why, "problem.fused_gate is set; expected false for a stage (stages take plain g and beta)");
   return true;
 }
 
@@ -297,9 +302,6 @@ ForwardArgs validate_forward(const char* op, Operation operation, const ForwardA
 
 StageBuffers validate_stage(const char* op, const Problem& p, const StageBuffers& b, unsigned needs, const Exec& exec) {
   validate_problem(op, p, exec.backend, Operation::kStages);
-  if (p.use_qk_l2norm)
-    fail(op, "problem.use_qk_l2norm is set; expected false for a stage (run gdn::l2norm on q and k first)");
-  if (p.fused_gate) fail(op, "problem.fused_gate is set; expected false for a stage (stages take plain g and beta)");
   StageBuffers s = b;
   const int H = p.num_qk_heads, HV = p.num_v_heads;
   fill_io_strides(s, p);
