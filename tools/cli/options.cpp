@@ -1,5 +1,6 @@
 #include "cli/options.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -80,10 +81,13 @@ DType parse_dtype(const std::string& s) {
   usage_error("unknown dtype '" + s + "'; known: bf16, fp16, fp32 (or bfloat16, float16, float32)");
 }
 
+// "spec, tp, exact": the sets of bench/cases.txt in file order.
 std::string known_sets() {
-  std::string s;
+  std::vector<std::string> sets;
   for (const tools::PrefillCase& c : tools::all_cases())
-    if (s.find(c.set) == std::string::npos) s += (s.empty() ? "" : ", ") + c.set;
+    if (std::find(sets.begin(), sets.end(), c.set) == sets.end()) sets.push_back(c.set);
+  std::string s;
+  for (const std::string& set : sets) s += (s.empty() ? "" : ", ") + set;
   return s;
 }
 
