@@ -12,7 +12,7 @@ namespace cli {
 
 struct Options {
   std::string backend = "auto";  // auto | cpu | cuda
-  int threads = 0;               // CPU worker threads; 0: all hardware threads
+  int threads = 0;               // CPU worker threads; 0: OpenMP's default
   std::vector<DType> dtypes = {DType::kBFloat16};
   std::vector<std::string> cases;  // case names from --cases ("all": every case)
   std::vector<std::string> sets;   // sets from --set; with neither --cases nor --set: "spec"
