@@ -3,6 +3,7 @@
 //   ./build/bench/gdn_cpu_bench --benchmark_min_time=1
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -71,7 +72,9 @@ struct Problem {
     a.final_state.data = hT.data();
     a.final_state.num_slots = N;
     exec.num_threads = threads;
-    ws.resize(gdn::chunk_gated_delta_rule_workspace_size(p, exec));
+    // One workspace for both benchmarks: the larger of the forward's and the decode step's.
+    ws.resize(std::max(gdn::chunk_gated_delta_rule_workspace_size(p, exec),
+                       gdn::recurrent_gated_delta_rule_workspace_size(p, exec)));
     exec.workspace = ws.data();
     exec.workspace_bytes = ws.size();
   }

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "common/spec_math.h"
+
 namespace gdn {
 namespace ref {
 namespace {
@@ -29,7 +31,7 @@ void l2norm(Vec& x, int dim) {
   for (size_t r = 0; r < x.size() / dim; ++r) {
     double ss = 0;
     for (int i = 0; i < dim; ++i) ss += x[r * dim + i] * x[r * dim + i];
-    const double inv = 1.0 / std::sqrt(ss + 1e-6);
+    const double inv = spec::l2norm_inv(ss);
     for (int i = 0; i < dim; ++i) x[r * dim + i] *= inv;
   }
 }
@@ -40,10 +42,8 @@ void fused_gates(const Dims& d, const Vec& a, const Vec& A_log, const Vec& dt_bi
   for (int64_t t = 0; t < d.T; ++t)
     for (int hv = 0; hv < d.HV; ++hv) {
       const int64_t i = t * d.HV + hv;
-      const double x = a[i] + dt_bias[hv];
-      const double softplus = x > 20.0 ? x : std::log1p(std::exp(x));
-      g[i] = -std::exp(A_log[hv]) * softplus;
-      beta[i] = 1.0 / (1.0 + std::exp(-b[i]));
+      g[i] = spec::fused_gate(a[i], A_log[hv], dt_bias[hv]);
+      beta[i] = spec::fused_beta(b[i]);
     }
 }
 

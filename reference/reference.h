@@ -1,7 +1,8 @@
 // The double-precision reference: the token-by-token recurrence (the oracle of every test and of
 // the CLI's check), and each stage of the chunked algorithm written as plain loops from its
-// definition in SPEC.md section 3. Kept apart from the backends on purpose: it shares no code
-// with them. Every array is packed and double; states are K-major [N, HV, K, V].
+// definition in SPEC.md section 3. Kept apart from the backends on purpose: the only code it shares
+// with them is the scalar formulas and constants of SPEC section 1 (src/common/spec_math.h, here
+// instantiated in double). Every array is packed and double; states are K-major [N, HV, K, V].
 #pragma once
 
 #include <cstdint>
@@ -20,10 +21,10 @@ struct Dims {
 
 using Vec = std::vector<double>;
 
-// x / sqrt(sum(x^2) + 1e-6) over each row of `dim` elements.
+// x / sqrt(sum(x^2) + spec::kL2NormEps) over each row of `dim` elements.
 void l2norm(Vec& x, int dim);
 
-// g = -exp(A_log[hv]) * softplus(a + dt_bias[hv]) (softplus(x) = x for x > 20); beta = sigmoid(b).
+// g = spec::fused_gate(a, A_log[hv], dt_bias[hv]), beta = spec::fused_beta(b) = sigmoid(b).
 void fused_gates(const Dims& d, const Vec& a, const Vec& A_log, const Vec& dt_bias, const Vec& b, Vec& g, Vec& beta);
 
 // The recurrence. h0: [N, HV, K, V] or empty (zeros). Outputs o [T, HV, V] and hT [N, HV, K, V].

@@ -1,5 +1,6 @@
-// The API layer: validate every call (nothing is written when one is rejected), normalize it,
-// and dispatch to the backend the caller picked.
+// The API layer: validate every call (its arguments, and the problem against the backend's
+// capability table, common/capabilities.h; nothing is written when one is rejected), normalize
+// it, and dispatch to the backend the caller picked.
 #include "backend.h"
 #include "common/validate.h"
 
@@ -30,6 +31,7 @@ bool cuda_available() {
 }
 
 // Calls `fn` on the backend's namespace: the one place a runtime backend becomes a code path.
+// Every call is validated first, so the backend is built in and the problem is in its table.
 #ifdef GDN_WITH_CUDA
 #define GDN_DISPATCH(exec, call) ((exec).backend == Backend::kCUDA ? cuda::call : cpu::call)
 #else
@@ -37,28 +39,28 @@ bool cuda_available() {
 #endif
 
 size_t chunk_gated_delta_rule_workspace_size(const Problem& problem, const Exec& exec) {
-  validate_problem("chunk_gated_delta_rule_workspace_size", problem, exec.backend);
+  validate_problem("chunk_gated_delta_rule_workspace_size", problem, exec.backend, Operation::kForward);
   return GDN_DISPATCH(exec, chunk_gated_delta_rule_workspace_size(problem, exec.num_threads));
 }
 
 void chunk_gated_delta_rule(const ForwardArgs& args, const Exec& exec) {
   const char* op = "chunk_gated_delta_rule";
   validate_exec(op, exec, 0);
-  const ForwardArgs a = validate_forward(op, args, exec);
+  const ForwardArgs a = validate_forward(op, Operation::kForward, args, exec);
   validate_exec(op, exec, GDN_DISPATCH(exec, chunk_gated_delta_rule_workspace_size(a.problem, exec.num_threads)));
   if (a.problem.num_tokens == 0 && a.final_state.data == nullptr) return;
   GDN_DISPATCH(exec, chunk_gated_delta_rule(a, exec));
 }
 
 size_t recurrent_gated_delta_rule_workspace_size(const Problem& problem, const Exec& exec) {
-  validate_problem("recurrent_gated_delta_rule_workspace_size", problem, exec.backend);
+  validate_problem("recurrent_gated_delta_rule_workspace_size", problem, exec.backend, Operation::kDecode);
   return GDN_DISPATCH(exec, recurrent_gated_delta_rule_workspace_size(problem, exec.num_threads));
 }
 
 void recurrent_gated_delta_rule(const ForwardArgs& args, const Exec& exec) {
   const char* op = "recurrent_gated_delta_rule";
   validate_exec(op, exec, 0);
-  const ForwardArgs a = validate_forward(op, args, exec);
+  const ForwardArgs a = validate_forward(op, Operation::kDecode, args, exec);
   validate_exec(op, exec, GDN_DISPATCH(exec, recurrent_gated_delta_rule_workspace_size(a.problem, exec.num_threads)));
   if (a.problem.num_tokens == 0 && a.final_state.data == nullptr) return;
   GDN_DISPATCH(exec, recurrent_gated_delta_rule(a, exec));
@@ -72,7 +74,7 @@ void l2norm(const L2NormArgs& args, const Exec& exec) {
 }
 
 size_t stage_workspace_size(const Problem& problem, const Exec& exec) {
-  validate_problem("stage_workspace_size", problem, exec.backend);
+  validate_problem("stage_workspace_size", problem, exec.backend, Operation::kStages);
   return GDN_DISPATCH(exec, stage_workspace_size(problem, exec.num_threads));
 }
 

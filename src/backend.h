@@ -1,6 +1,8 @@
 // The interface every backend implements. The API layer (src/api.cpp) validates each call and
-// normalizes it before it gets here: strides are explicit (never 0), problem.scale is set
-// (never 0), and for the CPU backend cu_seqlens and state indices were checked. Backends may
+// normalizes it before it gets here: the problem is in the backend's capability table
+// (common/capabilities.h: head sizes, dtypes, layout), strides are explicit (never 0),
+// problem.scale is set (never 0), and for the CPU backend cu_seqlens and state indices were
+// checked. Backends may
 // therefore trust shapes and strides; the CUDA backend must still clamp device-side indices that
 // could not be checked on the host (see docs/api.md).
 #pragma once

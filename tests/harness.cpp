@@ -7,10 +7,6 @@
 #include <numeric>
 #include <sstream>
 
-#ifdef GDN_HAS_CUDA
-#include <cuda_runtime_api.h>
-#endif
-
 #include "common/host_dtype.h"
 
 namespace gdn {
@@ -27,116 +23,6 @@ uint64_t test_seed() {
 }
 
 // ------------------------------------------------------------------------------------------
-// Buffers
-
-#ifdef GDN_HAS_CUDA
-static void cuda_check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
-}
-#endif
-
-Buffer::Buffer(Backend backend, size_t bytes) : backend_(backend), bytes_(bytes) {
-  const size_t n = std::max<size_t>(bytes, 1);
-  if (backend == Backend::kCPU) {
-    ptr_ = std::aligned_alloc(64, (n + 63) / 64 * 64);
-  } else {
-#ifdef GDN_HAS_CUDA
-    cuda_check(cudaMalloc(&ptr_, n), "cudaMalloc");
-#else
-    throw std::runtime_error("CUDA buffer requested without CUDA");
-#endif
-  }
-}
-
-Buffer::~Buffer() {
-  if (ptr_ == nullptr) return;
-  if (backend_ == Backend::kCPU) {
-    std::free(ptr_);
-  } else {
-#ifdef GDN_HAS_CUDA
-    cudaFree(ptr_);
-#endif
-  }
-}
-
-Buffer::Buffer(Buffer&& o) noexcept : backend_(o.backend_), ptr_(o.ptr_), bytes_(o.bytes_) {
-  o.ptr_ = nullptr;
-  o.bytes_ = 0;
-}
-
-Buffer& Buffer::operator=(Buffer&& o) noexcept {
-  std::swap(backend_, o.backend_);
-  std::swap(ptr_, o.ptr_);
-  std::swap(bytes_, o.bytes_);
-  return *this;
-}
-
-void Buffer::upload(const void* src, size_t bytes) {
-  if (bytes == 0) return;
-  if (backend_ == Backend::kCPU) {
-    std::memcpy(ptr_, src, bytes);
-  } else {
-#ifdef GDN_HAS_CUDA
-    cuda_check(cudaMemcpy(ptr_, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
-#endif
-  }
-}
-
-void Buffer::download(void* dst, size_t bytes) const {
-  if (bytes == 0) return;
-  if (backend_ == Backend::kCPU) {
-    std::memcpy(dst, ptr_, bytes);
-  } else {
-#ifdef GDN_HAS_CUDA
-    cuda_check(cudaMemcpy(dst, ptr_, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
-#endif
-  }
-}
-
-std::vector<uint8_t> Buffer::to_host() const {
-  std::vector<uint8_t> out(bytes_);
-  download(out.data(), bytes_);
-  return out;
-}
-
-Buffer upload(Backend backend, const std::vector<uint8_t>& host) {
-  Buffer b(backend, host.size());
-  b.upload(host.data(), host.size());
-  return b;
-}
-
-void synchronize(Backend backend) {
-#ifdef GDN_HAS_CUDA
-  if (backend == Backend::kCUDA) {
-    cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    cuda_check(cudaGetLastError(), "kernel");
-  }
-#else
-  (void)backend;
-#endif
-}
-
-// ------------------------------------------------------------------------------------------
-// Dtypes
-
-std::vector<uint8_t> encode(const std::vector<double>& x, DType dtype) {
-  std::vector<uint8_t> out(x.size() * dtype_size(dtype));
-  for (size_t i = 0; i < x.size(); ++i) store_from_float(out.data(), static_cast<int64_t>(i), dtype, float(x[i]));
-  return out;
-}
-
-std::vector<double> decode(const uint8_t* bytes, size_t count, DType dtype) {
-  std::vector<double> out(count);
-  for (size_t i = 0; i < count; ++i) out[i] = load_as_float(bytes, static_cast<int64_t>(i), dtype);
-  return out;
-}
-
-std::vector<double> round_to(const std::vector<double>& x, DType dtype) {
-  const std::vector<uint8_t> bytes = encode(x, dtype);
-  return decode(bytes.data(), x.size(), dtype);
-}
-
-// ------------------------------------------------------------------------------------------
 // Cases and inputs
 
 std::string Case::name() const {
@@ -147,7 +33,8 @@ std::string Case::name() const {
   os << T << "_H" << H << "_HV" << HV << "_K" << K << "_V" << V << "_" << dtype_name(dtype) << (l2norm ? "_l2" : "")
      << (layout == StateLayout::kVMajor ? "_vmajor" : "") << (pool ? "_pool" : "") << (initial_state ? "_h0" : "")
      << (fused_gate ? "_fused" : "") << "_g" << int(gate) << "x" << gate_factor << "_b" << int(beta)
-     << (strided ? "_strided" + std::to_string(o_pad) : "");
+     << (strided ? "_strided" + std::to_string(o_pad) : "") << (sparse_final ? "_sparsefinal" : "")
+     << (threads ? "_threads" + std::to_string(threads) : "");
   return os.str();
 }
 
@@ -284,6 +171,13 @@ static int64_t state_index(const Inputs& in, int64_t row, int hv, int k, int v) 
 
 static int64_t row_of(const Inputs& in, int64_t n) { return in.c.pool ? in.indices[n] : n; }
 
+// The final-state row of sequence n: its pool row, or n, or -1 for the odd sequences of a
+// sparse_final case.
+static int64_t final_row_of(const Inputs& in, int64_t n) {
+  if (in.c.sparse_final && n % 2 == 1) return -1;
+  return row_of(in, n);
+}
+
 std::vector<double> initial_states(const Inputs& in) {
   const Case& c = in.c;
   const int64_t N = in.dims.N();
@@ -319,11 +213,10 @@ Expected reference(const Inputs& in) {
   return e;
 }
 
-Problem problem_of(const Inputs& in) {
-  const Case& c = in.c;
+Problem problem_of(const Case& c) {
   Problem p;
-  p.num_tokens = in.T;
-  p.num_seqs = in.dims.N();
+  p.num_seqs = static_cast<int64_t>(c.lens.size());
+  for (int64_t l : c.lens) p.num_tokens += l;
   p.num_qk_heads = c.H;
   p.num_v_heads = c.HV;
   p.head_k = c.K;
@@ -333,6 +226,13 @@ Problem problem_of(const Inputs& in) {
   p.use_qk_l2norm = c.l2norm;
   p.state_layout = c.layout;
   p.fused_gate = c.fused_gate;
+  return p;
+}
+
+Problem problem_of(const Inputs& in) {
+  Problem p = problem_of(in.c);
+  p.num_tokens = in.T;
+  p.num_seqs = in.dims.N();
   return p;
 }
 
@@ -386,7 +286,8 @@ Outputs run(const Inputs& in, Backend backend, Op op) {
 
   // States: a pool updated in place, or a dense initial array and a NaN-filled final array.
   const int64_t head_elems = int64_t{c.HV} * c.K * c.V;
-  Buffer s_in, s_out, idx;
+  Buffer s_in, s_out, idx, final_idx;
+  std::vector<int32_t> final_rows;
   if (c.pool) {
     s_in = upload_vec(backend, in.state0);
     idx = upload_vec(backend, in.indices);
@@ -409,10 +310,18 @@ Outputs run(const Inputs& in, Backend backend, Op op) {
       a.final_state.data = s_out.as<float>();
       a.final_state.num_slots = N;
     }
+    if (c.final_state && c.sparse_final) {
+      for (int64_t n = 0; n < N; ++n) final_rows.push_back(static_cast<int32_t>(final_row_of(in, n)));
+      final_idx = upload_vec(backend, final_rows);
+      a.final_state.indices = final_idx.data();
+      a.final_state.indices_host = final_rows.data();
+      a.final_state.index_type = IndexType::kInt32;
+    }
   }
 
   Exec exec;
   exec.backend = backend;
+  exec.num_threads = c.threads;
   Buffer ws;
   if (op == Op::kChunk) {
     const size_t bytes = chunk_gated_delta_rule_workspace_size(p, exec);
@@ -464,7 +373,7 @@ void expect_close(const Inputs& in, const Expected& ref, const Outputs& out, Bac
   std::vector<double> got, want;
   std::vector<bool> owned(in.slots, false);
   for (int64_t n = 0; n < N; ++n) {
-    const int64_t row = row_of(in, n);
+    const int64_t row = final_row_of(in, n);
     if (row < 0) continue;
     owned[row] = true;
     for (int hv = 0; hv < c.HV; ++hv)
@@ -477,6 +386,16 @@ void expect_close(const Inputs& in, const Expected& ref, const Outputs& out, Bac
   if (!want.empty()) {
     const double err_s = ref::rel_rms_error(got.data(), want.data(), static_cast<int64_t>(want.size()));
     EXPECT_LE(err_s, tol) << what << " final state on " << backend_name(backend) << ", case " << c.name();
+  }
+  // Final rows that no sequence writes stay as they were: NaN in a sparse final array.
+  if (c.sparse_final) {
+    const int64_t head_elems = int64_t{c.HV} * c.K * c.V;
+    for (int64_t r = 0; r < N; ++r) {
+      if (owned[r]) continue;
+      bool untouched = true;
+      for (int64_t i = 0; i < head_elems; ++i) untouched &= std::isnan(out.states[r * head_elems + i]);
+      EXPECT_TRUE(untouched) << what << ": final row " << r << " was written though its sequence has index -1";
+    }
   }
   // Pool rows that no sequence writes (including those of index -1 sequences) stay as they were.
   if (c.pool) {

@@ -75,6 +75,10 @@ struct Case {
   bool initial_state = true;
   bool final_state = true;
   bool pool = false;  // states in a pool of 2N + 1 slots, some sequences with index -1, in place
+  // Dense states, but the final-state array has rows for the even sequences only (the odd ones
+  // have final index -1): the CPU decode step then works in its workspace for those.
+  bool sparse_final = false;
+  int threads = 0;  // exec.num_threads
   bool fused_gate = false;
   GateKind gate = GateKind::kLogSigmoid;
   double gate_factor = 1.0;
@@ -114,6 +118,7 @@ struct Expected {
 Expected reference(const Inputs& in);
 
 // The problem description of a case (cu_seqlens left for the caller to set).
+Problem problem_of(const Case& c);
 Problem problem_of(const Inputs& in);
 
 // Runs the chunked forward (or the decode step) on a backend; returns o and the pool/final
@@ -136,6 +141,13 @@ inline bool backend_ready(Backend b) { return b == Backend::kCPU || cuda_availab
 
 #define GDN_SKIP_IF_UNAVAILABLE(backend) \
   if (!::gdn::test::backend_ready(backend)) GTEST_SKIP() << "no CUDA device"
+
+// Skips unless the backend's capability table (gdn::supports) covers the case for `op`.
+#define GDN_SKIP_IF_UNSUPPORTED(problem, backend, op)                                      \
+  do {                                                                                     \
+    std::string gdn_why_;                                                                  \
+    if (!::gdn::supports((problem), (backend), (op), &gdn_why_)) GTEST_SKIP() << gdn_why_; \
+  } while (0)
 
 }  // namespace test
 }  // namespace gdn

@@ -69,7 +69,8 @@ struct Fixture {
     a.initial_state = s;
     a.final_state = s;
     exec.backend = be;
-    const size_t bytes = std::max(chunk_gated_delta_rule_workspace_size(p, exec), recurrent_gated_delta_rule_workspace_size(p, exec));
+    const size_t bytes =
+        std::max(chunk_gated_delta_rule_workspace_size(p, exec), recurrent_gated_delta_rule_workspace_size(p, exec));
     ws = Buffer(be, bytes);
     exec.workspace = ws.data();
     exec.workspace_bytes = bytes;
@@ -130,6 +131,17 @@ TEST_P(Errors, UnsupportedHeadSize) {
   expect_rejected(GetParam(), [](Fixture& f) { f.a.problem.head_k = 100; },
                   {"head_k (K = 100) is unsupported", "expected"});
   expect_rejected(GetParam(), [](Fixture& f) { f.a.problem.head_v = 512; }, {"head_v (V = 512) is unsupported"});
+}
+
+// The rejection names the table's values, in the words gdn::supports gives.
+TEST_P(Errors, UnsupportedHeadSizeMessageComesFromTheTable) {
+  Fixture probe(GetParam());
+  Problem p = probe.a.problem;
+  p.head_v = 100;
+  std::string why;
+  ASSERT_FALSE(supports(p, GetParam(), Operation::kDecode, &why));
+  EXPECT_NE(why.find("head_v (V = 100) is unsupported; expected "), std::string::npos) << why;
+  expect_rejected(GetParam(), [](Fixture& f) { f.a.problem.head_v = 100; }, {why});
 }
 
 TEST_P(Errors, BadDtypes) {
@@ -206,6 +218,15 @@ TEST_P(Errors, BadPoolIndices) {
                     f.a.initial_state.num_slots = 1;
                   },
                   {"initial_state.num_slots is 1; expected at least N = 2"});
+  // Rows past the first 64 Ki slots (the validation's bitmap covers the pool window by window).
+  // The call is rejected before it reads the pool, so num_slots may exceed the buffer here.
+  expect_rejected(GetParam(),
+                  [](Fixture& f) {
+                    f.idx_host = {70001, 70001};
+                    if (f.be == Backend::kCPU) f.idx.upload(f.idx_host.data(), 8);
+                    f.a.initial_state.num_slots = f.a.final_state.num_slots = 200000;
+                  },
+                  {"indices[1] repeats row 70001", "distinct"});
   expect_rejected(GetParam(), [](Fixture& f) { f.a.final_state.data = f.a.final_state.data + 1; },  // 4 bytes off
                   {"final_state.data is not 16-byte aligned"});
 }
@@ -253,6 +274,54 @@ TEST_P(Errors, StageArguments) {
     EXPECT_NE(std::string(e.what()).find("dim (7) is unsupported"), std::string::npos) << e.what();
   }
   f.expect_untouched();
+}
+
+// The capability table states what the backends are built for (src/common/capabilities.h).
+TEST(Capabilities, TableStatesTheBackends) {
+  const Capabilities& cpu = capabilities(Backend::kCPU);
+  EXPECT_TRUE(cpu.built);
+  for (int d = 1; d <= 512; ++d) EXPECT_EQ(cpu.has_head_size(d), d % 16 == 0 && d <= 256) << "CPU head size " << d;
+  const Capabilities& cuda = capabilities(Backend::kCUDA);
+#ifdef GDN_HAS_CUDA
+  EXPECT_TRUE(cuda.built);
+#else
+  EXPECT_FALSE(cuda.built);
+#endif
+  for (int d = 1; d <= 512; ++d)
+    EXPECT_EQ(cuda.has_head_size(d), d == 64 || d == 128 || d == 256) << "CUDA head size " << d;
+  for (const Capabilities* c : {&cpu, &cuda}) {
+    for (DType d : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) EXPECT_TRUE(c->has_dtype(d));
+    EXPECT_FALSE(c->has_dtype(static_cast<DType>(7)));
+    for (StateLayout l : {StateLayout::kKMajor, StateLayout::kVMajor}) EXPECT_TRUE(c->has_state_layout(l));
+    for (Operation op : {Operation::kForward, Operation::kDecode, Operation::kStages, Operation::kL2Norm})
+      EXPECT_TRUE(c->has_operation(op));
+  }
+  EXPECT_FALSE(capabilities(static_cast<Backend>(5)).built);
+}
+
+TEST(Capabilities, SupportsExplainsWhy) {
+  Problem p;
+  p.num_tokens = 4, p.num_seqs = 1, p.num_qk_heads = 1, p.num_v_heads = 1, p.head_k = 96, p.head_v = 80;
+  std::string why;
+  EXPECT_TRUE(supports(p, Backend::kCPU, Operation::kForward, &why)) << why;
+  EXPECT_FALSE(supports(p, Backend::kCUDA, Operation::kForward, &why));
+#ifdef GDN_HAS_CUDA
+  EXPECT_EQ(why, "head_k (K = 96) is unsupported; expected one of 64, 128, 256 on the CUDA backend");
+#else
+  EXPECT_EQ(why, "exec.backend is kCUDA, but gdn was built without CUDA");
+#endif
+  p.head_k = 272;
+  EXPECT_FALSE(supports(p, Backend::kCPU, Operation::kStages, &why));
+  EXPECT_EQ(why, "head_k (K = 272) is unsupported; expected a multiple of 16 in [16, 256] on the CPU backend");
+  p.head_k = 64;
+  p.dtype = DType::kBFloat16;
+  p.gate_dtype = DType::kFloat16;
+  EXPECT_FALSE(supports(p, Backend::kCPU, Operation::kDecode, &why));
+  EXPECT_EQ(why, "gate_dtype is float16; expected float32 or the input dtype (bfloat16)");
+  p.gate_dtype = DType::kBFloat16;
+  EXPECT_TRUE(supports(p, Backend::kCPU, Operation::kDecode));
+  EXPECT_FALSE(supports(p, static_cast<Backend>(5), Operation::kDecode, &why));
+  EXPECT_EQ(why, "exec.backend is invalid");
 }
 
 #ifndef GDN_HAS_CUDA

@@ -163,6 +163,16 @@ std::vector<Case> forward_cases() {
     c.lens = {2, 3, 1, 4};
     c.dtype = DType::kBFloat16;
   });
+  // Sequences without a final-state row beside sequences with one (final index -1 for the odd
+  // ones), more (sequence, head) tasks than threads: the CPU decode step works in its workspace
+  // (one state per thread) for those.
+  for (StateLayout layout : {StateLayout::kKMajor, StateLayout::kVMajor})
+    add([&](Case& c) {
+      c.sparse_final = true;
+      c.threads = 3;
+      c.layout = layout;
+      c.lens = {5, 1, 70, 3, 2, 9, 1, 64};
+    });
   // The Qwen3-Next shape.
   add([](Case& c) {
     c.H = 16;
@@ -186,12 +196,6 @@ std::vector<Case> forward_cases() {
   return cs;
 }
 
-bool supported_on(const Case& c, Backend b) {
-  if (b == Backend::kCPU) return true;
-  auto ok = [](int d) { return d == 64 || d == 128 || d == 256; };
-  return ok(c.K) && ok(c.V);
-}
-
 using Param = std::tuple<Backend, Case>;
 
 class Forward : public ::testing::TestWithParam<Param> {
@@ -200,7 +204,9 @@ class Forward : public ::testing::TestWithParam<Param> {
     backend_ = std::get<0>(GetParam());
     case_ = std::get<1>(GetParam());
     GDN_SKIP_IF_UNAVAILABLE(backend_);
-    if (!supported_on(case_, backend_)) GTEST_SKIP() << "head size not built for this backend";
+    // Every test here runs the forward, and the decode step where named: both must be in the table.
+    GDN_SKIP_IF_UNSUPPORTED(problem_of(case_), backend_, Operation::kForward);
+    GDN_SKIP_IF_UNSUPPORTED(problem_of(case_), backend_, Operation::kDecode);
     rng_.seed(test_seed() ^ std::hash<std::string>()(case_.name()));
   }
   Backend backend_ = Backend::kCPU;
@@ -244,6 +250,29 @@ INSTANTIATE_TEST_SUITE_P(CPU, Forward,
 INSTANTIATE_TEST_SUITE_P(CUDA, Forward,
                          ::testing::Combine(::testing::Values(Backend::kCUDA), ::testing::ValuesIn(forward_cases())),
                          param_name);
+
+// The CPU decode step with sequences that have no final-state row (their state lives in the
+// workspace, one K x V state per worker thread) beside sequences that have one, on 1 to 4
+// threads, against the oracle; the rows without a sequence stay unwritten (NaN).
+TEST(CPUDecode, SequencesWithoutFinalRowUseTheWorkspace) {
+  for (int threads : {1, 2, 4})
+    for (StateLayout layout : {StateLayout::kKMajor, StateLayout::kVMajor}) {
+      Case c;
+      c.H = 2, c.HV = 4, c.K = 64, c.V = 32;
+      c.layout = layout;
+      c.sparse_final = true;
+      c.threads = threads;
+      c.lens = {3, 1, 2, 1, 4, 1, 1, 2, 5};
+      std::mt19937_64 rng(test_seed() ^ std::hash<std::string>()(c.name()));
+      const Inputs in = make_inputs(c, rng);
+      const Outputs out = run(in, Backend::kCPU, Op::kRecurrent);
+      expect_close(in, reference(in), out, Backend::kCPU, "recurrent_gated_delta_rule, sparse final rows");
+      // The check itself: the odd sequences' final rows are really absent.
+      const int64_t head_elems = int64_t{c.HV} * c.K * c.V;
+      EXPECT_TRUE(std::isnan(out.states[1 * head_elems])) << "final row 1 (index -1) was written";
+      EXPECT_FALSE(std::isnan(out.states[0])) << "final row 0 was not written";
+    }
+}
 
 // CPU and CUDA agree within tolerance on the same inputs.
 TEST(CrossBackend, CpuAndCudaAgree) {

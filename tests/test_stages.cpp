@@ -87,7 +87,7 @@ TEST_P(Stages, EachStageMatchesItsDefinition) {
   const StageCase sc = std::get<1>(GetParam());
   GDN_SKIP_IF_UNAVAILABLE(be);
   const Case& c = sc.c;
-  if (be == Backend::kCUDA && (c.K % 64 != 0 || c.V % 64 != 0)) GTEST_SKIP() << "head size not built for CUDA";
+  GDN_SKIP_IF_UNSUPPORTED(problem_of(c), be, Operation::kStages);
   std::mt19937_64 rng(test_seed() ^ std::hash<std::string>()(sc.label));
   const Inputs in = make_inputs(c, rng);
   const ref::Dims& d = in.dims;
@@ -223,7 +223,8 @@ TEST_P(Stages, L2NormMatchesDefinition) {
   const StageCase sc = std::get<1>(GetParam());
   GDN_SKIP_IF_UNAVAILABLE(be);
   const Case& c = sc.c;
-  if (be == Backend::kCUDA && c.K % 64 != 0) GTEST_SKIP() << "head size not built for CUDA";
+  if (!capabilities(be).has_head_size(c.K) || !capabilities(be).has_operation(Operation::kL2Norm))
+    GTEST_SKIP() << "dim " << c.K << " is not in the " << backend_name(be) << " backend's table";
   std::mt19937_64 rng(test_seed() ^ std::hash<std::string>()(sc.label + "l2"));
   std::normal_distribution<double> nd;
   const int64_t T = 37;

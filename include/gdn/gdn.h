@@ -1,10 +1,12 @@
 // gdn: Gated DeltaNet kernels (the chunked gated delta rule), CPU and CUDA.
 //
 // One framework-free C++ API over raw pointers, element strides and a stream. Nothing here
-// allocates behind the caller's back or synchronizes the device: scratch memory comes from the
-// caller (query its size with the *_workspace_size functions, which depend only on host-known
-// numbers), and every call is validated before anything is written. A rejected call throws
-// gdn::Error whose message names the argument and the expected value.
+// allocates behind the caller's back (host or device memory) or synchronizes the device: scratch
+// memory comes from the caller (query its size with the *_workspace_size functions, which depend
+// only on host-known numbers), and validation reads host arrays in place. (The CPU backend's
+// OpenMP runtime starts its worker threads on first use, as OpenMP does.) Every call is validated
+// before anything is written, including against the backend's capability table (capabilities()
+// below). A rejected call throws gdn::Error whose message names the argument and the expected value.
 //
 // Definitions (see SPEC.md): per sequence and value head `hv` a fp32 state S [K, V] and, per token,
 //   S = exp(g_t) S;  v' = beta_t (v_t - S^T k_t);  S += k_t v'^T;  o_t = scale S^T q_t
@@ -71,8 +73,8 @@ struct Problem {
   int64_t num_seqs = 0;                // N
   int num_qk_heads = 0;                // H
   int num_v_heads = 0;                 // HV, a multiple of H
-  int head_k = 0;                      // K
-  int head_v = 0;                      // V
+  int head_k = 0;                      // K: see capabilities(backend).head_sizes
+  int head_v = 0;                      // V: likewise
   DType dtype = DType::kBFloat16;      // q, k, v and o
   DType gate_dtype = DType::kFloat32;  // g and beta: kFloat32 or dtype
   float scale = 0.0f;                  // 0: K^-0.5
@@ -97,8 +99,54 @@ struct Exec {
   void* stream = nullptr;     // cudaStream_t for kCUDA; null = the default stream
   void* workspace = nullptr;  // caller-provided scratch, at least *_workspace_size bytes
   size_t workspace_bytes = 0;
-  int num_threads = 0;  // kCPU: worker threads; 0 = all hardware threads
+  int num_threads = 0;  // kCPU: worker threads; 0 = OpenMP's default (OMP_NUM_THREADS, else all cores)
 };
+
+// ---------------------------------------------------------------------------------------------
+// Capabilities: what each backend runs. One table (src/common/capabilities.h) that validation
+// reads (a call outside it is rejected before anything runs, naming the argument and the table's
+// values), and that callers and tests can query instead of restating it.
+
+enum class Operation : int {
+  kForward = 0,  // chunk_gated_delta_rule (and its workspace query)
+  kDecode = 1,   // recurrent_gated_delta_rule (and its workspace query)
+  kStages = 2,   // chunk_local_cumsum ... chunk_fwd_o, stage_workspace_size
+  kL2Norm = 3,   // l2norm: its `dim` takes the head sizes below
+};
+const char* operation_name(Operation op);
+
+struct Capabilities {
+  static constexpr int kMaxHeadSizes = 16;
+  Backend backend = Backend::kCPU;
+  bool built = false;  // compiled into this library (whether a device is present: cuda_available())
+  // Head sizes K and V (independently: any pair of them), ascending; the first num_head_sizes.
+  int head_sizes[kMaxHeadSizes] = {};
+  int num_head_sizes = 0;
+  bool dtypes[3] = {};          // by DType: q, k, v and o storage
+  bool gates_in_dtype = false;  // g and beta may come in the input dtype (float32 always works)
+  bool state_layouts[2] = {};   // by StateLayout
+  bool operations[4] = {};      // by Operation
+
+  bool has_head_size(int d) const {
+    for (int i = 0; i < num_head_sizes; ++i)
+      if (head_sizes[i] == d) return true;
+    return false;
+  }
+  bool has_dtype(DType d) const { return static_cast<unsigned>(d) < 3u && dtypes[static_cast<int>(d)]; }
+  bool has_state_layout(StateLayout l) const {
+    return static_cast<unsigned>(l) < 2u && state_layouts[static_cast<int>(l)];
+  }
+  bool has_operation(Operation op) const { return static_cast<unsigned>(op) < 4u && operations[static_cast<int>(op)]; }
+};
+
+// The backend's entry of the table (an invalid backend gets an empty entry).
+const Capabilities& capabilities(Backend backend);
+
+// True when `backend` can run `op` on problems of this kind: it is built in, and the head sizes,
+// dtypes and state layout are in its table (for kStages also: use_qk_l2norm and fused_gate off).
+// Otherwise false, with the reason in *why (when given) in the words a rejected call would use.
+// Counts, boundaries and pointers are not looked at: the call itself validates those.
+bool supports(const Problem& problem, Backend backend, Operation op = Operation::kForward, std::string* why = nullptr);
 
 // ---------------------------------------------------------------------------------------------
 // The composed forward and the decode step.

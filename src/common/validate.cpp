@@ -1,9 +1,12 @@
 #include "common/validate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <sstream>
-#include <unordered_set>
+#include <string>
+
+#include "common/capabilities.h"
 
 namespace gdn {
 namespace {
@@ -22,15 +25,61 @@ int64_t read_index(const void* base, int64_t i, IndexType type) {
 
 bool valid_dtype(DType d) { return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16; }
 
-// Head sizes each backend supports. The CPU backend takes any multiple of 16 up to 256 (so a
-// size that is not a power of two, such as 96, works); the CUDA kernels are specialized.
-bool head_dim_supported(int d, Backend backend) {
-  if (backend == Backend::kCUDA) return d == 64 || d == 128 || d == 256;
-  return d >= 16 && d <= 256 && d % 16 == 0;
+// How a backend's entry reads in a message: "CPU", "CUDA".
+const char* backend_label(Backend backend) { return backend == Backend::kCUDA ? "CUDA" : "CPU"; }
+
+// The table's head sizes in words: "a multiple of 16 in [16, 256]" or "one of 64, 128, 256".
+std::string head_sizes_expected(const Capabilities& caps) {
+  std::ostringstream os;
+  const int n = caps.num_head_sizes;
+  bool progression = n > 3;
+  for (int i = 0; progression && i < n; ++i) progression = caps.head_sizes[i] == (i + 1) * caps.head_sizes[0];
+  if (progression) {
+    os << "a multiple of " << caps.head_sizes[0] << " in [" << caps.head_sizes[0] << ", " << caps.head_sizes[n - 1]
+       << "]";
+  } else {
+    os << "one of ";
+    for (int i = 0; i < n; ++i) os << (i ? ", " : "") << caps.head_sizes[i];
+  }
+  os << " on the " << backend_label(caps.backend) << " backend";
+  return os.str();
 }
-const char* head_dims_expected(Backend backend) {
-  return backend == Backend::kCUDA ? "one of 64, 128, 256 on the CUDA backend"
-                                   : "a multiple of 16 in [16, 256] on the CPU backend";
+
+std::string dtypes_expected(const Capabilities& caps) {
+  std::ostringstream os;
+  int listed = 0;
+  for (DType d : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
+    if (caps.has_dtype(d)) os << (listed++ ? ", " : "") << dtype_name(d);
+  os << " on the " << backend_label(caps.backend) << " backend";
+  return os.str();
+}
+
+template <typename... Parts>
+bool reject(std::string* why, const Parts&... parts) {
+  if (why != nullptr) {
+    std::ostringstream os;
+    (os << ... << parts);
+    *why = os.str();
+  }
+  return false;
+}
+
+// The dtype of a dim-sized row operation (l2norm) against the table.
+bool dtype_supported(const Capabilities& caps, DType dtype, std::string* why) {
+  if (!caps.has_dtype(dtype))
+    return reject(why, "dtype is ", valid_dtype(dtype) ? dtype_name(dtype) : "invalid", "; expected one of ",
+                  dtypes_expected(caps));
+  return true;
+}
+
+bool backend_supported(const Capabilities& caps, Backend backend, Operation op, std::string* why) {
+  if (backend != Backend::kCPU && backend != Backend::kCUDA) return reject(why, "exec.backend is invalid");
+  if (!caps.built)
+    return reject(why, "exec.backend is k", backend_label(backend), ", but gdn was built without ",
+                  backend_label(backend));
+  if (!caps.has_operation(op))
+    return reject(why, operation_name(op), " is not supported on the ", backend_label(backend), " backend");
+  return true;
 }
 
 // Host-readable copy of a device array: the array itself on the CPU, the optional host copy else.
@@ -71,6 +120,30 @@ void check_tensor(const char* op, const char* name, const TensorT& t, int heads,
          ") overlaps tokens; expected 0 or >= ", static_cast<int64_t>(heads - 1) * t.stride_head + dim);
 }
 
+// The first n whose row in [0, num_slots) repeats the row of an earlier sequence, or -1.
+// Without allocating: a bitmap of 64 Ki slots on the stack, one pass over the indices per 64 Ki
+// slots of the pool (one pass for any pool of up to 65536 rows).
+int64_t first_repeated_index(const void* indices, IndexType type, int64_t num_seqs, int64_t num_slots) {
+  constexpr int64_t kWindow = int64_t{1} << 16;
+  uint64_t seen[kWindow / 64];
+  int64_t first = -1;
+  for (int64_t lo = 0; lo < num_slots; lo += kWindow) {
+    std::fill(seen, seen + (std::min(kWindow, num_slots - lo) + 63) / 64, uint64_t{0});
+    const int64_t end = first >= 0 ? first : num_seqs;  // a later repeat cannot be the first
+    for (int64_t n = 0; n < end; ++n) {
+      const int64_t row = read_index(indices, n, type);
+      if (row < lo || row >= lo + kWindow || row >= num_slots) continue;
+      const int64_t bit = row - lo;
+      if ((seen[bit / 64] >> (bit % 64)) & 1u) {
+        first = n;
+        break;
+      }
+      seen[bit / 64] |= uint64_t{1} << (bit % 64);
+    }
+  }
+  return first;
+}
+
 void check_state(const char* op, const char* name, const StateRef& s, const Problem& p, Backend backend, bool written) {
   if (s.data == nullptr) return;
   // The CUDA kernels move state rows in 16-byte pieces; any allocator's pools qualify.
@@ -87,29 +160,18 @@ void check_state(const char* op, const char* name, const StateRef& s, const Prob
   }
   const void* idx = host_view(s.indices, s.indices_host, backend);
   if (idx == nullptr) return;  // CUDA without a host copy: clamped on the device
-  std::unordered_set<int64_t> seen;
+  const int64_t repeat = first_repeated_index(idx, s.index_type, p.num_seqs, s.num_slots);
   for (int64_t n = 0; n < p.num_seqs; ++n) {
-    int64_t row = read_index(idx, n, s.index_type);
+    const int64_t row = read_index(idx, n, s.index_type);
     if (row >= s.num_slots)
       fail(op, name, ".indices[", n, "] is ", row, "; expected < num_slots = ", s.num_slots, " (or negative for none)");
-    if (row >= 0 && !seen.insert(row).second)
+    if (n == repeat)
       fail(op, name, ".indices[", n, "] repeats row ", row, "; expected distinct rows",
            written ? " (two sequences would write one row)" : "");
   }
 }
 
 }  // namespace
-
-std::vector<int64_t> host_seq_bounds(const Problem& p, const void* cu_seqlens_host) {
-  std::vector<int64_t> bounds(static_cast<size_t>(p.num_seqs) + 1);
-  if (p.cu_seqlens == nullptr) {
-    const int64_t len = p.num_seqs > 0 ? p.num_tokens / p.num_seqs : 0;
-    for (int64_t n = 0; n <= p.num_seqs; ++n) bounds[n] = n * len;
-  } else {
-    for (int64_t n = 0; n <= p.num_seqs; ++n) bounds[n] = read_index(cu_seqlens_host, n, p.cu_seqlens_type);
-  }
-  return bounds;
-}
 
 int64_t max_num_chunks(int64_t num_tokens, int64_t num_seqs) {
   // sum ceil(len_n / C) <= sum (len_n / C + 1) = T / C + N
@@ -122,7 +184,54 @@ Problem normalize_problem(const Problem& p) {
   return out;
 }
 
-void validate_problem(const char* op, const Problem& p, Backend backend) {
+const char* operation_name(Operation op) {
+  switch (op) {
+    case Operation::kForward:
+      return "chunk_gated_delta_rule";
+    case Operation::kDecode:
+      return "recurrent_gated_delta_rule";
+    case Operation::kStages:
+      return "the stage operations";
+    case Operation::kL2Norm:
+      return "l2norm";
+  }
+  return "invalid";
+}
+
+const Capabilities& capabilities(Backend backend) {
+  static const Capabilities cpu = detail::cpu_capabilities();
+  static const Capabilities cuda = detail::cuda_capabilities();
+  static const Capabilities none;
+  return backend == Backend::kCPU ? cpu : backend == Backend::kCUDA ? cuda : none;
+}
+
+bool supports(const Problem& p, Backend backend, Operation op, std::string* why) {
+  const Capabilities& caps = capabilities(backend);
+  if (!backend_supported(caps, backend, op, why)) return false;
+  if (!caps.has_head_size(p.head_k))
+    return reject(why, "head_k (K = ", p.head_k, ") is unsupported; expected ", head_sizes_expected(caps));
+  if (!caps.has_head_size(p.head_v))
+    return reject(why, "head_v (V = ", p.head_v, ") is unsupported; expected ", head_sizes_expected(caps));
+  if (!dtype_supported(caps, p.dtype, why)) return false;
+  const bool gate_ok = p.gate_dtype == DType::kFloat32 || (caps.gates_in_dtype && p.gate_dtype == p.dtype);
+  if (!gate_ok)
+    return reject(why, "gate_dtype is ", valid_dtype(p.gate_dtype) ? dtype_name(p.gate_dtype) : "invalid",
+                  caps.gates_in_dtype ? "; expected float32 or the input dtype (" : "; expected float32 (",
+                  dtype_name(p.dtype), ")");
+  if (p.state_layout != StateLayout::kKMajor && p.state_layout != StateLayout::kVMajor)
+    return reject(why, "state_layout is invalid; expected kKMajor or kVMajor");
+  if (!caps.has_state_layout(p.state_layout))
+    return reject(why, "state_layout is ", p.state_layout == StateLayout::kKMajor ? "kKMajor" : "kVMajor",
+                  "; unsupported on the ", backend_label(backend), " backend");
+  // The stages take q/k as given and plain gates (SPEC section 3).
+  if (op == Operation::kStages && p.use_qk_l2norm)
+    return reject(why, "problem.use_qk_l2norm is set; expected false for a stage (run gdn::l2norm on q and k first)");
+  if (op == Operation::kStages && p.fused_gate)
+    return reject(why, "problem.fused_gate is set; expected false for a stage (stages take plain g and beta)");
+  return true;
+}
+
+void validate_problem(const char* op, const Problem& p, Backend backend, Operation operation) {
   if (backend != Backend::kCPU && backend != Backend::kCUDA) fail(op, "exec.backend is invalid");
   if (p.num_tokens < 0) fail(op, "num_tokens (T) is ", p.num_tokens, "; expected >= 0");
   if (p.num_seqs < 1) fail(op, "num_seqs (N) is ", p.num_seqs, "; expected >= 1");
@@ -130,17 +239,9 @@ void validate_problem(const char* op, const Problem& p, Backend backend) {
   if (p.num_v_heads < 1) fail(op, "num_v_heads (HV) is ", p.num_v_heads, "; expected >= 1");
   if (p.num_v_heads % p.num_qk_heads != 0)
     fail(op, "num_v_heads (HV = ", p.num_v_heads, ") must be a multiple of num_qk_heads (H = ", p.num_qk_heads, ")");
-  if (!head_dim_supported(p.head_k, backend))
-    fail(op, "head_k (K = ", p.head_k, ") is unsupported; expected ", head_dims_expected(backend));
-  if (!head_dim_supported(p.head_v, backend))
-    fail(op, "head_v (V = ", p.head_v, ") is unsupported; expected ", head_dims_expected(backend));
-  if (!valid_dtype(p.dtype)) fail(op, "dtype is invalid; expected kFloat32, kFloat16 or kBFloat16");
-  if (p.gate_dtype != DType::kFloat32 && p.gate_dtype != p.dtype)
-    fail(op, "gate_dtype is ", valid_dtype(p.gate_dtype) ? dtype_name(p.gate_dtype) : "invalid",
-         "; expected float32 or the input dtype (", dtype_name(p.dtype), ")");
+  std::string why;
+  if (!supports(p, backend, operation, &why)) fail(op, why);
   if (!std::isfinite(p.scale)) fail(op, "scale is not finite; expected a finite number (0 for K^-0.5)");
-  if (p.state_layout != StateLayout::kKMajor && p.state_layout != StateLayout::kVMajor)
-    fail(op, "state_layout is invalid; expected kKMajor or kVMajor");
   if (p.cu_seqlens == nullptr) {
     if (p.num_tokens % p.num_seqs != 0)
       fail(op, "num_tokens (T = ", p.num_tokens, ") is not a multiple of num_seqs (N = ", p.num_seqs,
@@ -170,14 +271,16 @@ void validate_exec(const char* op, const Exec& exec, size_t workspace_needed) {
   if (workspace_needed > 0 && (exec.workspace == nullptr || exec.workspace_bytes < workspace_needed))
     fail(op, "exec.workspace holds ", exec.workspace == nullptr ? 0 : exec.workspace_bytes,
          " bytes; expected at least ", workspace_needed, " (see the *_workspace_size query)");
-#ifndef GDN_WITH_CUDA
-  if (exec.backend == Backend::kCUDA) fail(op, "exec.backend is kCUDA, but gdn was built without CUDA");
-#endif
+  if (exec.backend != Backend::kCPU && exec.backend != Backend::kCUDA) fail(op, "exec.backend is invalid");
+  const Capabilities& caps = capabilities(exec.backend);
+  if (!caps.built)
+    fail(op, "exec.backend is k", backend_label(exec.backend), ", but gdn was built without ",
+         backend_label(exec.backend));
 }
 
-ForwardArgs validate_forward(const char* op, const ForwardArgs& args, const Exec& exec) {
+ForwardArgs validate_forward(const char* op, Operation operation, const ForwardArgs& args, const Exec& exec) {
   const Problem& p = args.problem;
-  validate_problem(op, p, exec.backend);
+  validate_problem(op, p, exec.backend, operation);
   ForwardArgs a = args;
   a.problem = normalize_problem(p);
   const int H = p.num_qk_heads, HV = p.num_v_heads;
@@ -198,10 +301,7 @@ ForwardArgs validate_forward(const char* op, const ForwardArgs& args, const Exec
 }
 
 StageBuffers validate_stage(const char* op, const Problem& p, const StageBuffers& b, unsigned needs, const Exec& exec) {
-  validate_problem(op, p, exec.backend);
-  if (p.use_qk_l2norm)
-    fail(op, "problem.use_qk_l2norm is set; expected false for a stage (run gdn::l2norm on q and k first)");
-  if (p.fused_gate) fail(op, "problem.fused_gate is set; expected false for a stage (stages take plain g and beta)");
+  validate_problem(op, p, exec.backend, Operation::kStages);
   StageBuffers s = b;
   const int H = p.num_qk_heads, HV = p.num_v_heads;
   fill_io_strides(s, p);
@@ -238,9 +338,12 @@ L2NormArgs validate_l2norm(const L2NormArgs& args, const Exec& exec) {
   const char* op = "l2norm";
   if (args.num_tokens < 0) fail(op, "num_tokens is ", args.num_tokens, "; expected >= 0");
   if (args.num_heads < 1) fail(op, "num_heads is ", args.num_heads, "; expected >= 1");
-  if (!head_dim_supported(args.dim, exec.backend))
-    fail(op, "dim (", args.dim, ") is unsupported; expected ", head_dims_expected(exec.backend));
-  if (!valid_dtype(args.dtype)) fail(op, "dtype is invalid; expected kFloat32, kFloat16 or kBFloat16");
+  const Capabilities& caps = capabilities(exec.backend);
+  std::string why;
+  if (!backend_supported(caps, exec.backend, Operation::kL2Norm, &why)) fail(op, why);
+  if (!caps.has_head_size(args.dim))
+    fail(op, "dim (", args.dim, ") is unsupported; expected ", head_sizes_expected(caps));
+  if (!dtype_supported(caps, args.dtype, &why)) fail(op, why);
   L2NormArgs a = args;
   fill_strides(a.x, a.num_heads, a.dim);
   fill_strides(a.y, a.num_heads, a.dim);

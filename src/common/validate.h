@@ -2,22 +2,21 @@
 // backends trust what they get: explicit strides, a set scale.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
-#include <vector>
 
 #include "gdn/gdn.h"
 
 namespace gdn {
 
-// Sequence boundaries read on the host: [N + 1] int64, from cu_seqlens (or the fixed-length rule).
-std::vector<int64_t> host_seq_bounds(const Problem& p, const void* cu_seqlens_host);
+// Validates the problem description itself: sizes, what the backend's capability table
+// (common/capabilities.h) allows for `operation` (head sizes, dtypes, layout), and the boundaries
+// when a host copy is readable. `op` prefixes every message.
+void validate_problem(const char* op, const Problem& p, Backend backend, Operation operation);
 
-// Validates the problem description itself (sizes, dtypes, head dims for the backend, the
-// boundaries when a host copy is readable). `op` prefixes every message.
-void validate_problem(const char* op, const Problem& p, Backend backend);
-
-// Validates and normalizes the arguments of the forward / decode step. Returns the normalized copy.
-ForwardArgs validate_forward(const char* op, const ForwardArgs& args, const Exec& exec);
+// Validates and normalizes the arguments of the forward (Operation::kForward) or the decode step
+// (kDecode). Returns the normalized copy.
+ForwardArgs validate_forward(const char* op, Operation operation, const ForwardArgs& args, const Exec& exec);
 
 // Stage checks: `needs` lists the buffers that the stage reads or writes.
 enum StageBuffer : unsigned {

@@ -1,5 +1,6 @@
 // Shared pieces of the CPU backend: sequence boundaries, dtype-aware row loads and stores, the
-// thread pool (OpenMP), and the per-thread chunk scratch.
+// gates (the formulas of common/spec_math.h), state copies and the thread pool (OpenMP). The
+// per-thread chunk scratch, carved from the caller's workspace, is in chunk.h.
 #pragma once
 
 #include <omp.h>
@@ -8,6 +9,7 @@
 #include <cstdint>
 
 #include "common/host_dtype.h"
+#include "common/spec_math.h"
 #include "gdn/gdn.h"
 
 namespace gdn {
@@ -86,11 +88,11 @@ inline float load_scalar(const ConstTensor& t, int64_t token, int head, DType dt
   return load_as_float(t.data, token * t.stride_token + head * t.stride_head, dtype);
 }
 
-// x <- x / sqrt(sum(x^2) + 1e-6)
+// x <- x / sqrt(sum(x^2) + eps) in fp32 (spec::l2norm_inv).
 inline void l2norm_row(float* x, int n) {
   float ss = 0;
   for (int i = 0; i < n; ++i) ss += x[i] * x[i];
-  const float inv = 1.0f / std::sqrt(ss + 1e-6f);
+  const float inv = spec::l2norm_inv(ss);
   for (int i = 0; i < n; ++i) x[i] *= inv;
 }
 
@@ -104,10 +106,8 @@ inline void load_gates(const Problem& p, const ConstTensor& g, const ConstTensor
     *beta_out = bv;
     return;
   }
-  const float x = gv + dt_bias[hv];
-  const float softplus = x > 20.0f ? x : std::log1p(std::exp(x));
-  *g_out = -std::exp(A_log[hv]) * softplus;
-  *beta_out = 1.0f / (1.0f + std::exp(-bv));
+  *g_out = spec::fused_gate(gv, A_log[hv], dt_bias[hv]);
+  *beta_out = spec::fused_beta(bv);
 }
 
 // Copies a [K, V] state between a pool row of either layout and a K-major scratch buffer.

@@ -1,6 +1,7 @@
 // The fused chunked forward on the CPU. One task per (sequence, q/k head) runs every chunk of
-// the sequence in order with the states of its value heads in the thread's scratch, so each chunk's stages run while
-// its data is in L1/L2 and nothing but o and the final state goes back to memory.
+// the sequence in order with the states of its value heads in the thread's scratch (carved from
+// the caller's workspace), so each chunk's stages run while its data is in L1/L2 and nothing but
+// o and the final state goes back to memory.
 #include <algorithm>
 
 #include "backend.h"

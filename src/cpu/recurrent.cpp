@@ -1,8 +1,6 @@
 // The decode step on the CPU: the recurrence itself, token by token, one task per
 // (sequence, value head). The state is worked on in place in its own layout, so a decode step
 // reads each state row once and writes it once.
-#include <vector>
-
 #include "backend.h"
 #include "cpu/common.h"
 #include "cpu/gemm.h"
@@ -11,6 +9,8 @@ namespace gdn {
 namespace cpu {
 namespace {
 
+// Rows of q, k, v and o live on the stack: K and V are at most 256 (the CPU entry of the
+// capability table, common/capabilities.h; validation rejects larger ones).
 constexpr int kMaxDim = 256;
 
 // One token on a K-major state S [K, V]:  S = e S;  err = beta (v - S^T k);  S += k err^T;  o = S^T q.

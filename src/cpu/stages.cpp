@@ -55,7 +55,7 @@ void l2norm(const L2NormArgs& a, const Exec& exec) {
   const int64_t rows = a.num_tokens * a.num_heads;
   const int64_t block = 256;  // rows per task
   parallel_for((rows + block - 1) / block, resolve_num_threads(exec.num_threads), [&](int, int64_t task) {
-    float x[256];
+    float x[256];  // dim <= 256: the CPU entry of the capability table
     for (int64_t r = task * block; r < std::min(rows, (task + 1) * block); ++r) {
       const int64_t t = r / a.num_heads;
       const int h = static_cast<int>(r % a.num_heads);
