@@ -51,16 +51,15 @@ void mark(const PhaseEvents* phases, int i, cudaStream_t s) {
 // any launch (a slice width no kernel has, or fwd_o waiting for counters fwd_h never signals).
 void check_config(const Problem& p, const ChunkForwardConfig& cfg) {
   const int w = cfg.fwd_h_slice_width, st = cfg.fwd_h_stages;
-  const std::string got = "fwd_h_slice_width = " + std::to_string(w) + ", fwd_h_stages = " + std::to_string(st);
-  if (p.head_k == 128) {
-    if (w != 64 || (st != 2 && st != 4))
-      throw Error("fast_forward: D = 128 (wgmma fwd_h) runs fwd_h_slice_width 64 with 2 or 4 stages; got " + got);
-  } else {
-    if ((w != 32 && w != 64) || (st != 2 && st != 3))
-      throw Error("fast_forward: D = 64 (mma.sync fwd_h) runs fwd_h_slice_width 32 or 64 with 2 or 3 stages; got " +
-                  got);
-    if (cfg.overlap_o) throw Error("fast_forward: overlap_o needs the wgmma fwd_h (D = 128); D = 64 runs it after");
-  }
+  const bool wgmma = p.head_k == 128;
+  const bool runs = wgmma ? w == 64 && (st == 2 || st == 4) : (w == 32 || w == 64) && (st == 2 || st == 3);
+  if (!runs)
+    throw Error(std::string("fast_forward: ") +
+                (wgmma ? "D = 128 (wgmma fwd_h) runs fwd_h_slice_width 64 with 2 or 4 stages"
+                       : "D = 64 (mma.sync fwd_h) runs fwd_h_slice_width 32 or 64 with 2 or 3 stages") +
+                "; got fwd_h_slice_width = " + std::to_string(w) + ", fwd_h_stages = " + std::to_string(st));
+  if (cfg.overlap_o && !wgmma)
+    throw Error("fast_forward: overlap_o needs the wgmma fwd_h (D = 128), which signals fwd_o; D = 64 runs it after");
 }
 
 }  // namespace
