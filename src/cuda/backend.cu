@@ -84,7 +84,7 @@ size_t exact_ws(const Problem& p, void* base, ExactWs* out, cudaStream_t s) {
 }
 
 // Packs fp32 g and beta (fused gates applied) into [T, HV].
-__global__ void gates_kernel(GateArgs ga, int64_t T, int HV, float* __restrict__ g, float* __restrict__ beta) {
+__global__ void exact_gates_kernel(GateArgs ga, int64_t T, int HV, float* __restrict__ g, float* __restrict__ beta) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= T * HV) return;
   const int64_t t = i / HV;
@@ -106,8 +106,8 @@ void exact_forward(const ForwardArgs& f, const Exec& exec) {
   convert_rows(p.dtype, DType::kFloat32, f.v.data, f.v.stride_token, f.v.stride_head, ws.v, int64_t(HV) * V, V, T, HV,
                V, false, s);
   if (T * HV > 0) {
-    gates_kernel<<<grid_1d(T * HV, 256), 256, 0, s>>>(make_gates(f), T, HV, ws.g, ws.beta);
-    GDN_CUDA_LAUNCH_CHECK("gates_kernel");
+    exact_gates_kernel<<<grid_1d(T * HV, 256), 256, 0, s>>>(make_gates(f), T, HV, ws.g, ws.beta);
+    GDN_CUDA_LAUNCH_CHECK("exact_gates_kernel");
   }
   const StageCtx c = make_ctx(p, ws.pl, s);
   const TensorView q{ws.q, int64_t(H) * K, K}, k{ws.k, int64_t(H) * K, K}, v{ws.v, int64_t(HV) * V, V};
@@ -137,7 +137,7 @@ void chunk_gated_delta_rule(const ForwardArgs& f, const Exec& exec) {
   if (need > 0 && (exec.workspace == nullptr || exec.workspace_bytes < need))
     throw Error("chunk_gated_delta_rule: exec.workspace must hold chunk_gated_delta_rule_workspace_size() bytes");
   if (fast_path_supported(f.problem))
-    fast_forward(f, exec);
+    fast_forward(f, exec, chunk_forward_heuristics(f.problem, device_props()));
   else
     exact_forward(f, exec);
 }

@@ -43,16 +43,26 @@ size_t carve(const Problem& p, void* base, FastBufs* b, char** plan_mem) {
   return c.used;
 }
 
-cudaEvent_t* g_events = nullptr;
-bool g_overlap = true;
-void mark(int i, cudaStream_t s) {
-  if (g_events) check(cudaEventRecord(g_events[i], s), "cudaEventRecord");
+void mark(const PhaseEvents* phases, int i, cudaStream_t s) {
+  if (phases) check(cudaEventRecord(phases->at[i], s), "cudaEventRecord");
+}
+
+// What the kernels can run: an explicit config that asks for anything else is refused here, before
+// any launch (a slice width no kernel has, or fwd_o waiting for counters fwd_h never signals).
+void check_config(const Problem& p, const ChunkForwardConfig& cfg) {
+  const int w = cfg.fwd_h_slice_width, st = cfg.fwd_h_stages;
+  const bool wgmma = p.head_k == 128;
+  const bool runs = wgmma ? w == 64 && (st == 2 || st == 4) : (w == 32 || w == 64) && (st == 2 || st == 3);
+  if (!runs)
+    throw Error(std::string("fast_forward: ") +
+                (wgmma ? "D = 128 (wgmma fwd_h) runs fwd_h_slice_width 64 with 2 or 4 stages"
+                       : "D = 64 (mma.sync fwd_h) runs fwd_h_slice_width 32 or 64 with 2 or 3 stages") +
+                "; got fwd_h_slice_width = " + std::to_string(w) + ", fwd_h_stages = " + std::to_string(st));
+  if (cfg.overlap_o && !wgmma)
+    throw Error("fast_forward: overlap_o needs the wgmma fwd_h (D = 128), which signals fwd_o; D = 64 runs it after");
 }
 
 }  // namespace
-
-void set_fast_timing(cudaEvent_t* events) { g_events = events; }
-void set_fwd_o_overlap(bool on) { g_overlap = on; }
 
 bool fast_path_supported(const Problem& p) {
   return (p.dtype == DType::kBFloat16 || p.dtype == DType::kFloat16) && p.head_k == p.head_v &&
@@ -61,15 +71,16 @@ bool fast_path_supported(const Problem& p) {
 
 size_t fast_workspace_size(const Problem& p) { return carve(p, nullptr, nullptr, nullptr); }
 
-void fast_forward(const ForwardArgs& f, const Exec& exec) {
+void fast_forward(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg, const PhaseEvents* phases) {
   const Problem& p = f.problem;
+  check_config(p, cfg);
   cudaStream_t s = stream_of(exec);
   FastBufs b = {};
   char* pm = nullptr;
   carve(p, exec.workspace, &b, &pm);
-  mark(0, s);
+  mark(phases, 0, s);
   b.pl = build_plan(p, pm, s);
-  mark(1, s);
+  mark(phases, 1, s);
   const int64_t T = p.num_tokens;
   const int H = p.num_qk_heads, D = p.head_k;
   // bf16 rows with 16-byte aligned pieces are read in place; anything else is converted to bf16
@@ -94,22 +105,22 @@ void fast_forward(const ForwardArgs& f, const Exec& exec) {
     convert_rows(p.dtype, DType::kBFloat16, f.k.data, f.k.stride_token, f.k.stride_head,
                  const_cast<__nv_bfloat16*>(b.k), int64_t(H) * D, D, T, H, D, false, s);
   }
-  if (!g_overlap || !fwd_h_signals_ready(p)) b.ready = nullptr;
-  mark(2, s);
+  if (!cfg.overlap_o) b.ready = nullptr;
+  mark(phases, 2, s);
   if (D == 128) {
     launch_fwd_prep<128>(b, f, s);
-    mark(3, s);
-    launch_fwd_h<128>(b, f, s);
-    mark(4, s);
+    mark(phases, 3, s);
+    launch_fwd_h_wgmma(b, f, cfg, s);
+    mark(phases, 4, s);
     launch_fwd_o<128>(b, f, s);
   } else {
     launch_fwd_prep<64>(b, f, s);
-    mark(3, s);
-    launch_fwd_h<64>(b, f, s);
-    mark(4, s);
+    mark(phases, 3, s);
+    launch_fwd_h_mma(b, f, cfg, s);
+    mark(phases, 4, s);
     launch_fwd_o<64>(b, f, s);
   }
-  mark(5, s);
+  mark(phases, 5, s);
 }
 
 }  // namespace cuda

@@ -1,10 +1,13 @@
-// The tensor-core forward (bf16 mma.sync, fp32 accumulation) for bf16/fp16 inputs, K = V = D in
-// {64, 128}. Three kernels:
+// The tensor-core forward (bf16 tensor-core products, fp32 accumulation) for bf16/fp16 inputs,
+// K = V = D in {64, 128}. Three kernels:
 //   fwd_prep (parallel over chunks): gates, cumsum, k k^T, (I + L)^-1, w and u      (fwd_prep.cu)
-//   fwd_h    (sequential over chunks, state on chip): v_new, h per chunk, final state (fwd_h.cu)
+//   fwd_h    (sequential over chunks, state on chip): v_new, h per chunk, final state
+//            D = 64: mma.sync (fwd_h_mma.cu); D = 128: wgmma (fwd_h_wgmma.cu)
 //   fwd_o    (parallel over chunks): o                                               (fwd_o.cu)
 // Workspace intermediates are bf16 (w, u, v_new, h) as in flash-linear-attention; G is fp64.
+// The tuning choices come in a ChunkForwardConfig (heuristics.h), never from global state.
 #pragma once
+#include "cuda/chunk/heuristics.h"
 #include "cuda/core/common.cuh"
 
 namespace gdn {
@@ -12,7 +15,18 @@ namespace cuda {
 
 bool fast_path_supported(const Problem& p);
 size_t fast_workspace_size(const Problem& p);
-void fast_forward(const ForwardArgs& f, const Exec& exec);
+
+// Phase timing for the device check: fast_forward records at[0] before the plan and at[i + 1]
+// after phase i (plan, q/k packing, prep, h, o).
+struct PhaseEvents {
+  static constexpr int kCount = 6;
+  cudaEvent_t at[kCount];
+};
+
+// The forward with the choices of `cfg` (chunk_forward_heuristics', or a tool's explicit config;
+// a config the kernels cannot run throws gdn::Error). Phase events are recorded when given.
+void fast_forward(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg,
+                  const PhaseEvents* phases = nullptr);
 
 // Device pointers of one fast forward.
 struct FastBufs {
@@ -41,29 +55,16 @@ struct FastBufs {
   int ready_count;
 };
 
-// Width of fwd_h's V slices: 32, 64, or 0 (the launcher's choice, the default).
-void set_fwd_h_bv(int bv);
-// fwd_h for D = 128 on Hopper wgmma (fwd_h_wgmma.cu, the default: true) or on mma.sync (fwd_h.cu,
-// false; kept for the A/B timing of the device check). No effect for D = 64.
-void set_fwd_h_wgmma(bool on);
-// fwd_o overlapping the wgmma fwd_h (b.ready hand-off; the default: true) or after it (false).
-void set_fwd_o_overlap(bool on);
-// Phase timing for the device check: with 6 events set, fast_forward records one before the plan
-// and one after each phase (plan, q/k packing, prep, h, o). Null (the default) records nothing.
-void set_fast_timing(cudaEvent_t* events);
-
 template <int D>
 void launch_fwd_prep(const FastBufs& b, const ForwardArgs& f, cudaStream_t s);
 template <int D>
-void launch_fwd_h(const FastBufs& b, const ForwardArgs& f, cudaStream_t s);
-template <int D>
 void launch_fwd_o(const FastBufs& b, const ForwardArgs& f, cudaStream_t s);
-// The wgmma fwd_h (D = 128): one warpgroup per (sequence, value head, 64-wide V slice).
-// It signals b.ready per chunk when b.ready is set (fwd_o then overlaps it).
-void launch_fwd_h_wgmma(const FastBufs& b, const ForwardArgs& f, int num_sms, cudaStream_t s);
-// Whether fwd_o should overlap fwd_h for this problem: launch_fwd_h takes the wgmma kernel (which
-// signals b.ready) and its blocks leave SMs idle.
-bool fwd_h_signals_ready(const Problem& p);
+// fwd_h for D = 64 on mma.sync: one block per (sequence, value head, cfg.fwd_h_slice_width-wide V
+// slice). It never signals b.ready (b.ready must be null).
+void launch_fwd_h_mma(const FastBufs& b, const ForwardArgs& f, const ChunkForwardConfig& cfg, cudaStream_t s);
+// fwd_h for D = 128 on wgmma: one warpgroup per (sequence, value head, 64-wide V slice). It
+// signals b.ready per chunk when b.ready is set (fwd_o then overlaps it).
+void launch_fwd_h_wgmma(const FastBufs& b, const ForwardArgs& f, const ChunkForwardConfig& cfg, cudaStream_t s);
 
 }  // namespace cuda
 }  // namespace gdn

@@ -1,5 +1,5 @@
 // fwd_h on Hopper warpgroup MMA (wgmma, sm_90a): the sequential part of the chunked forward for
-// D = K = V = 128, chunk C = 64. Selected by launch_fwd_h<128> after set_fwd_h_wgmma(true).
+// D = K = V = 128, chunk C = 64 (fast_forward's fwd_h for D = 128; D = 64 runs on mma.sync).
 //
 // One block = one warpgroup (4 warps, 128 threads) per (sequence n, value head hv, 64-wide slice
 // v0 of V). The fp32 state slice lives TRANSPOSED in registers as a wgmma accumulator,
@@ -16,8 +16,9 @@
 //               accumulators, B = k [token][kk] in shared memory read MN-major (trans-b)
 // and the final state goes to the pool (K- or V-major, row state_row(fin, n)).
 //
-// Why: the mma.sync kernel (fwd_h.cu) loads every B fragment per warp from shared memory
-// (110-180 KB of shared reads per chunk) and needs three block barriers per chunk. Here the two
+// Why: the mma.sync formulation (fwd_h_mma.cu, which also ran D = 128 before this kernel; its
+// timings are in docs/perf.md) loads every B fragment per warp from shared memory (110-180 KB of
+// shared reads per chunk at D = 128) and needs three block barriers per chunk. Here the two
 // products are single warpgroup instructions whose B operands the tensor cores read once, the
 // state never leaves the registers, and v_new feeds the update from registers: no barrier sits
 // between the products. Per chunk the block reads w, k (16 KB each), u (8 KB) and writes h
@@ -67,74 +68,13 @@ struct WgSmem {
 };
 static_assert(sizeof(__nv_bfloat16) * kC * kD % 1024 == 0, "stages stay 1024-aligned");
 
-// Byte offset of 16-byte chunk `ch` (0..7) of row `row` in a region of 128-byte rows with the
-// 128-byte swizzle (the pattern wgmma's SW128 mode applies to address bits [4, 7) ^ [7, 10)).
-__device__ __forceinline__ uint32_t sw128(int row, int ch) {
-  return static_cast<uint32_t>(row * 128 + ((ch ^ (row & 7)) << 4));
-}
-
-// wgmma shared-memory matrix descriptor: start address, leading and stride byte offsets (all >> 4,
-// 14 bits), base offset 0 (atoms 1024-aligned), layout type 1 = 128-byte swizzle (bits 62-63).
-__device__ __forceinline__ uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-  return static_cast<uint64_t>((addr >> 4) & 0x3FFF) | (static_cast<uint64_t>((lbo >> 4) & 0x3FFF) << 16) |
-         (static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32) | (static_cast<uint64_t>(1) << 62);
-}
-
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-// Pins a register value at this point of the instruction stream (the compiler may not move its
-// reads or writes across the wgmma fence / wait statements, which name no registers).
-__device__ __forceinline__ void pin(float& x) { asm volatile("" : "+f"(x)::"memory"); }
-__device__ __forceinline__ void pin(uint32_t& x) { asm volatile("" : "+r"(x)::"memory"); }
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-__device__ __forceinline__ void stsm_x4_t(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
-               "r"(r2), "r"(r3)
-               : "memory");
-}
-// cp.async with a compiler memory barrier (the staging reads that precede it stay before it).
-__device__ __forceinline__ void cp16(uint32_t saddr, const void* gmem, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(gmem), "r"(src_bytes) : "memory");
-}
+// The low / high bf16 half of a packed pair, as float.
 __device__ __forceinline__ float bf_lo(uint32_t x) { return __uint_as_float(x << 16); }
 __device__ __forceinline__ float bf_hi(uint32_t x) { return __uint_as_float(x & 0xFFFF0000u); }
 
-// D[64x64] -= A[64x16] B[16x64]: A (bf16) from registers, B K-major in shared memory (scale-a -1).
-__device__ __forceinline__ void wgmma_m64n64_neg_a(float (&d)[32], const uint32_t* a, uint64_t desc) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "
-      "%13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, "
-      "%35}, %36, p, -1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
-        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
-        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
-}
-
-// D[64x128] += A[64x16] B[16x128]: A (bf16) from registers, B MN-major in shared memory (trans-b).
-__device__ __forceinline__ void wgmma_m64n128_tb(float (&d)[64], const uint32_t* a, uint64_t desc) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "
-      "%13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, "
-      "%35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, "
-      "%57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
-        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
-        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),
-        "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),
-        "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
-        "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
-}
-
 template <int ST>
-__global__ void __launch_bounds__(128, 1) fwd_h_wgmma_kernel(FastBufs b, StateRef init, StateRef fin, bool kmajor) {
+__global__ void __launch_bounds__(128, 1)
+    chunk_fwd_h_wgmma_kernel(FastBufs b, StateRef init, StateRef fin, bool kmajor) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __trap();  // wgmma needs sm_90a; the library is built for it only
 #else
@@ -188,14 +128,14 @@ __global__ void __launch_bounds__(128, 1) fwd_h_wgmma_kernel(FastBufs b, StateRe
       const bool ok = r < len;
       const int64_t tt = t0 + (ok ? r : 0);
       const uint32_t off = (ch / 8) * (kC * 128) + sw128(r, ch % 8);
-      cp16(ws + off, b.w + (tt * HV + hv) * kD + ch * 8, ok ? 16 : 0);
-      cp16(ks + off, b.k + tt * b.k_st + hk * b.k_sh + ch * 8, ok ? 16 : 0);
+      cp_async16(ws + off, b.w + (tt * HV + hv) * kD + ch * 8, ok ? 16 : 0);
+      cp_async16(ks + off, b.k + tt * b.k_st + hk * b.k_sh + ch * 8, ok ? 16 : 0);
     }
 #pragma unroll
     for (int it = 0; it < kC * kBV / 8 / 128; ++it) {
       const int p = tid + 128 * it, r = p / 8, ch = p % 8;
       const bool ok = r < len;
-      cp16(us + sw128(r, ch), b.u + ((t0 + (ok ? r : 0)) * HV + hv) * kD + v0 + ch * 8, ok ? 16 : 0);
+      cp_async16(us + sw128(r, ch), b.u + ((t0 + (ok ? r : 0)) * HV + hv) * kD + v0 + ch * 8, ok ? 16 : 0);
     }
     if (tid < kC) {
       const bool ok = tid < len;
@@ -238,7 +178,7 @@ __global__ void __launch_bounds__(128, 1) fwd_h_wgmma_kernel(FastBufs b, StateRe
     // (Nothing in flight here: the update of chunk c - 1 was waited for. This wait lets ptxas see
     // that st, loop-carried from a wgmma, is complete; without it ptxas injects a wgmma wait before
     // the state's decay below (warning-free C7517 info), serializing it behind the v_new products.)
-    wg_wait0();
+    wgmma_wait<0>();
     cp_async_wait<ST - 2>();
     fence_proxy_async();  // this thread's landed cp.async writes -> visible to wgmma (async proxy)
     __syncthreads();      // B1: chunk c complete for all; h staging holds h_c; stage (c - 1) % ST free
@@ -265,14 +205,14 @@ __global__ void __launch_bounds__(128, 1) fwd_h_wgmma_kernel(FastBufs b, StateRe
     for (int i = 0; i < 32; ++i) pin(acc[i]);
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(ha[i]);
-    wg_fence();
+    wgmma_fence();
     {
       const uint32_t ws = smem_u32(sm.w[s]);
 #pragma unroll
       for (int ks = 0; ks < 8; ++ks)
         wgmma_m64n64_neg_a(acc, &ha[4 * ks], wg_desc(ws + (ks / 4) * (kC * 128) + (ks % 4) * 32, 16, 1024));
     }
-    wg_commit();
+    wgmma_commit();
 
     // While the tensor cores run (ptxas keeps this source order: decays, the state's decay, the h
     // store, the prefetch; then the wait):
@@ -318,7 +258,7 @@ __global__ void __launch_bounds__(128, 1) fwd_h_wgmma_kernel(FastBufs b, StateRe
       if (cn < nch) prefetch(cn, sn);
       cp_async_commit();
     }
-    wg_wait0();
+    wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(acc[i]);
 
@@ -338,13 +278,13 @@ __global__ void __launch_bounds__(128, 1) fwd_h_wgmma_kernel(FastBufs b, StateRe
     for (int i = 0; i < 64; ++i) pin(st[i]);
 #pragma unroll
     for (int i = 0; i < 16; ++i) pin(va[i]);
-    wg_fence();
+    wgmma_fence();
     {
       const uint32_t ks0 = smem_u32(sm.k[s]);
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) wgmma_m64n128_tb(st, &va[4 * ks], wg_desc(ks0 + ks * 2048, kC * 128, 1024));
     }
-    wg_commit();
+    wgmma_commit();
     // v_new (bf16, as stored) -> v staging [token][vv], while the update runs.
     {
       const uint32_t vs = smem_u32(sm.v);
@@ -367,7 +307,7 @@ __global__ void __launch_bounds__(128, 1) fwd_h_wgmma_kernel(FastBufs b, StateRe
               *reinterpret_cast<const uint4*>(vsp + sw128(i, ch));
       }
     }
-    wg_wait0();
+    wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < 64; ++i) pin(st[i]);
     stage_state();  // h_{c+1}: A fragments and staging (read after the next B1)
@@ -399,20 +339,18 @@ template <int ST>
 void launch_wg(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
   const size_t smem = sizeof(WgSmem<ST>) + 1024;  // + alignment slack
   const int64_t blocks = f.problem.num_seqs * b.HV * (kD / kBV);
-  auto k = fwd_h_wgmma_kernel<ST>;
+  auto k = chunk_fwd_h_wgmma_kernel<ST>;
   allow_smem(k, smem);
   k<<<grid_1d(blocks, 1), 128, smem, s>>>(b, f.initial_state, f.final_state,
                                           f.problem.state_layout == StateLayout::kKMajor);
-  GDN_CUDA_LAUNCH_CHECK("fwd_h_wgmma_kernel");
+  GDN_CUDA_LAUNCH_CHECK("chunk_fwd_h_wgmma_kernel");
 }
 
 }  // namespace
 
-void launch_fwd_h_wgmma(const FastBufs& b, const ForwardArgs& f, int num_sms, cudaStream_t s) {
-  // Blocks that fit one per SM: the deepest ring (4 stages, 188 KB); more: 2 stages (106.5 KB),
-  // two blocks per SM, each hiding the other's latency.
-  const int64_t blocks = f.problem.num_seqs * b.HV * (kD / kBV);
-  if (blocks <= num_sms)
+void launch_fwd_h_wgmma(const FastBufs& b, const ForwardArgs& f, const ChunkForwardConfig& cfg, cudaStream_t s) {
+  // 4 stages (188 KB, one block per SM) or 2 (106.5 KB, two per SM): chunk_forward_heuristics.
+  if (cfg.fwd_h_stages == 4)
     launch_wg<4>(b, f, s);
   else
     launch_wg<2>(b, f, s);

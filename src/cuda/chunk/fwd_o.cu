@@ -33,7 +33,7 @@ struct OSmem {
 
 template <int D, typename TO, int NW>
 __global__ void __launch_bounds__(NW * 32)
-    fwd_o_kernel(FastBufs b, TO* __restrict__ o, int64_t o_st, int64_t o_sh, bool rows16) {
+    chunk_fwd_o_kernel(FastBufs b, TO* __restrict__ o, int64_t o_st, int64_t o_sh, bool rows16) {
   extern __shared__ __align__(16) char smem_raw[];
   using S = OSmem<D>;
   S& sm = *reinterpret_cast<S*>(smem_raw);
@@ -116,8 +116,8 @@ __global__ void __launch_bounds__(NW * 32)
     s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
     s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
     s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
-    rq0 = rsqrtf(s0 + 1e-6f);
-    rq1 = rsqrtf(s1 + 1e-6f);
+    rq0 = rsqrtf(s0 + float(spec::kL2NormEps));
+    rq1 = rsqrtf(s1 + float(spec::kL2NormEps));
   }
   auto rk_of = [&](int j) { return b.l2norm ? sm.rk[j] : 1.f; };
   // P = (q k^T) * exp(G_i - G_j), j <= i: column tiles of this warp's half, up to the diagonal.
@@ -228,7 +228,7 @@ __global__ void __launch_bounds__(NW * 32)
 template <int D, typename TO, int NW>
 void launch(const FastBufs& b, const ForwardArgs& f, cudaStream_t s, unsigned blocks, bool rows16) {
   const size_t smem = sizeof(OSmem<D>);
-  auto k = fwd_o_kernel<D, TO, NW>;
+  auto k = chunk_fwd_o_kernel<D, TO, NW>;
   allow_smem(k, smem);
   // With b.ready, a programmatic dependent of fwd_h: it starts while fwd_h runs (see fwd_fast.cuh).
   cudaLaunchConfig_t cfg = {};
@@ -242,7 +242,7 @@ void launch(const FastBufs& b, const ForwardArgs& f, cudaStream_t s, unsigned bl
   cfg.attrs = attr;
   cfg.numAttrs = b.ready ? 1 : 0;
   check(cudaLaunchKernelEx(&cfg, k, b, static_cast<TO*>(f.o.data), f.o.stride_token, f.o.stride_head, rows16),
-        "cudaLaunchKernelEx(fwd_o_kernel)");
+        "cudaLaunchKernelEx(chunk_fwd_o_kernel)");
 }
 
 }  // namespace
@@ -258,7 +258,7 @@ void launch_fwd_o(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
     launch<D, __nv_bfloat16, 8>(b, f, s, blocks, rows16);
   else
     launch<D, __half, 8>(b, f, s, blocks, rows16);
-  GDN_CUDA_LAUNCH_CHECK("fwd_o_kernel");
+  GDN_CUDA_LAUNCH_CHECK("chunk_fwd_o_kernel");
 }
 
 template void launch_fwd_o<64>(const FastBufs&, const ForwardArgs&, cudaStream_t);

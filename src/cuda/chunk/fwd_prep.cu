@@ -72,7 +72,7 @@ __device__ __forceinline__ void store_v(const uint4* vr, __nv_bfloat16* vhi, __n
 // v_async: v is bf16 with 16-byte aligned rows, copied straight into shared memory.
 template <int D, typename TV, bool v_async>
 __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
-    fwd_prep_kernel(FastBufs b, GateArgs ga, const TV* __restrict__ v, int64_t v_st, int64_t v_sh) {
+    chunk_fwd_prep_kernel(FastBufs b, GateArgs ga, const TV* __restrict__ v, int64_t v_st, int64_t v_sh) {
   constexpr bool kVLo = std::is_same<TV, __half>::value;
   extern __shared__ __align__(16) char smem_raw[];
   using S = PrepSmem<D, kVLo>;
@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
     }
     ss += __shfl_xor_sync(0xffffffffu, ss, 1);
     ss += __shfl_xor_sync(0xffffffffu, ss, 2);
-    const float r = b.l2norm ? rsqrtf(ss + 1e-6f) : 1.f;
+    const float r = b.l2norm ? rsqrtf(ss + float(spec::kL2NormEps)) : 1.f;
     if (part == 0) {
       sm.rk[row] = r;
       if (row < len && hv % (HV / b.H) == 0) b.rk[int64_t(hk) * b.T + t0 + row] = r;
@@ -341,7 +341,7 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
 template <int D, typename TV, bool v_async>
 void launch(const FastBufs& b, const ForwardArgs& f, cudaStream_t s, unsigned blocks, const GateArgs& ga) {
   const size_t smem = sizeof(PrepSmem<D, std::is_same<TV, __half>::value>);
-  auto k = fwd_prep_kernel<D, TV, v_async>;
+  auto k = chunk_fwd_prep_kernel<D, TV, v_async>;
   allow_smem(k, smem);
   k<<<blocks, kThreads, smem, s>>>(b, ga, static_cast<const TV*>(f.v.data), f.v.stride_token, f.v.stride_head);
 }
@@ -363,7 +363,7 @@ void launch_fwd_prep(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
   } else {
     launch<D, __half, false>(b, f, s, blocks, ga);
   }
-  GDN_CUDA_LAUNCH_CHECK("fwd_prep_kernel");
+  GDN_CUDA_LAUNCH_CHECK("chunk_fwd_prep_kernel");
 }
 
 template void launch_fwd_prep<64>(const FastBufs&, const ForwardArgs&, cudaStream_t);

@@ -1,4 +1,5 @@
-// Stage 0, l2norm: y = x / sqrt(sum(x^2) + 1e-6) per token and head, in fp32. One warp per row.
+// Stage 0, l2norm: y = x / sqrt(sum(x^2) + eps) per token and head (eps: spec::kL2NormEps), in
+// fp32. One warp per row.
 // The same kernel also packs (and optionally normalizes) q/k/v into the forward's workspace in
 // the dtype its later kernels read (bf16 for the tensor-core path, fp32 for the exact path).
 #include "cuda/stages/l2norm.cuh"
@@ -11,8 +12,8 @@ constexpr int kWarps = 8;
 
 template <typename Tin, typename Tout>
 __global__ void __launch_bounds__(kWarps * 32)
-    l2norm_kernel(const Tin* __restrict__ x, int64_t x_st, int64_t x_sh, Tout* __restrict__ y, int64_t y_st,
-                  int64_t y_sh, int64_t T, int heads, int dim, bool normalize) {
+    stage_l2norm_kernel(const Tin* __restrict__ x, int64_t x_st, int64_t x_sh, Tout* __restrict__ y, int64_t y_st,
+                        int64_t y_sh, int64_t T, int heads, int dim, bool normalize) {
   const int64_t row = (blockIdx.x * int64_t(kWarps)) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= T * heads) return;
@@ -33,7 +34,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int i = 0; i < 8; ++i) ss += v[i] * v[i];
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    inv = rsqrtf(ss + 1e-6f);
+    inv = rsqrtf(ss + float(spec::kL2NormEps));
   }
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
@@ -74,8 +75,8 @@ __device__ __forceinline__ void store8(T* p, const float* f) {
 // packing runs at memory speed.
 template <typename Tin, typename Tout, int LPR>
 __global__ void __launch_bounds__(kWarps * 32)
-    l2norm_vec_kernel(const Tin* __restrict__ x, int64_t x_st, int64_t x_sh, Tout* __restrict__ y, int64_t y_st,
-                      int64_t y_sh, int64_t T, int heads, bool normalize) {
+    stage_l2norm_vec_kernel(const Tin* __restrict__ x, int64_t x_st, int64_t x_sh, Tout* __restrict__ y, int64_t y_st,
+                            int64_t y_sh, int64_t T, int heads, bool normalize) {
   constexpr int kRowsPerWarp = 32 / LPR;
   const int lane = threadIdx.x % 32;
   const int64_t row = (blockIdx.x * int64_t(kWarps) + threadIdx.x / 32) * kRowsPerWarp + lane / LPR;
@@ -97,7 +98,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int i = 0; i < 8; ++i) ss += v[i] * v[i];
 #pragma unroll
     for (int o = LPR / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    inv = rsqrtf(ss + 1e-6f);
+    inv = rsqrtf(ss + float(spec::kL2NormEps));
   }
 #pragma unroll
   for (int i = 0; i < 8; ++i) v[i] *= inv;
@@ -108,9 +109,9 @@ template <typename Tin, typename Tout, int LPR>
 void launch_vec(const void* x, int64_t x_st, int64_t x_sh, void* y, int64_t y_st, int64_t y_sh, int64_t T, int heads,
                 bool normalize, cudaStream_t s) {
   const int64_t rows = T * heads;
-  l2norm_vec_kernel<Tin, Tout, LPR><<<grid_1d(rows, kWarps * (32 / LPR)), kWarps * 32, 0, s>>>(
+  stage_l2norm_vec_kernel<Tin, Tout, LPR><<<grid_1d(rows, kWarps * (32 / LPR)), kWarps * 32, 0, s>>>(
       static_cast<const Tin*>(x), x_st, x_sh, static_cast<Tout*>(y), y_st, y_sh, T, heads, normalize);
-  GDN_CUDA_LAUNCH_CHECK("l2norm_vec_kernel");
+  GDN_CUDA_LAUNCH_CHECK("stage_l2norm_vec_kernel");
 }
 
 template <typename Tin, typename Tout>
@@ -128,9 +129,9 @@ void launch(const void* x, int64_t x_st, int64_t x_sh, void* y, int64_t y_st, in
     if (dim == 128) return launch_vec<Tin, Tout, 16>(x, x_st, x_sh, y, y_st, y_sh, T, heads, normalize, s);
     return launch_vec<Tin, Tout, 32>(x, x_st, x_sh, y, y_st, y_sh, T, heads, normalize, s);
   }
-  l2norm_kernel<Tin, Tout><<<grid_1d(rows, kWarps), kWarps * 32, 0, s>>>(
+  stage_l2norm_kernel<Tin, Tout><<<grid_1d(rows, kWarps), kWarps * 32, 0, s>>>(
       static_cast<const Tin*>(x), x_st, x_sh, static_cast<Tout*>(y), y_st, y_sh, T, heads, dim, normalize);
-  GDN_CUDA_LAUNCH_CHECK("l2norm_kernel");
+  GDN_CUDA_LAUNCH_CHECK("stage_l2norm_kernel");
 }
 
 template <typename Tout>

@@ -16,7 +16,7 @@ __device__ __forceinline__ float ld(const void* p, int64_t i) {
 
 // ---- chunk_local_cumsum: one thread per (chunk, hv) ---------------------------------------------
 template <typename TG>
-__global__ void cumsum_kernel(Plan pl, int HV, TensorView g, DType gdt, TG* __restrict__ G) {
+__global__ void stage_cumsum_kernel(Plan pl, int HV, TensorView g, DType gdt, TG* __restrict__ G) {
   const int64_t item = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   const int64_t gc = item / HV;
   const int hv = static_cast<int>(item % HV);
@@ -33,8 +33,8 @@ __global__ void cumsum_kernel(Plan pl, int HV, TensorView g, DType gdt, TG* __re
 
 // ---- chunk_scaled_dot_kkt ------------------------------------------------------------------------
 template <typename T, typename TG>
-__global__ void __launch_bounds__(256) kkt_kernel(Plan pl, int H, int HV, int K, TensorView k, TensorView beta,
-                                                  DType gdt, const TG* __restrict__ G, float* __restrict__ L) {
+__global__ void __launch_bounds__(256) stage_kkt_kernel(Plan pl, int H, int HV, int K, TensorView k, TensorView beta,
+                                                        DType gdt, const TG* __restrict__ G, float* __restrict__ L) {
   extern __shared__ float sm[];
   const int KP = K + 1;  // padded row: lanes reading different rows hit different banks
   float* ks = sm;        // [C][K + 1]
@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(256) kkt_kernel(Plan pl, int H, int HV, int K,
 
 // ---- solve_tril: A = (I + L)^-1 by forward substitution, one thread per column -------------------
 __global__ void __launch_bounds__(C)
-    solve_tril_kernel(Plan pl, int HV, const float* __restrict__ L, float* __restrict__ A) {
+    stage_solve_tril_kernel(Plan pl, int HV, const float* __restrict__ L, float* __restrict__ A) {
   __shared__ float Ls[C][C + 1];
   __shared__ float As[C][C + 1];
   const int64_t gc = blockIdx.x / HV;
@@ -99,8 +99,9 @@ __global__ void __launch_bounds__(C)
 // ---- recompute_w_u: w = A (beta exp(G) k), u = A (beta v); a thread per output column --------------
 template <typename T, typename TG>
 __global__ void __launch_bounds__(256)
-    w_u_kernel(Plan pl, int H, int HV, int K, int V, TensorView k, TensorView v, TensorView beta, DType gdt,
-               const TG* __restrict__ G, const float* __restrict__ A, float* __restrict__ w, float* __restrict__ u) {
+    stage_w_u_kernel(Plan pl, int H, int HV, int K, int V, TensorView k, TensorView v, TensorView beta, DType gdt,
+                     const TG* __restrict__ G, const float* __restrict__ A, float* __restrict__ w,
+                     float* __restrict__ u) {
   __shared__ float As[C][C + 1];
   __shared__ float cw[C], cu[C];
   const int64_t gc = blockIdx.x / HV;
@@ -148,9 +149,9 @@ constexpr int kHSlice = 64;
 
 template <typename T, typename TG>
 __global__ void __launch_bounds__(256)
-    fwd_h_kernel(Plan pl, int H, int HV, int K, int V, StateLayout layout, TensorView k, const float* __restrict__ w,
-                 const float* __restrict__ u, const TG* __restrict__ G, StateRef init, StateRef fin,
-                 float* __restrict__ h, float* __restrict__ v_new) {
+    stage_fwd_h_kernel(Plan pl, int H, int HV, int K, int V, StateLayout layout, TensorView k,
+                       const float* __restrict__ w, const float* __restrict__ u, const TG* __restrict__ G,
+                       StateRef init, StateRef fin, float* __restrict__ h, float* __restrict__ v_new) {
   extern __shared__ float sm[];
   float* S = sm;                // [K][kHSlice]
   float* vs = S + K * kHSlice;  // [C][kHSlice]: v_new_i * exp(G_last - G_i)
@@ -233,9 +234,9 @@ __global__ void __launch_bounds__(256)
 // ---- chunk_fwd_o -----------------------------------------------------------------------------------
 template <typename T, typename TO, int V, typename TG>
 __global__ void __launch_bounds__(256)
-    fwd_o_kernel(Plan pl, int H, int HV, int K, float scale, TensorView q, TensorView k,
-                 const float* __restrict__ v_new, const float* __restrict__ h, const TG* __restrict__ G,
-                 TO* __restrict__ o, int64_t o_st, int64_t o_sh) {
+    stage_fwd_o_kernel(Plan pl, int H, int HV, int K, float scale, TensorView q, TensorView k,
+                       const float* __restrict__ v_new, const float* __restrict__ h, const TG* __restrict__ G,
+                       TO* __restrict__ o, int64_t o_st, int64_t o_sh) {
   extern __shared__ float sm[];
   const int KP = K + 1;
   float* qs = sm;           // [C][K + 1]
@@ -319,10 +320,10 @@ void run_cumsum(const StageCtx& c, TensorView g, DType gdt, GPtr G) {
   const int64_t items = c.pl.max_chunks * c.HV;
   if (items == 0) return;
   if (G.fp64)
-    cumsum_kernel<double><<<grid_1d(items, 128), 128, 0, c.s>>>(c.pl, c.HV, g, gdt, static_cast<double*>(G.p));
+    stage_cumsum_kernel<double><<<grid_1d(items, 128), 128, 0, c.s>>>(c.pl, c.HV, g, gdt, static_cast<double*>(G.p));
   else
-    cumsum_kernel<float><<<grid_1d(items, 128), 128, 0, c.s>>>(c.pl, c.HV, g, gdt, static_cast<float*>(G.p));
-  GDN_CUDA_LAUNCH_CHECK("cumsum_kernel");
+    stage_cumsum_kernel<float><<<grid_1d(items, 128), 128, 0, c.s>>>(c.pl, c.HV, g, gdt, static_cast<float*>(G.p));
+  GDN_CUDA_LAUNCH_CHECK("stage_cumsum_kernel");
 }
 
 // Calls f(T{}, TG{}): the input dtype T, and G's type (fp64 G only with fp32 inputs: the exact forward).
@@ -340,17 +341,17 @@ void run_kkt(const StageCtx& c, TensorView k, DType kdt, TensorView beta, DType 
   by_types(kdt, G, [&](auto tag, auto gtag) {
     using T = decltype(tag);
     using TG = decltype(gtag);
-    allow_smem(kkt_kernel<T, TG>, smem);
-    kkt_kernel<T, TG>
+    allow_smem(stage_kkt_kernel<T, TG>, smem);
+    stage_kkt_kernel<T, TG>
         <<<chunk_blocks(c), 256, smem, c.s>>>(c.pl, c.H, c.HV, c.K, k, beta, gdt, static_cast<const TG*>(G.p), L);
-    GDN_CUDA_LAUNCH_CHECK("kkt_kernel");
+    GDN_CUDA_LAUNCH_CHECK("stage_kkt_kernel");
   });
 }
 
 void run_solve_tril(const StageCtx& c, const float* L, float* A) {
   if (c.pl.max_chunks == 0) return;
-  solve_tril_kernel<<<chunk_blocks(c), C, 0, c.s>>>(c.pl, c.HV, L, A);
-  GDN_CUDA_LAUNCH_CHECK("solve_tril_kernel");
+  stage_solve_tril_kernel<<<chunk_blocks(c), C, 0, c.s>>>(c.pl, c.HV, L, A);
+  GDN_CUDA_LAUNCH_CHECK("stage_solve_tril_kernel");
 }
 
 void run_w_u(const StageCtx& c, TensorView k, TensorView v, DType kvdt, TensorView beta, DType gdt, GPtr G,
@@ -359,9 +360,9 @@ void run_w_u(const StageCtx& c, TensorView k, TensorView v, DType kvdt, TensorVi
   by_types(kvdt, G, [&](auto tag, auto gtag) {
     using T = decltype(tag);
     using TG = decltype(gtag);
-    w_u_kernel<T, TG><<<chunk_blocks(c), 256, 0, c.s>>>(c.pl, c.H, c.HV, c.K, c.V, k, v, beta, gdt,
-                                                        static_cast<const TG*>(G.p), A, w, u);
-    GDN_CUDA_LAUNCH_CHECK("w_u_kernel");
+    stage_w_u_kernel<T, TG><<<chunk_blocks(c), 256, 0, c.s>>>(c.pl, c.H, c.HV, c.K, c.V, k, v, beta, gdt,
+                                                              static_cast<const TG*>(G.p), A, w, u);
+    GDN_CUDA_LAUNCH_CHECK("stage_w_u_kernel");
   });
 }
 
@@ -372,10 +373,10 @@ void run_fwd_h(const StageCtx& c, TensorView k, DType kdt, const float* w, const
   by_types(kdt, G, [&](auto tag, auto gtag) {
     using T = decltype(tag);
     using TG = decltype(gtag);
-    allow_smem(fwd_h_kernel<T, TG>, smem);
-    fwd_h_kernel<T, TG><<<grid_1d(blocks, 1), 256, smem, c.s>>>(c.pl, c.H, c.HV, c.K, c.V, c.layout, k, w, u,
-                                                                static_cast<const TG*>(G.p), init, fin, h, v_new);
-    GDN_CUDA_LAUNCH_CHECK("fwd_h_kernel");
+    allow_smem(stage_fwd_h_kernel<T, TG>, smem);
+    stage_fwd_h_kernel<T, TG><<<grid_1d(blocks, 1), 256, smem, c.s>>>(c.pl, c.H, c.HV, c.K, c.V, c.layout, k, w, u,
+                                                                      static_cast<const TG*>(G.p), init, fin, h, v_new);
+    GDN_CUDA_LAUNCH_CHECK("stage_fwd_h_kernel");
   });
 }
 
@@ -388,10 +389,10 @@ void run_fwd_o(const StageCtx& c, TensorView q, TensorView k, DType qkdt, const 
     using TO = decltype(otag);
     using TG = decltype(gtag);
     constexpr int V = decltype(vtag)::value;
-    allow_smem(fwd_o_kernel<T, TO, V, TG>, smem);
-    fwd_o_kernel<T, TO, V, TG><<<chunk_blocks(c), 256, smem, c.s>>>(
+    allow_smem(stage_fwd_o_kernel<T, TO, V, TG>, smem);
+    stage_fwd_o_kernel<T, TO, V, TG><<<chunk_blocks(c), 256, smem, c.s>>>(
         c.pl, c.H, c.HV, c.K, c.scale, q, k, v_new, h, static_cast<const TG*>(G.p), static_cast<TO*>(o), o_st, o_sh);
-    GDN_CUDA_LAUNCH_CHECK("fwd_o_kernel");
+    GDN_CUDA_LAUNCH_CHECK("stage_fwd_o_kernel");
   };
   auto with_v = [&](auto ttag, auto otag, auto gtag) {
     if (c.V == 64)

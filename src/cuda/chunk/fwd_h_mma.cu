@@ -1,12 +1,14 @@
-// fwd_h: the sequential part. One block per (sequence, value head, BV-wide slice of V, BV = 32 or
-// 64); the fp32 state slice [D][BV] lives in registers (mma accumulator layout) across all chunks of the
-// sequence, and the next chunks' w, k, u, G stream into shared memory (cp.async, 2 or 3 stages)
-// while the current one is computed. Per chunk:
+// fwd_h for D = K = V = 64 on mma.sync: the sequential part. One block per (sequence, value head,
+// BV-wide slice of V, BV = 32 or 64); the fp32 state slice [D][BV] lives in registers (mma
+// accumulator layout) across all chunks of the sequence, and the next chunks' w, k, u, G stream into
+// shared memory (cp.async, 2 or 3 stages) while the current one is computed. Per chunk:
 //   h_c -> workspace (bf16, for fwd_o);  v_new = u - w h_c  (mma);  v_new -> workspace (bf16)
 //   S = exp(G_last) S + k^T (exp(G_last - G_i) v_new_i)   (mma)
 // 8 warps split both products (4 warps: a longer serial chain per chunk, measured slower). BV = 64 halves
 // the re-reads of w and k (every slice block of a head reads them whole: the kernel is bound by
 // L2 bandwidth with BV = 32) but holds one block per SM; BV = 32 suits many short sequences.
+// The kernel is written for any D that is a multiple of 16; D = 128 runs on wgmma (fwd_h_wgmma.cu),
+// so only D = 64 is instantiated. BV and the stage count: ChunkForwardConfig (heuristics.h).
 #include "cuda/chunk/fwd_fast.cuh"
 
 namespace gdn {
@@ -14,8 +16,6 @@ namespace cuda {
 namespace {
 
 constexpr int C = kChunkSize;
-int g_fwd_h_bv = 0;  // 0: chosen by the launcher
-bool g_fwd_h_wgmma = true;
 
 template <int D, int BV, int ST>
 struct HSmem {
@@ -31,7 +31,8 @@ struct HSmem {
 };
 
 template <int D, int BV, int NW, int ST>
-__global__ void __launch_bounds__(NW * 32, 1) fwd_h_kernel(FastBufs b, StateRef init, StateRef fin, bool kmajor) {
+__global__ void __launch_bounds__(NW * 32, 1)
+    chunk_fwd_h_mma_kernel(FastBufs b, StateRef init, StateRef fin, bool kmajor) {
   extern __shared__ __align__(16) char smem_raw[];
   using S = HSmem<D, BV, ST>;
   S& sm = *reinterpret_cast<S*>(smem_raw);
@@ -239,56 +240,30 @@ template <int D, int BV, int NW, int ST>
 void launch(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
   const size_t smem = sizeof(HSmem<D, BV, ST>);
   const int64_t blocks = f.problem.num_seqs * b.HV * (D / BV);
-  auto k = fwd_h_kernel<D, BV, NW, ST>;
+  auto k = chunk_fwd_h_mma_kernel<D, BV, NW, ST>;
   allow_smem(k, smem);
   k<<<grid_1d(blocks, 1), NW * 32, smem, s>>>(b, f.initial_state, f.final_state,
                                               f.problem.state_layout == StateLayout::kKMajor);
-  GDN_CUDA_LAUNCH_CHECK("fwd_h_kernel");
+  GDN_CUDA_LAUNCH_CHECK("chunk_fwd_h_mma_kernel");
 }
-
-int sm_count() { return device_props().sms; }
 
 }  // namespace
 
-void set_fwd_h_bv(int bv) { g_fwd_h_bv = bv == 32 || bv == 64 ? bv : 0; }
-void set_fwd_h_wgmma(bool on) { g_fwd_h_wgmma = on; }
-// Only when the wgmma kernel's blocks (one per SM) leave SMs idle: fwd_o fills those. With more
-// blocks fwd_o's could only take the slots beside them and slow the chains (4x8k, measured on an
-// H200: 1.67 ms after fwd_h, 1.74 ms overlapping it).
-bool fwd_h_signals_ready(const Problem& p) {
-  return p.head_k == 128 && g_fwd_h_wgmma && p.num_seqs * p.num_v_heads * 2 <= sm_count();
-}
-
-template <int D>
-void launch_fwd_h(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
-  if (D == 128 && g_fwd_h_wgmma) {
-    launch_fwd_h_wgmma(b, f, sm_count(), s);
-    return;
-  }
-  // Slices of 32 while the (sequence, head) chains in slices of 64 would leave SMs idle (one long
-  // sequence: latency-bound, each SM runs one block); slices of 64 otherwise (halves the L2
-  // traffic of w and k, which every slice block reads whole).
-  const int64_t chains = f.problem.num_seqs * b.HV;
-  int bv = g_fwd_h_bv;
-  if (bv == 0) bv = chains * (D / 64) < sm_count() ? 32 : 64;
-  // Three stages (one block per SM) for long chains; two (two blocks per SM with BV = 32) when
-  // the average sequence is a few chunks and the prologue/epilogue dominate.
-  const bool long_chains = f.problem.num_tokens >= 4 * kChunkSize * f.problem.num_seqs;
-  if (bv == 64) {
-    if (long_chains)
+void launch_fwd_h_mma(const FastBufs& b, const ForwardArgs& f, const ChunkForwardConfig& cfg, cudaStream_t s) {
+  constexpr int D = 64;
+  const bool three_stages = cfg.fwd_h_stages == 3;  // else 2 (fast_forward checked the config)
+  if (cfg.fwd_h_slice_width == 64) {
+    if (three_stages)
       launch<D, 64, 8, 3>(b, f, s);
     else
       launch<D, 64, 8, 2>(b, f, s);
   } else {
-    if (long_chains)
+    if (three_stages)
       launch<D, 32, 8, 3>(b, f, s);
     else
       launch<D, 32, 8, 2>(b, f, s);
   }
 }
-
-template void launch_fwd_h<64>(const FastBufs&, const ForwardArgs&, cudaStream_t);
-template void launch_fwd_h<128>(const FastBufs&, const ForwardArgs&, cudaStream_t);
 
 }  // namespace cuda
 }  // namespace gdn

@@ -1,0 +1,49 @@
+// Every tuning choice of the tensor-core chunked forward, made in one place from the problem and the
+// device. The library calls chunk_forward_heuristics for each call; tools that time alternatives
+// pass their own ChunkForwardConfig to fast_forward instead (fast_forward checks it).
+#pragma once
+
+#include "cuda/core/device.h"
+#include "gdn/gdn.h"
+
+namespace gdn {
+namespace cuda {
+
+struct ChunkForwardConfig {
+  // fwd_h, the sequential part: each block carries one (sequence, value head, V slice) chain.
+  //   D = 64 (mma.sync, fwd_h_mma.cu): slice width 32 or 64, cp.async ring of 2 or 3 stages.
+  //   D = 128 (wgmma, fwd_h_wgmma.cu): slice width 64 (the wgmma M), ring of 2 or 4 stages.
+  int fwd_h_slice_width = 64;
+  int fwd_h_stages = 2;
+  // fwd_o runs beside fwd_h (programmatic dependent launch, per-chunk ready counters) instead of
+  // after it. Only the wgmma fwd_h (D = 128) signals the counters.
+  bool overlap_o = false;
+};
+
+inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const DeviceProps& dev) {
+  ChunkForwardConfig cfg;
+  const int64_t chains = p.num_seqs * p.num_v_heads;  // (sequence, value head) pairs
+  if (p.head_k == 128) {
+    // Blocks that fit one per SM: the deepest ring (4 stages, 188 KB); more: 2 stages (106.5 KB),
+    // two blocks per SM, each hiding the other's latency.
+    cfg.fwd_h_slice_width = 64;
+    cfg.fwd_h_stages = chains * 2 <= dev.sms ? 4 : 2;
+    // Overlap only when fwd_h's blocks (one per SM) leave SMs idle: fwd_o fills those. With more
+    // blocks fwd_o's could only take the slots beside them and slow the chains (4x8k, measured on
+    // an H200: 1.67 ms after fwd_h, 1.74 ms overlapping it).
+    cfg.overlap_o = chains * 2 <= dev.sms;
+  } else {
+    // Slices of 32 while the chains in slices of 64 would leave SMs idle (one long sequence:
+    // latency-bound, each SM runs one block); slices of 64 otherwise (halves the L2 traffic of w
+    // and k, which every slice block reads whole).
+    cfg.fwd_h_slice_width = chains < dev.sms ? 32 : 64;
+    // Three stages (one block per SM) for long chains; two (two blocks per SM with slices of 32)
+    // when the average sequence is a few chunks and the prologue/epilogue dominate.
+    cfg.fwd_h_stages = p.num_tokens >= 4 * kChunkSize * p.num_seqs ? 3 : 2;
+    cfg.overlap_o = false;
+  }
+  return cfg;
+}
+
+}  // namespace cuda
+}  // namespace gdn

@@ -1,0 +1,83 @@
+// m16n8k16 operand fragments from shared memory (the lane-address patterns of ldmatrix.x4) and the
+// staging of accumulators through shared memory for 16-byte row stores (stmatrix), for the
+// mma.sync kernels of the chunked forward.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "cuda/ptx/copy.cuh"
+#include "cuda/ptx/mma.cuh"
+
+namespace gdn {
+namespace cuda {
+
+// Two floats as a bf16 pair (round to nearest), low half first.
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+// A (16x16, row-major) from smem stored [m][k] (stride in elements).
+__device__ __forceinline__ void frag_a(const __nv_bfloat16* base, int stride, int m0, int k0, uint32_t* a) {
+  const int lane = threadIdx.x % 32;
+  ldsm_x4(smem_u32(base + (m0 + lane % 16) * stride + k0 + (lane / 16) * 8), a[0], a[1], a[2], a[3]);
+}
+// A (16x16) from smem stored transposed, [k][m].
+__device__ __forceinline__ void frag_a_t(const __nv_bfloat16* base, int stride, int m0, int k0, uint32_t* a) {
+  const int lane = threadIdx.x % 32, q = lane / 8, r = lane % 8;
+  ldsm_x4_t(smem_u32(base + (k0 + r + (q / 2) * 8) * stride + m0 + (q % 2) * 8), a[0], a[1], a[2], a[3]);
+}
+// B for two n-tiles (n0, n0 + 8), k 16, from smem stored [n][k]: b[0..1] tile n0, b[2..3] tile n0+8.
+__device__ __forceinline__ void frag_b_nk(const __nv_bfloat16* base, int stride, int n0, int k0, uint32_t* b) {
+  const int lane = threadIdx.x % 32;
+  ldsm_x4(smem_u32(base + (n0 + lane % 8 + (lane / 16) * 8) * stride + k0 + ((lane / 8) % 2) * 8), b[0], b[1], b[2],
+          b[3]);
+}
+// B for two n-tiles from smem stored [k][n].
+__device__ __forceinline__ void frag_b_kn(const __nv_bfloat16* base, int stride, int n0, int k0, uint32_t* b) {
+  const int lane = threadIdx.x % 32, q = lane / 8, r = lane % 8;
+  ldsm_x4_t(smem_u32(base + (k0 + r + (q % 2) * 8) * stride + n0 + (q / 2) * 8), b[0], b[1], b[2], b[3]);
+}
+// Two floats as one 16-bit pair of T (bf16 or fp16), low half first.
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same<T, __half>::value) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    return pack_bf16(lo, hi);
+  }
+}
+// A warp's m16n8 accumulators acc[0..NT) (rows r0..r0 + 15, columns c0 + 8 nt..) times `scale`,
+// rounded to T and stored [row][col] into shared memory (stride in elements) by stmatrix, so that
+// the rows can leave in 16-byte pieces (stage_rows_out) instead of 4-byte pairs 8 rows apart.
+template <typename T, int NT>
+__device__ __forceinline__ void stage_acc(T* base, int stride, int r0, int c0, const float (&acc)[NT][4], float scale) {
+  static_assert(NT % 2 == 0, "pairs of n-tiles");
+  const int lane = threadIdx.x % 32;
+  T* row = base + (r0 + lane % 8 + ((lane / 8) % 2) * 8) * stride + c0 + (lane / 16) * 8;
+#pragma unroll
+  for (int nt = 0; nt < NT; nt += 2)
+    stsm_x4(smem_u32(row + 8 * nt), pack2<T>(scale * acc[nt][0], scale * acc[nt][1]),
+            pack2<T>(scale * acc[nt][2], scale * acc[nt][3]), pack2<T>(scale * acc[nt + 1][0], scale * acc[nt + 1][1]),
+            pack2<T>(scale * acc[nt + 1][2], scale * acc[nt + 1][3]));
+}
+// The 16 x W tile staged by stage_acc (after __syncwarp), 16 bytes per lane: out(i, c, piece)
+// gets row r0 + i (i < rows), columns c0 + c..c0 + c + 7.
+template <typename T, int W, typename Out>
+__device__ __forceinline__ void stage_rows_out(const T* base, int stride, int r0, int c0, int rows, Out out) {
+  static_assert(W % 8 == 0 && 32 % (W / 8) == 0, "whole 16-byte pieces, whole rows per warp step");
+  constexpr int PR = W / 8;  // pieces per row
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int e = lane; e < 16 * PR; e += 32) {
+    const int i = e / PR, c = 8 * (e % PR);
+    if (i < rows) out(i, c, *reinterpret_cast<const uint4*>(base + (r0 + i) * stride + c0 + c));
+  }
+}
+
+}  // namespace cuda
+}  // namespace gdn

@@ -1,0 +1,11 @@
+// Every inline-PTX wrapper of the CUDA backend, by kind:
+//   copy.cuh   cp.async (16 / 8 / 4 bytes, commit, wait) and shared-memory addresses
+//   mma.cuh    ldmatrix, stmatrix, mma.sync m16n8k16
+//   wgmma.cuh  warpgroup MMA (sm_90a): descriptors, the products, fence / commit / wait
+//   sync.cuh   release/acquire hand-off between kernels, programmatic dependent launch
+#pragma once
+
+#include "cuda/ptx/copy.cuh"
+#include "cuda/ptx/mma.cuh"
+#include "cuda/ptx/sync.cuh"
+#include "cuda/ptx/wgmma.cuh"

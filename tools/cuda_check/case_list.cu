@@ -1,0 +1,243 @@
+// The correctness cases of the device check: every path of the forward (tensor-core D = 64 / 128,
+// exact stages for fp32 / K = 256 / K != V), the stage API, and the decode step, over layouts,
+// pools with out-of-range indices, padded rows, extreme gates and int32 / int64 indices.
+#include "check.h"
+
+namespace gdn {
+namespace check {
+
+std::vector<Case> correctness_cases(bool quick) {
+  const std::vector<int64_t> mix = {1, 63, 64, 65, 200, 0, 130, 7, 128};
+  std::vector<Case> cases;
+  {
+    Case c;
+    c.name = "fast bf16 128 vmajor pool";
+    c.lens = mix;
+    c.vmajor = true;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "fast bf16 128 kmajor plain";
+    c.lens = mix;
+    c.fused = false;
+    c.l2 = false;
+    c.gate_in_dtype = true;
+    c.pad = true;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "fast bf16 128 gates x10";
+    c.lens = {300, 17};
+    c.fused = false;
+    c.gscale = 10.f;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "fast bf16 128 gates x0.01";
+    c.lens = {300, 17};
+    c.fused = false;
+    c.gscale = 0.01f;
+    c.H = 4;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "fast fp16 64 vmajor";
+    c.lens = mix;
+    c.dt = DType::kFloat16;
+    c.K = c.V = 64;
+    c.vmajor = true;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "fast fp16 128 kmajor";  // fp16 v (3-pass u) and fp16 o with the wgmma fwd_h
+    c.lens = mix;
+    c.dt = DType::kFloat16;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "exact fp32 128";
+    c.lens = mix;
+    c.dt = DType::kFloat32;
+    c.tol = 1e-4;
+    c.pad = true;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "exact fp32 64 vmajor";
+    c.lens = mix;
+    c.dt = DType::kFloat32;
+    c.K = c.V = 64;
+    c.tol = 1e-4;
+    c.vmajor = true;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "exact bf16 256";
+    c.lens = {70, 5, 129};
+    c.K = c.V = 256;
+    c.H = 1;
+    c.HV = 2;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "exact bf16 K128 V64";
+    c.lens = {70, 5, 129};
+    c.V = 64;
+    c.vmajor = true;
+    cases.push_back(c);
+  }
+  // The stage API's G is fp32: after g = -1e4 its small differences keep ~1e-3 absolute error
+  // (ulp(1e4)), inherent to that format, hence a looser bound than the forward's 1e-4.
+  {
+    Case c;
+    c.name = "stages fp32 128";
+    c.lens = mix;
+    c.dt = DType::kFloat32;
+    c.stages = true;
+    c.l2 = false;
+    c.fused = false;
+    c.tol = 5e-4;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "exact fp32 128 extreme gates";
+    c.lens = mix;
+    c.dt = DType::kFloat32;
+    c.l2 = false;
+    c.fused = false;
+    c.tol = 1e-4;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "stages bf16 64 vmajor";
+    c.lens = mix;
+    c.stages = true;
+    c.l2 = false;
+    c.fused = false;
+    c.K = c.V = 64;
+    c.vmajor = true;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "stages bf16 256";
+    c.lens = {70, 129};
+    c.stages = true;
+    c.l2 = false;
+    c.fused = false;
+    c.K = c.V = 256;
+    c.H = 1;
+    c.HV = 2;
+    cases.push_back(c);
+  }
+  for (int kd : {64, 128, 256})
+    for (bool vm : {false, true}) {
+      Case c;
+      c.name = "decode bf16 " + std::to_string(kd) + (vm ? " vmajor" : " kmajor");
+      c.lens = {1, 1, 3, 0, 1, 2, 1};
+      c.K = c.V = kd;
+      c.vmajor = vm;
+      c.decode = true;
+      cases.push_back(c);
+    }
+  {
+    Case c;
+    c.name = "decode fp32 128 plain";
+    c.lens = {1, 4, 1};
+    c.dt = DType::kFloat32;
+    c.decode = true;
+    c.fused = false;
+    c.tol = 1e-5;
+    cases.push_back(c);
+  }
+  // Many items per warp (the rings wrap around many times), GVA 4, 0-3 tokens per sequence, pool
+  // indices out of range on both sides, int32 and int64 indices.
+  for (bool vm : {false, true}) {
+    Case c;
+    c.name = std::string("decode bf16 128 ") + (vm ? "vmajor" : "kmajor") + " many";
+    for (int n = 0; n < 160; ++n) c.lens.push_back(n % 5 == 0 ? 0 : 1 + n % 3);
+    c.H = 4;
+    c.HV = 16;
+    c.vmajor = vm;
+    c.decode = true;
+    c.oob = true;
+    c.idx32 = !vm;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "decode fp32 128 vmajor plain many";
+    for (int n = 0; n < 64; ++n) c.lens.push_back(n % 4);
+    c.H = c.HV = 8;
+    c.dt = DType::kFloat32;
+    c.vmajor = true;
+    c.decode = true;
+    c.fused = false;
+    c.l2 = false;
+    c.oob = true;
+    c.tol = 1e-5;
+    cases.push_back(c);
+  }
+  if (!quick) {
+    {
+      Case c;
+      c.name = "fast bf16 T=131072";
+      c.lens = {131072};
+      c.H = 1;
+      c.HV = 2;
+      c.pool = false;
+      cases.push_back(c);
+    }
+    {
+      Case c;
+      c.name = "fast bf16 4096 seqs HV=32";
+      c.H = 16;
+      c.HV = 32;
+      c.K = c.V = 64;
+      c.pool = false;
+      for (int n = 0; n < 4096; ++n) c.lens.push_back(1 + (n * 37) % 16);
+      cases.push_back(c);
+    }
+    {
+      Case c;
+      c.name = "decode 4096 pool 8192";
+      c.decode = true;
+      c.H = 8;
+      c.HV = 16;
+      c.K = c.V = 64;
+      c.lens.assign(4096, 1);
+      cases.push_back(c);
+    }
+  }
+  // More (sequence, head, slice) blocks than SMs: the wgmma fwd_h's 2-stage ring (the cases above
+  // have few blocks and take its 4-stage ring).
+  {
+    Case c;
+    c.name = "fast bf16 128 140 seqs";
+    for (int n = 0; n < 140; ++n) c.lens.push_back(1 + (n * 37) % 150);
+    c.vmajor = true;
+    cases.push_back(c);
+  }
+  // The first two (D = 128, few chains: fwd_o overlaps fwd_h) with fwd_o after fwd_h instead.
+  for (int i = 0; i < 2; ++i) {
+    Case c = cases[i];
+    c.name += " seq";
+    c.fwd_o_after = true;
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+}  // namespace check
+}  // namespace gdn

@@ -1,0 +1,78 @@
+// The device check of the CUDA backend (gdn_cuda_check): shared declarations of its files.
+//   check_main.cu   options, the runs and the A/B rows
+//   case_list.cu    the correctness cases
+//   run_case.cu     one case: random inputs, the backend's run, the fp64 oracle (reference/), errors
+//   device_io.cu    host <-> device arrays in a storage dtype (src/common/host_dtype.h)
+//   timing.cu       CUDA-graph timings of the prefill cases (tools/cases.h) and of the decode step
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gdn/gdn.h"
+
+namespace gdn {
+namespace check {
+
+// A CUDA runtime failure ends the check (exit code 2): the device is unusable.
+#define CK(x)                                                                              \
+  do {                                                                                     \
+    cudaError_t e_ = (x);                                                                  \
+    if (e_ != cudaSuccess) {                                                               \
+      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
+      std::exit(2);                                                                        \
+    }                                                                                      \
+  } while (0)
+
+// ---- device_io.cu ----------------------------------------------------------------------------
+// x rounded to the storage dtype (the value the device will read).
+float round_to(DType dtype, float x);
+// rows x row_len host floats as dtype on the device, rows `stride` elements apart (the gaps zero).
+void* upload(const std::vector<float>& x, DType dtype, int64_t rows, int64_t row_len, int64_t stride);
+std::vector<float> download(const void* device, DType dtype, int64_t rows, int64_t row_len, int64_t stride);
+// Indices (cu_seqlens, pool rows) as int32 or int64 on the device.
+void* upload_indices(const std::vector<int64_t>& x, IndexType type);
+
+// ---- run_case.cu / case_list.cu --------------------------------------------------------------
+struct Case {
+  std::string name;
+  std::vector<int64_t> lens;
+  int H = 2, HV = 4, K = 128, V = 128;
+  DType dt = DType::kBFloat16;
+  bool gate_in_dtype = false;
+  bool l2 = true, fused = true, vmajor = false, pool = true, pad = false;
+  bool decode = false;       // recurrent_gated_delta_rule instead of the chunked forward
+  bool stages = false;       // run the stage API chain (no l2norm / fusion)
+  bool idx32 = false;        // int32 cu_seqlens and pool indices (else int64)
+  bool oob = false;          // also pool indices >= num_slots (read as zeros / not written)
+  bool fwd_o_after = false;  // the tensor-core forward with fwd_o after fwd_h (no overlap)
+  double tol = 5e-3;
+  float gscale = 1.f;
+};
+
+// The correctness cases; `quick` leaves out the large ones.
+std::vector<Case> correctness_cases(bool quick);
+// Runs one case on inputs drawn from `rng` against the fp64 oracle and prints one line; false on a
+// failure.
+bool run_case(const Case& c, std::mt19937& rng);
+
+// ---- timing.cu -------------------------------------------------------------------------------
+struct BenchOptions {
+  bool profile = false;  // also the phases of the tensor-core forward (plain launches)
+  FILE* json = nullptr;  // one object per timing, comma-separated
+  bool first = true;     // no comma before the next object
+};
+// One prefill case of the benchmark shape; `label` names it in the output. fwd_o_after: the
+// tensor-core forward with fwd_o after fwd_h (the A/B row of the overlap).
+void bench_prefill(const std::string& label, const std::vector<int64_t>& lens, bool fwd_o_after, BenchOptions& o);
+// The decode step for N sequences (one token each) of the benchmark shape, against the copy rate.
+void bench_decode(int64_t N, bool vmajor, BenchOptions& o);
+
+}  // namespace check
+}  // namespace gdn

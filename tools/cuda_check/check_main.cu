@@ -1,0 +1,114 @@
+// Standalone device check of the CUDA backend (no GoogleTest, no API layer): runs the composed
+// forward, the stage chain and the decode step on random inputs against the fp64 oracle of
+// reference/, and with --bench times the prefill cases of tools/cases.h and the decode step with
+// CUDA graphs. Exit code 1 on any failure, 2 on bad options or a CUDA error.
+// Beside the defaults it runs and times one alternative, as an explicit config of the tensor-core
+// forward: fwd_o after fwd_h instead of overlapping it (" seq" cases, "/seq" timings).
+#include <algorithm>
+#include <cstring>
+
+#include "backend.h"
+#include "cases.h"
+#include "check.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: gdn_cuda_check [--quick] [--decode] [--bench [--no-check] [--profile] [--case NAME] [--json FILE]]\n"
+    "  --quick      leave out the large correctness cases\n"
+    "  --decode     only the decode step: its correctness cases, and with --bench its timings\n"
+    "  --bench      time the prefill cases (CUDA graphs, median of 20) and the decode step\n"
+    "  --no-check   no correctness cases (timings only)\n"
+    "  --profile    with --bench: also the phases of the tensor-core forward (plan, pack, prep, h, o)\n"
+    "  --case NAME  with --bench: time that prefill case only (e.g. under ncu); NAME/seq: its A/B row\n"
+    "  --json FILE  with --bench: the timings as a JSON array\n";
+
+int usage_error(const std::string& what) {
+  std::fprintf(stderr, "gdn_cuda_check: %s\n%s", what.c_str(), kUsage);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace gdn;
+  bool bench = false, quick = false, decode_only = false, no_check = false;
+  check::BenchOptions bo;
+  std::string only_case, json;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (a == "--bench")
+      bench = true;
+    else if (a == "--quick")
+      quick = true;
+    else if (a == "--decode")
+      decode_only = true;
+    else if (a == "--no-check")
+      no_check = true;
+    else if (a == "--profile")
+      bo.profile = true;
+    else if (a == "--case" && has_value)
+      only_case = argv[++i];
+    else if (a == "--json" && has_value)
+      json = argv[++i];
+    else if (a == "--help" || a == "-h")
+      return std::printf("%s", kUsage), 0;
+    else
+      return usage_error("unknown option or missing value: " + a);
+  }
+  const std::vector<tools::PrefillCase> prefill = tools::spec_prefill_cases();
+  auto find_case = [&](const std::string& name) {
+    return std::find_if(prefill.begin(), prefill.end(), [&](const tools::PrefillCase& c) { return c.name == name; });
+  };
+  // --case NAME or NAME/seq (the A/B row).
+  const std::string seq_suffix = "/seq";
+  const bool seq_row = only_case.size() > seq_suffix.size() &&
+                       only_case.compare(only_case.size() - seq_suffix.size(), seq_suffix.size(), seq_suffix) == 0;
+  if (!only_case.empty() &&
+      find_case(seq_row ? only_case.substr(0, only_case.size() - seq_suffix.size()) : only_case) == prefill.end())
+    return usage_error("--case " + only_case + ": no such prefill case (tools/cases.h)");
+  auto timed = [&](const std::string& label) { return only_case.empty() || only_case == label; };
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach a pipe even if the run is cut short
+  if (!cuda::device_available()) {
+    std::printf("no sm_90 CUDA device: skipped\n");
+    return 0;
+  }
+
+  int failures = 0;
+  if (!no_check) {
+    std::vector<check::Case> cases = check::correctness_cases(quick);
+    if (decode_only)
+      cases.erase(std::remove_if(cases.begin(), cases.end(), [](const check::Case& c) { return !c.decode; }),
+                  cases.end());
+    std::mt19937 rng(12345);
+    for (const check::Case& c : cases)
+      if (!check::run_case(c, rng)) ++failures;
+  }
+  std::printf("%s: %d failure(s)\n", failures ? "FAILED" : "PASSED", failures);
+
+  if (bench) {
+    if (!json.empty() && !(bo.json = std::fopen(json.c_str(), "w")))
+      return usage_error("--json " + json + ": cannot write");
+    if (bo.json) std::fprintf(bo.json, "[");
+    if (!decode_only) {
+      // A/B in the same run: fwd_o after fwd_h (/seq) on the cases where the heuristics overlap it
+      // (and 4x8k, where they do not: the two rows must agree).
+      for (const char* name : {"1x4k", "1x32k", "4x8k"}) {
+        const auto c = find_case(name);
+        if (c != prefill.end() && timed(c->name + seq_suffix))
+          check::bench_prefill(c->name + seq_suffix, c->lens, true, bo);
+      }
+      for (const tools::PrefillCase& c : prefill)
+        if (timed(c.name)) check::bench_prefill(c.name, c.lens, false, bo);
+    }
+    if (only_case.empty())
+      for (int64_t n : {1, 64, 256, 1024, 4096})
+        for (bool vm : {true, false}) check::bench_decode(n, vm, bo);
+    if (bo.json) {
+      std::fprintf(bo.json, "]\n");
+      std::fclose(bo.json);
+    }
+  }
+  return failures ? 1 : 0;
+}

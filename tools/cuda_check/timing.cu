@@ -1,0 +1,233 @@
+// Timings of the device check: CUDA-graph replays of the prefill cases (tools/cases.h) and of the
+// decode step, in the benchmark shape of Qwen3-Next (H 16, HV 32, K = V = 128, bf16, qk l2norm).
+#include <algorithm>
+#include <cmath>
+
+#include "backend.h"
+#include "check.h"
+#include "cuda/chunk/fwd_fast.cuh"
+
+namespace gdn {
+namespace check {
+namespace {
+
+constexpr int kBH = 16, kBHV = 32, kBK = 128, kBV = 128;
+
+// Median of `reps` event-timed runs of `run` on `st`, after 3 warm-up runs (ms).
+template <class F>
+float median_ms(cudaStream_t st, int reps, F run) {
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<float> ms;
+  for (int r = 0; r < reps + 3; ++r) {
+    CK(cudaEventRecord(e0, st));
+    run();
+    CK(cudaEventRecord(e1, st));
+    CK(cudaEventSynchronize(e1));
+    float m;
+    CK(cudaEventElapsedTime(&m, e0, e1));
+    if (r >= 3) ms.push_back(m);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// `op` run once eagerly, then captured into a CUDA graph whose replays median_ms times.
+template <class F>
+float graph_median_ms(cudaStream_t st, int reps, F op) {
+  op();
+  CK(cudaStreamSynchronize(st));
+  cudaGraph_t graph;
+  cudaGraphExec_t gx;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+  op();
+  CK(cudaStreamEndCapture(st, &graph));
+  CK(cudaGraphInstantiate(&gx, graph, 0));
+  const float med = median_ms(st, reps, [&] { CK(cudaGraphLaunch(gx, st)); });
+  cudaGraphExecDestroy(gx);
+  cudaGraphDestroy(graph);
+  return med;
+}
+
+std::vector<float> randn(std::mt19937& rng, std::normal_distribution<float>& nd, int64_t count, float s) {
+  std::vector<float> x(count);
+  for (auto& e : x) e = s * nd(rng);
+  return x;
+}
+
+// Device inputs of T tokens: q, k, v (bf16, random), g and beta (fp32, given), o (bf16, unset).
+struct BenchInputs {
+  Problem p;
+  void *q = nullptr, *k = nullptr, *v = nullptr, *g = nullptr, *beta = nullptr, *o = nullptr;
+  cudaStream_t st = nullptr;
+
+  BenchInputs(int64_t T, int64_t N, std::mt19937& rng, std::normal_distribution<float>& nd,
+              const std::vector<float>& g_host, const std::vector<float>& beta_host) {
+    p.num_tokens = T;
+    p.num_seqs = N;
+    p.num_qk_heads = kBH;
+    p.num_v_heads = kBHV;
+    p.head_k = kBK;
+    p.head_v = kBV;
+    p.dtype = DType::kBFloat16;
+    p.gate_dtype = DType::kFloat32;
+    p.scale = 1.f / std::sqrt(float(kBK));
+    p.use_qk_l2norm = true;
+    q = upload(randn(rng, nd, T * kBH * kBK, 1.f), p.dtype, 1, T * kBH * kBK, T * kBH * kBK);
+    k = upload(randn(rng, nd, T * kBH * kBK, 1.f), p.dtype, 1, T * kBH * kBK, T * kBH * kBK);
+    v = upload(randn(rng, nd, T * kBHV * kBV, 1.f), p.dtype, 1, T * kBHV * kBV, T * kBHV * kBV);
+    g = upload(g_host, DType::kFloat32, 1, T * kBHV, T * kBHV);
+    beta = upload(beta_host, DType::kFloat32, 1, T * kBHV, T * kBHV);
+    CK(cudaMalloc(&o, std::max<int64_t>(T * kBHV * kBV * 2, 1)));
+    CK(cudaStreamCreate(&st));
+  }
+  ~BenchInputs() {
+    for (void* x : {q, k, v, g, beta, o}) cudaFree(x);
+    cudaStreamDestroy(st);
+  }
+  BenchInputs(const BenchInputs&) = delete;
+  BenchInputs& operator=(const BenchInputs&) = delete;
+  // The op's arguments with the states `states` (read and written in place).
+  ForwardArgs args(const StateRef& states) const {
+    ForwardArgs f;
+    f.problem = p;
+    f.q = {q, kBH * kBK, kBK};
+    f.k = {k, kBH * kBK, kBK};
+    f.v = {v, kBHV * kBV, kBV};
+    f.g = {g, kBHV, 1};
+    f.beta = {beta, kBHV, 1};
+    f.o = {o, kBHV * kBV, kBV};
+    f.initial_state = states;
+    f.final_state = states;
+    return f;
+  }
+};
+
+void json_object(BenchOptions& o, const std::string& fields) {
+  if (!o.json) return;
+  std::fprintf(o.json, "%s{%s}", o.first ? "" : ",", fields.c_str());
+  o.first = false;
+}
+
+// The phases of the tensor-core forward with config `cfg`: plain launches (no graph), median of 9
+// after 2 warm-up runs.
+void print_phases(const std::string& label, const ForwardArgs& f, const Exec& ex, const cuda::ChunkForwardConfig& cfg) {
+  cuda::PhaseEvents ev;
+  for (auto& e : ev.at) CK(cudaEventCreate(&e));
+  constexpr int kPhases = cuda::PhaseEvents::kCount - 1;
+  std::vector<std::vector<float>> ph(kPhases);
+  for (int r = 0; r < 11; ++r) {
+    cuda::fast_forward(f, ex, cfg, &ev);
+    CK(cudaEventSynchronize(ev.at[kPhases]));
+    if (r < 2) continue;
+    for (int i = 0; i < kPhases; ++i) {
+      float m;
+      CK(cudaEventElapsedTime(&m, ev.at[i], ev.at[i + 1]));
+      ph[i].push_back(m);
+    }
+  }
+  const char* names[kPhases] = {"plan", "pack", "prep", "h", "o"};
+  std::printf("  phases %-8s", label.c_str());
+  for (int i = 0; i < kPhases; ++i) {
+    std::sort(ph[i].begin(), ph[i].end());
+    std::printf("  %s %.3f", names[i], ph[i][ph[i].size() / 2]);
+  }
+  std::printf(" ms\n");
+  for (auto& e : ev.at) cudaEventDestroy(e);
+}
+
+}  // namespace
+
+void bench_prefill(const std::string& label, const std::vector<int64_t>& lens, bool fwd_o_after, BenchOptions& o) {
+  const int64_t N = lens.size();
+  std::vector<int64_t> cu(N + 1, 0);
+  for (int64_t n = 0; n < N; ++n) cu[n + 1] = cu[n] + lens[n];
+  const int64_t T = cu[N];
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  std::vector<float> g(T * kBHV), b(T * kBHV);
+  for (int64_t i = 0; i < T * kBHV; ++i)
+    g[i] = -std::log1p(std::exp(-nd(rng))), b[i] = 1.f / (1.f + std::exp(-nd(rng)));
+  BenchInputs in(T, N, rng, nd, g, b);
+  void* cu_d = upload_indices(cu, IndexType::kInt64);
+  in.p.cu_seqlens = cu_d;
+  in.p.cu_seqlens_type = IndexType::kInt64;
+  const int64_t state_elems = N * kBHV * kBK * kBV;
+  void* S = upload(randn(rng, nd, state_elems, 0.1f), DType::kFloat32, 1, state_elems, state_elems);
+  const ForwardArgs f = in.args({static_cast<float*>(S), N, nullptr, nullptr, IndexType::kInt32});
+  const size_t wsz = cuda::chunk_gated_delta_rule_workspace_size(in.p, 0);
+  void* ws;
+  CK(cudaMalloc(&ws, std::max<size_t>(wsz, 1)));
+  Exec ex;
+  ex.backend = Backend::kCUDA;
+  ex.stream = in.st;
+  ex.workspace = ws;
+  ex.workspace_bytes = wsz;
+  // The library's choices, or (fwd_o_after) the same with fwd_o after fwd_h: an explicit config.
+  cuda::ChunkForwardConfig cfg = cuda::chunk_forward_heuristics(in.p, cuda::device_props());
+  if (fwd_o_after) cfg.overlap_o = false;
+  const float med = graph_median_ms(in.st, 20, [&] {
+    if (fwd_o_after)
+      cuda::fast_forward(f, ex, cfg);
+    else
+      cuda::chunk_gated_delta_rule(f, ex);
+  });
+  std::printf("bench %-8s T=%-7lld %.3f ms  %.1f Mtok/s\n", label.c_str(), (long long)T, med, T / med / 1e3);
+  if (o.profile) print_phases(label, f, ex, cfg);
+  char fields[256];
+  std::snprintf(fields, sizeof fields, "\"name\":\"%s\",\"tokens\":%lld,\"gdn_ms\":%.4f", label.c_str(), (long long)T,
+                med);
+  json_object(o, fields);
+  cudaFree(S);
+  cudaFree(ws);
+  cudaFree(cu_d);
+}
+
+void bench_decode(int64_t N, bool vmajor, BenchOptions& o) {
+  std::mt19937 rng(2);
+  std::normal_distribution<float> nd;
+  BenchInputs in(N, N, rng, nd, std::vector<float>(N * kBHV, -0.1f), std::vector<float>(N * kBHV, 0.5f));
+  in.p.state_layout = vmajor ? StateLayout::kVMajor : StateLayout::kKMajor;
+  const int64_t slots = 2 * N;
+  const size_t sbytes = size_t(slots) * kBHV * kBK * kBV * 4;
+  float* S;
+  CK(cudaMalloc(&S, sbytes));
+  CK(cudaMemset(S, 0, sbytes));
+  std::vector<int64_t> idx(N);
+  for (int64_t n = 0; n < N; ++n) idx[n] = (n * 7919) % slots;  // scattered rows
+  std::sort(idx.begin(), idx.end());
+  idx.erase(std::unique(idx.begin(), idx.end()), idx.end());
+  while ((int64_t)idx.size() < N) idx.push_back(idx.back() + 1);
+  void* idx_d = upload_indices(idx, IndexType::kInt32);
+  const ForwardArgs f = in.args({S, slots, idx_d, nullptr, IndexType::kInt32});
+  Exec ex;
+  ex.backend = Backend::kCUDA;
+  ex.stream = in.st;
+  const float med = graph_median_ms(in.st, 50, [&] { cuda::recurrent_gated_delta_rule(f, ex); });
+  const double bytes = 2.0 * N * kBHV * kBK * kBV * 4;
+  // copy bandwidth on a buffer of the same size
+  void *c0, *c1;
+  CK(cudaMalloc(&c0, bytes / 2));
+  CK(cudaMalloc(&c1, bytes / 2));
+  const float copy_ms =
+      median_ms(in.st, 20, [&] { CK(cudaMemcpyAsync(c1, c0, bytes / 2, cudaMemcpyDeviceToDevice, in.st)); });
+  const double gbps = bytes / (med * 1e6), cbps = bytes / (copy_ms * 1e6);
+  const char* layout = vmajor ? "vmajor" : "kmajor";
+  std::printf("decode N=%-5lld %s %.4f ms  %.0f GB/s  copy %.0f GB/s  (%.0f%%)\n", (long long)N, layout, med, gbps,
+              cbps, 100 * gbps / cbps);
+  char fields[256];
+  std::snprintf(fields, sizeof fields,
+                "\"decode_n\":%lld,\"layout\":\"%s\",\"gdn_ms\":%.4f,\"gdn_GBps\":%.1f,\"copy_GBps\":%.1f",
+                (long long)N, layout, med, gbps, cbps);
+  json_object(o, fields);
+  cudaFree(c0);
+  cudaFree(c1);
+  cudaFree(S);
+  cudaFree(idx_d);
+}
+
+}  // namespace check
+}  // namespace gdn
