@@ -193,6 +193,38 @@ std::vector<Case> forward_cases() {
     c.pool = true;
     c.lens = {300, 1, 64, 129, 7, 65};
   });
+  // The exact split of long sequences (CUDA, K = V = 128, few chains: chunk/split.cuh). With 132
+  // SMs (H200) the heuristics cut these into parts of 8 chunks (test_heuristics checks the counts):
+  // one sequence of 3 and of 8 parts; a ragged batch with 12 parts, 2 parts ending mid-chunk, one
+  // token and an empty sequence; g = 0 (nothing decays: M_p is far from 0), resets (g = -1e4),
+  // pools in both layouts, fp16 and no initial state.
+  for (int64_t T : {1500, 4000})
+    add([&](Case& c) {
+      c.H = 1, c.HV = 2, c.K = c.V = 128;
+      c.dtype = DType::kBFloat16;
+      c.lens = {T};
+    });
+  for (GateKind gate : {GateKind::kLogSigmoid, GateKind::kZero, GateKind::kMixedExtreme})
+    add([&](Case& c) {
+      c.H = 1, c.HV = 2, c.K = c.V = 128;
+      c.dtype = DType::kBFloat16;
+      c.gate = gate;
+      c.pool = true;
+      c.lens = {6000, 700, 1, 0};
+    });
+  add([](Case& c) {
+    c.H = 1, c.HV = 2, c.K = c.V = 128;
+    c.dtype = DType::kFloat16;
+    c.pool = true;
+    c.layout = StateLayout::kVMajor;
+    c.lens = {6000, 700, 1, 0};
+  });
+  add([](Case& c) {
+    c.H = 2, c.HV = 4, c.K = c.V = 128;
+    c.dtype = DType::kBFloat16;
+    c.initial_state = false;
+    c.lens = {3000};
+  });
   return cs;
 }
 

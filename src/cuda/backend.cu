@@ -127,7 +127,7 @@ size_t stage_workspace_size(const Problem& p, int /*num_threads*/) { return plan
 
 size_t chunk_gated_delta_rule_workspace_size(const Problem& p, int /*num_threads*/) {
   check_dims("chunk_gated_delta_rule_workspace_size", p);
-  if (fast_path_supported(p)) return fast_workspace_size(p);
+  if (fast_path_supported(p)) return fast_workspace_size(p, chunk_forward_heuristics(p, device_props()));
   return exact_ws(p, nullptr, nullptr, nullptr);
 }
 

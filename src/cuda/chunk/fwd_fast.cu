@@ -6,7 +6,8 @@ namespace gdn {
 namespace cuda {
 namespace {
 
-size_t carve(const Problem& p, void* base, FastBufs* b, char** plan_mem) {
+size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBufs* b, SplitBufs* sp,
+             char** plan_mem) {
   const int64_t T = p.num_tokens, HV = p.num_v_heads, H = p.num_qk_heads, D = p.head_k;
   const int64_t mc = chunk_bound(T, p.num_seqs);
   Carver c(base);
@@ -20,6 +21,18 @@ size_t carve(const Problem& p, void* base, FastBufs* b, char** plan_mem) {
   __nv_bfloat16* v_new = c.take<__nv_bfloat16>(T * HV * D);
   __nv_bfloat16* h = c.take<__nv_bfloat16>(mc * HV * D * D);
   int* ready = c.take<int>(mc * HV);
+  // The split's part states and summaries (split.cuh): [N, P_max, HV, D, D] fp32 each.
+  const int64_t part_elems = cfg.split_chunks_per_part > 0 ? p.num_seqs * cfg.split_max_parts * HV * D * D : 0;
+  float* part_state = c.take<float>(part_elems);
+  float* summary_b = c.take<float>(part_elems);
+  float* summary_m = c.take<float>(part_elems);
+  if (sp) {
+    sp->chunks_per_part = cfg.split_chunks_per_part;
+    sp->max_parts = cfg.split_chunks_per_part > 0 ? cfg.split_max_parts : 1;
+    sp->part_state = part_state;
+    sp->summary_b = summary_b;
+    sp->summary_m = summary_m;
+  }
   if (b) {
     b->T = T;
     b->H = p.num_qk_heads;
@@ -60,6 +73,18 @@ void check_config(const Problem& p, const ChunkForwardConfig& cfg) {
                 "; got fwd_h_slice_width = " + std::to_string(w) + ", fwd_h_stages = " + std::to_string(st));
   if (cfg.overlap_o && !wgmma)
     throw Error("fast_forward: overlap_o needs the wgmma fwd_h (D = 128), which signals fwd_o; D = 64 runs it after");
+  if (cfg.split_chunks_per_part < 0 || (cfg.split_chunks_per_part > 0 && !wgmma))
+    throw Error("fast_forward: split_chunks_per_part must be 0, or positive with the wgmma fwd_h (D = 128); got " +
+                std::to_string(cfg.split_chunks_per_part));
+  if (cfg.split_chunks_per_part > 0) {
+    const int64_t max_chunks = (p.num_tokens + kChunkSize - 1) / kChunkSize;
+    if (int64_t(cfg.split_max_parts) * cfg.split_chunks_per_part < max_chunks ||
+        (cfg.split_summary_stages != 2 && cfg.split_summary_stages != 4))
+      throw Error("fast_forward: split_max_parts x split_chunks_per_part must cover ceil(T / 64) = " +
+                  std::to_string(max_chunks) + " chunks and split_summary_stages be 2 or 4; got " +
+                  std::to_string(cfg.split_max_parts) + " x " + std::to_string(cfg.split_chunks_per_part) + ", " +
+                  std::to_string(cfg.split_summary_stages));
+  }
 }
 
 }  // namespace
@@ -69,15 +94,18 @@ bool fast_path_supported(const Problem& p) {
          (p.head_k == 64 || p.head_k == 128);
 }
 
-size_t fast_workspace_size(const Problem& p) { return carve(p, nullptr, nullptr, nullptr); }
+size_t fast_workspace_size(const Problem& p, const ChunkForwardConfig& cfg) {
+  return carve(p, cfg, nullptr, nullptr, nullptr, nullptr);
+}
 
 void fast_forward(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg, const PhaseEvents* phases) {
   const Problem& p = f.problem;
   check_config(p, cfg);
   cudaStream_t s = stream_of(exec);
   FastBufs b = {};
+  SplitBufs sp;
   char* pm = nullptr;
-  carve(p, exec.workspace, &b, &pm);
+  carve(p, cfg, exec.workspace, &b, &sp, &pm);
   mark(phases, 0, s);
   b.pl = build_plan(p, pm, s);
   mark(phases, 1, s);
@@ -110,7 +138,11 @@ void fast_forward(const ForwardArgs& f, const Exec& exec, const ChunkForwardConf
   if (D == 128) {
     launch_fwd_prep<128>(b, f, s);
     mark(phases, 3, s);
-    launch_fwd_h_wgmma(b, f, cfg, s);
+    if (sp.chunks_per_part > 0) {  // the exact split: summaries, scan, then the chains per part
+      launch_fwd_h_wgmma_summary(b, sp, f, cfg, s);
+      launch_split_scan(b.pl, sp, p.num_seqs, b.HV, s);
+    }
+    launch_fwd_h_wgmma(b, sp, f, cfg, s);
     mark(phases, 4, s);
     launch_fwd_o<128>(b, f, s);
   } else {

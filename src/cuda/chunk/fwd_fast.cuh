@@ -8,13 +8,15 @@
 // The tuning choices come in a ChunkForwardConfig (heuristics.h), never from global state.
 #pragma once
 #include "cuda/chunk/heuristics.h"
+#include "cuda/chunk/split.cuh"
 #include "cuda/core/common.cuh"
 
 namespace gdn {
 namespace cuda {
 
 bool fast_path_supported(const Problem& p);
-size_t fast_workspace_size(const Problem& p);
+// Workspace of a fast forward run with `cfg` (the split's buffers depend on it).
+size_t fast_workspace_size(const Problem& p, const ChunkForwardConfig& cfg);
 
 // Phase timing for the device check: fast_forward records at[0] before the plan and at[i + 1]
 // after phase i (plan, q/k packing, prep, h, o).
@@ -62,9 +64,16 @@ void launch_fwd_o(const FastBufs& b, const ForwardArgs& f, cudaStream_t s);
 // fwd_h for D = 64 on mma.sync: one block per (sequence, value head, cfg.fwd_h_slice_width-wide V
 // slice). It never signals b.ready (b.ready must be null).
 void launch_fwd_h_mma(const FastBufs& b, const ForwardArgs& f, const ChunkForwardConfig& cfg, cudaStream_t s);
-// fwd_h for D = 128 on wgmma: one warpgroup per (sequence, value head, 64-wide V slice). It
-// signals b.ready per chunk when b.ready is set (fwd_o then overlaps it).
-void launch_fwd_h_wgmma(const FastBufs& b, const ForwardArgs& f, const ChunkForwardConfig& cfg, cudaStream_t s);
+// fwd_h for D = 128 on wgmma: one warpgroup per (sequence, part, value head, 64-wide V slice);
+// one part per sequence without a split (sp.chunks_per_part = 0). It signals b.ready per chunk
+// when b.ready is set (fwd_o then overlaps it).
+void launch_fwd_h_wgmma(const FastBufs& b, const SplitBufs& sp, const ForwardArgs& f, const ChunkForwardConfig& cfg,
+                        cudaStream_t s);
+// The split's scan (split_scan.cu): every part's exact initial state from the summaries.
+void launch_split_scan(const Plan& pl, const SplitBufs& sp, int64_t num_seqs, int HV, cudaStream_t s);
+// The split's summary pass (split.cuh): the same chain per (sequence, part, head, slice of V + K).
+void launch_fwd_h_wgmma_summary(const FastBufs& b, const SplitBufs& sp, const ForwardArgs& f,
+                                const ChunkForwardConfig& cfg, cudaStream_t s);
 
 }  // namespace cuda
 }  // namespace gdn

@@ -72,9 +72,15 @@ static_assert(sizeof(__nv_bfloat16) * kC * kD % 1024 == 0, "stages stay 1024-ali
 __device__ __forceinline__ float bf_lo(uint32_t x) { return __uint_as_float(x << 16); }
 __device__ __forceinline__ float bf_hi(uint32_t x) { return __uint_as_float(x & 0xFFFF0000u); }
 
-template <int ST>
+// kSummary: the exact split's summary pass (split.cuh): blocks of (sequence, part, head, slice of
+// V + K): part 0 runs from the initial state and leaves S_1; parts 1 .. parts - 2 run from zero
+// (slices 0, 1 -> B_p) and on the identity with u = 0 (slices 2, 3 -> M_p); nothing else is stored.
+// Otherwise blocks of (sequence, part, head, slice of V), each part from its exact initial state
+// (the pool row for part 0, S_p of the scan for the others); the last part writes the final state.
+// Without a split every sequence is one part.
+template <int ST, bool kSummary>
 __global__ void __launch_bounds__(128, 1)
-    chunk_fwd_h_wgmma_kernel(FastBufs b, StateRef init, StateRef fin, bool kmajor) {
+    chunk_fwd_h_wgmma_kernel(FastBufs b, SplitBufs sp, StateRef init, StateRef fin, bool kmajor) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __trap();  // wgmma needs sm_90a; the library is built for it only
 #else
@@ -86,12 +92,25 @@ __global__ void __launch_bounds__(128, 1)
   // fwd_o may start now: its blocks wait for b.ready per chunk (this kernel never waits for it).
   pdl_launch_dependents();
   const int HV = b.HV;
+  constexpr int kSlices = kSummary ? 4 : 2;  // 64-wide column slices per (part, head)
   const int64_t item = blockIdx.x;
-  const int sl = static_cast<int>(item % 2);
-  const int hv = static_cast<int>((item / 2) % HV);
-  const int64_t n = item / (2 * int64_t(HV));
+  const int sl = static_cast<int>(item % kSlices);
+  const int hv = static_cast<int>((item / kSlices) % HV);
+  const int64_t part = (item / (kSlices * int64_t(HV))) % sp.max_parts;
+  const int64_t n = item / (kSlices * int64_t(HV) * sp.max_parts);
   const int hk = hv / (HV / b.H);
-  const int v0 = sl * kBV;
+  const SeqChunks sc = seq_chunks(b.pl, n);
+  const int64_t parts = split_parts_of(sc.count, sp.chunks_per_part, sp.max_parts);
+  // The sequence, recomputed at the end from the block index: the chain loop runs at 255
+  // registers, and keeping n live across it spills.
+  auto seq_of_block = [&]() { return int64_t(blockIdx.x) / (kSlices * int64_t(HV) * sp.max_parts); };
+  // Whether the part is its sequence's last, kept in shared memory for the same reason.
+  __shared__ int last_part_flag;
+  if (threadIdx.x == 0) last_part_flag = part == parts - 1;
+  if (part >= (kSummary ? parts - 1 : parts)) return;  // no such part (the last needs no summary)
+  const bool transition = kSummary && sl >= 2;        // M_p's columns: the identity's chain, u = 0
+  if (transition && part == 0) return;                // part 0 needs no M
+  const int v0 = (transition ? sl - 2 : sl) * kBV;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   // ldmatrix / stmatrix lane roles for a 16 x 16 tile: matrix lm = lane / 8, row lr = lane % 8;
   // a tile's rows are (16 i + 8 (lm / 2) + lr), its 16-byte chunk of the slice 2 warp + lm % 2.
@@ -99,10 +118,19 @@ __global__ void __launch_bounds__(128, 1)
   const int64_t DD = int64_t(kD) * kD;
 
   // S^T accumulator: st[4 j + 2 hh + e] = S[kk = 8 j + 2 t + e][vv = v0 + 16 warp + g + 8 hh], j < 16.
+  // The part's initial state: the pool row (part 0), the scan's S_p (K-major, later parts of the
+  // full pass), zero (B_p) or the identity (M_p).
   float st[64];
   {
-    const int64_t r = state_row(init, n);
-    const float* base = r >= 0 ? init.data + (r * HV + hv) * DD : nullptr;
+    const float* base = nullptr;
+    bool base_kmajor = kmajor;
+    if (part == 0) {
+      const int64_t r = state_row(init, n);
+      if (r >= 0) base = init.data + (r * HV + hv) * DD;
+    } else if (!kSummary) {
+      base = sp.part_state + ((n * sp.max_parts + part) * HV + hv) * DD;
+      base_kmajor = true;
+    }
 #pragma unroll
     for (int j = 0; j < 16; ++j)
 #pragma unroll
@@ -110,12 +138,16 @@ __global__ void __launch_bounds__(128, 1)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int kk = 8 * j + 2 * t + e, vv = v0 + 16 * warp + g + 8 * hh;
-          st[4 * j + 2 * hh + e] = base ? base[kmajor ? int64_t(kk) * kD + vv : int64_t(vv) * kD + kk] : 0.f;
+          float x = base ? base[base_kmajor ? int64_t(kk) * kD + vv : int64_t(vv) * kD + kk] : 0.f;
+          if (transition) x = kk == vv ? 1.f : 0.f;
+          st[4 * j + 2 * hh + e] = x;
         }
   }
 
-  const SeqChunks sc = seq_chunks(b.pl, n);
-  const int64_t c0 = sc.c0, nch = sc.count, tb = sc.tb, te = sc.te;
+  // The part's chunks: [part Q, (part + 1) Q) of the sequence's, the last part up to its end.
+  const int64_t cb = part * sp.chunks_per_part;
+  const int64_t c0 = sc.c0 + cb, nch = (part == parts - 1 ? sc.count : cb + sp.chunks_per_part) - cb;
+  const int64_t tb = sc.tb + cb * kC, te = sc.te;
 
   // Chunk c's w, k (rows of 16 chunks of 16 bytes), u (this slice: 8 chunks per row), G, rk.
   auto prefetch = [&](int64_t c, int s) {
@@ -131,11 +163,13 @@ __global__ void __launch_bounds__(128, 1)
       cp_async16(ws + off, b.w + (tt * HV + hv) * kD + ch * 8, ok ? 16 : 0);
       cp_async16(ks + off, b.k + tt * b.k_st + hk * b.k_sh + ch * 8, ok ? 16 : 0);
     }
+    if (!transition) {
 #pragma unroll
-    for (int it = 0; it < kC * kBV / 8 / 128; ++it) {
-      const int p = tid + 128 * it, r = p / 8, ch = p % 8;
-      const bool ok = r < len;
-      cp_async16(us + sw128(r, ch), b.u + ((t0 + (ok ? r : 0)) * HV + hv) * kD + v0 + ch * 8, ok ? 16 : 0);
+      for (int it = 0; it < kC * kBV / 8 / 128; ++it) {
+        const int p = tid + 128 * it, r = p / 8, ch = p % 8;
+        const bool ok = r < len;
+        cp_async16(us + sw128(r, ch), b.u + ((t0 + (ok ? r : 0)) * HV + hv) * kD + v0 + ch * 8, ok ? 16 : 0);
+      }
     }
     if (tid < kC) {
       const bool ok = tid < len;
@@ -182,11 +216,14 @@ __global__ void __launch_bounds__(128, 1)
     cp_async_wait<ST - 2>();
     fence_proxy_async();  // this thread's landed cp.async writes -> visible to wgmma (async proxy)
     __syncthreads();      // B1: chunk c complete for all; h staging holds h_c; stage (c - 1) % ST free
-    if (c > 0 && tid == 0 && b.ready) signal_release(b.ready + (gc - 1) * HV + hv);  // h, v_new of c - 1 stored
+    if (!kSummary && c > 0 && tid == 0 && b.ready) signal_release(b.ready + (gc - 1) * HV + hv);  // h, v_new of c - 1 stored
 
     // acc = u^T: acc[4 j + 2 hh + e] = u[token 8 j + 2 t + e][v0 + 16 warp + g + 8 hh], j < 8.
     float acc[32];
-    {
+    if (transition) {
+#pragma unroll
+      for (int i = 0; i < 32; ++i) acc[i] = 0.f;
+    } else {
       const uint32_t us = smem_u32(sm.u[s]);
 #pragma unroll
       for (int p = 0; p < 4; ++p) {
@@ -242,7 +279,7 @@ __global__ void __launch_bounds__(128, 1)
 #pragma unroll
     for (int i = 0; i < 64; ++i) st[i] *= dl;
     // h_c -> workspace (K-major [kk][vv], 16-byte pieces), then the next prefetch.
-    {
+    if (!kSummary) {
       __nv_bfloat16* hg = b.h + (gc * HV + hv) * DD + v0;
       const char* hs = reinterpret_cast<const char*>(sm.h);
 #pragma unroll
@@ -297,7 +334,7 @@ __global__ void __launch_bounds__(128, 1)
       }
     }
     __syncthreads();  // B2: v staging complete; every thread's reads of the h staging done
-    {
+    if (!kSummary) {
       const char* vsp = reinterpret_cast<const char*>(sm.v);
 #pragma unroll
       for (int it = 0; it < kC * kBV / 8 / 128; ++it) {
@@ -314,14 +351,26 @@ __global__ void __launch_bounds__(128, 1)
     if (++s == ST) s = 0;
   }
   cp_async_wait<0>();
-  if (nch > 0 && b.ready) {
+  if (!kSummary && nch > 0 && b.ready) {
     __syncthreads();  // the last chunk's v_new stores
     if (tid == 0) signal_release(b.ready + (c0 + nch - 1) * HV + hv);
   }
 
-  const int64_t r = state_row(fin, n);
-  if (r >= 0) {
-    float* base = fin.data + (r * HV + hv) * DD;
+  // The end state: a summary (S_1 from part 0, else B_p or M_p; K-major fp32), or the final
+  // state from the sequence's last part.
+  float* base = nullptr;
+  bool out_kmajor = kmajor;
+  if (kSummary) {
+    float* dst = part == 0 ? sp.part_state + (n * sp.max_parts + 1) * HV * DD
+                           : (transition ? sp.summary_m : sp.summary_b) + (n * sp.max_parts + part) * HV * DD;
+    base = dst + hv * DD;
+    out_kmajor = true;
+  } else {
+    __syncthreads();  // last_part_flag, set before the loop, seen by every thread
+    const int64_t r = last_part_flag ? state_row(fin, seq_of_block()) : -1;
+    if (r >= 0) base = fin.data + (r * HV + hv) * DD;
+  }
+  if (base) {
 #pragma unroll
     for (int j = 0; j < 16; ++j)
 #pragma unroll
@@ -329,31 +378,40 @@ __global__ void __launch_bounds__(128, 1)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int kk = 8 * j + 2 * t + e, vv = v0 + 16 * warp + g + 8 * hh;
-          base[kmajor ? int64_t(kk) * kD + vv : int64_t(vv) * kD + kk] = st[4 * j + 2 * hh + e];
+          base[out_kmajor ? int64_t(kk) * kD + vv : int64_t(vv) * kD + kk] = st[4 * j + 2 * hh + e];
         }
   }
 #endif
 }
 
-template <int ST>
-void launch_wg(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
+template <int ST, bool kSummary>
+void launch_wg(const FastBufs& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s) {
   const size_t smem = sizeof(WgSmem<ST>) + 1024;  // + alignment slack
-  const int64_t blocks = f.problem.num_seqs * b.HV * (kD / kBV);
-  auto k = chunk_fwd_h_wgmma_kernel<ST>;
+  const int64_t blocks = f.problem.num_seqs * sp.max_parts * b.HV * (kSummary ? 4 : 2);
+  auto k = chunk_fwd_h_wgmma_kernel<ST, kSummary>;
   allow_smem(k, smem);
-  k<<<grid_1d(blocks, 1), 128, smem, s>>>(b, f.initial_state, f.final_state,
+  k<<<grid_1d(blocks, 1), 128, smem, s>>>(b, sp, f.initial_state, f.final_state,
                                           f.problem.state_layout == StateLayout::kKMajor);
-  GDN_CUDA_LAUNCH_CHECK("chunk_fwd_h_wgmma_kernel");
+  GDN_CUDA_LAUNCH_CHECK(kSummary ? "chunk_fwd_h_wgmma_kernel (split summary)" : "chunk_fwd_h_wgmma_kernel");
 }
 
 }  // namespace
 
-void launch_fwd_h_wgmma(const FastBufs& b, const ForwardArgs& f, const ChunkForwardConfig& cfg, cudaStream_t s) {
+void launch_fwd_h_wgmma(const FastBufs& b, const SplitBufs& sp, const ForwardArgs& f, const ChunkForwardConfig& cfg,
+                        cudaStream_t s) {
   // 4 stages (188 KB, one block per SM) or 2 (106.5 KB, two per SM): chunk_forward_heuristics.
   if (cfg.fwd_h_stages == 4)
-    launch_wg<4>(b, f, s);
+    launch_wg<4, false>(b, sp, f, s);
   else
-    launch_wg<2>(b, f, s);
+    launch_wg<2, false>(b, sp, f, s);
+}
+
+void launch_fwd_h_wgmma_summary(const FastBufs& b, const SplitBufs& sp, const ForwardArgs& f,
+                                const ChunkForwardConfig& cfg, cudaStream_t s) {
+  if (cfg.split_summary_stages == 4)
+    launch_wg<4, true>(b, sp, f, s);
+  else
+    launch_wg<2, true>(b, sp, f, s);
 }
 
 }  // namespace cuda

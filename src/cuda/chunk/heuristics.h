@@ -18,7 +18,38 @@ struct ChunkForwardConfig {
   // fwd_o runs beside fwd_h (programmatic dependent launch, per-chunk ready counters) instead of
   // after it. Only the wgmma fwd_h (D = 128) signals the counters.
   bool overlap_o = false;
+  // Exact split of long sequences into parts of split_chunks_per_part chunks (chunk/split.cuh;
+  // D = 128 only); 0: none. split_max_parts: the parts per sequence the grids cover (at least
+  // ceil(chunks of the longest possible sequence / split_chunks_per_part)); the summary pass runs
+  // its chains with split_summary_stages ring stages.
+  int split_chunks_per_part = 0;
+  int split_max_parts = 1;
+  int split_summary_stages = 2;
 };
+
+// The split: worth it when the (sequence, head) chains leave at least 3 parts' worth of SMs idle
+// (the summary pass doubles the chain work of all parts but the last, so the chain's latency
+// shrinks by about parts / 2), with parts of at least 8 chunks (a part's fixed cost: loading and
+// storing its state, the ring's fill) and at most 16 parts (the scan over the parts is serial).
+inline void choose_split(const Problem& p, const DeviceProps& dev, ChunkForwardConfig& cfg) {
+  const int64_t blocks = p.num_seqs * p.num_v_heads * 2;  // chain blocks without a split
+  if (p.head_k != 128 || p.num_seqs <= 0 || blocks <= 0) return;
+  const int64_t parts_fit = dev.sms / blocks;
+  if (parts_fit < 3) return;
+  const int64_t parts = parts_fit < 16 ? parts_fit : 16;
+  const int64_t avg_chunks = (p.num_tokens + p.num_seqs * kChunkSize - 1) / (p.num_seqs * kChunkSize);
+  int64_t q = (avg_chunks + parts - 1) / parts;
+  if (q < 8) q = 8;
+  if (avg_chunks < 3 * q) return;  // fewer than 3 parts: the summary pass would cost what it saves
+  // Any one sequence has at most ceil(T / 64) chunks.
+  const int64_t max_chunks = (p.num_tokens + kChunkSize - 1) / kChunkSize;
+  cfg.split_chunks_per_part = static_cast<int>(q);
+  cfg.split_max_parts = static_cast<int>((max_chunks + q - 1) / q);
+  const int64_t full_blocks = blocks * cfg.split_max_parts;
+  cfg.fwd_h_stages = full_blocks <= dev.sms ? 4 : 2;
+  cfg.overlap_o = full_blocks <= dev.sms;
+  cfg.split_summary_stages = full_blocks * 2 <= dev.sms ? 4 : 2;
+}
 
 inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const DeviceProps& dev) {
   ChunkForwardConfig cfg;
@@ -32,6 +63,7 @@ inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const Devic
     // blocks fwd_o's could only take the slots beside them and slow the chains (4x8k, measured on
     // an H200: 1.67 ms after fwd_h, 1.74 ms overlapping it).
     cfg.overlap_o = chains * 2 <= dev.sms;
+    choose_split(p, dev, cfg);
   } else {
     // Slices of 32 while the chains in slices of 64 would leave SMs idle (one long sequence:
     // latency-bound, each SM runs one block); slices of 64 otherwise (halves the L2 traffic of w

@@ -1,0 +1,44 @@
+// Exact splitting of long sequences across SMs (SPEC section 3: "each chunk is an affine map of
+// the state"). Chosen by the chunk forward's heuristics when the (sequence, value head) chains
+// would leave most SMs idle; D = K = V = 128 (the wgmma chain) only.
+//
+// A sequence of `count` chunks is cut into parts of Q = chunks_per_part chunks (the last part
+// shorter); part p covers its chunks [p Q, min((p + 1) Q, count)). Each chunk maps the state
+// S [K x V] as S -> M_c S + B_c with M_c = e^{G_last} I - k~^T w [K x K] and B_c = k~^T u [K x V]
+// (k~_i = e^{G_last - G_i} k_i); a part composes its chunks' maps into (M_p, B_p). Three passes:
+//   1. summary (the wgmma chain kernel, summary mode; parts run in parallel): part 0 runs from
+//      the sequence's initial state and its end state is S_1; part p in 1 .. parts - 2 runs its
+//      chain from zero (-> B_p, V columns) and on the identity with u = 0 (-> M_p, K columns).
+//      The last part needs no summary.
+//   2. scan (split_scan.cu): S_{p+1} = M_p S_p + B_p in fp32, sequential over the parts.
+//   3. the chain kernel as without the split, one block per (part, head, slice), each part from
+//      its exact initial state S_p; h, v_new per chunk and, from the last part, the final state.
+// Nothing is truncated: the result equals the unsplit chain up to rounding for any gates
+// (also g = 0, where nothing decays). No atomics: bitwise deterministic.
+// Host-compatible (the heuristics' tests include it); the scan's launcher is in fwd_fast.cuh.
+#pragma once
+#include <cstdint>
+
+#include "common/spec_math.h"
+
+namespace gdn {
+namespace cuda {
+
+struct SplitBufs {
+  int chunks_per_part = 0;  // Q; 0: no split
+  int max_parts = 1;        // parts per sequence that the grids cover (P_max)
+  float* part_state = nullptr;  // [N, P_max, HV, K, V] fp32 K-major: exact state at part p's start (p >= 1)
+  float* summary_b = nullptr;   // [N, P_max, HV, K, V] fp32 K-major: part p's end state from zero
+  float* summary_m = nullptr;   // [N, P_max, HV, K, K] fp32: part p's transition M_p
+};
+
+// Parts of a sequence of `count` chunks (at least 1: an empty sequence is one empty part).
+GDN_HOST_DEVICE inline int64_t split_parts_of(int64_t count, int chunks_per_part, int max_parts) {
+  if (chunks_per_part <= 0) return 1;
+  int64_t p = (count + chunks_per_part - 1) / chunks_per_part;
+  if (p < 1) p = 1;
+  return p < max_parts ? p : max_parts;
+}
+
+}  // namespace cuda
+}  // namespace gdn

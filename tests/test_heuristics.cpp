@@ -1,0 +1,89 @@
+// The CUDA chunk forward's choices (chunk_forward_heuristics), checked on the host for an H200's
+// 132 SMs: when the exact split cuts sequences into parts and how many; the parts of the split
+// cases of test_forward (which run them on the GPU); and that the grids cover every chunk.
+// Host code only: runs wherever the CUDA backend is built, GPU or not.
+#include <gtest/gtest.h>
+
+#include "cuda/chunk/heuristics.h"
+#include "cuda/chunk/split.cuh"
+
+namespace gdn {
+namespace test {
+namespace {
+
+cuda::DeviceProps h200() {
+  cuda::DeviceProps d;
+  d.sms = 132;
+  return d;
+}
+
+Problem problem(int H, int HV, int64_t T, int64_t N, int D = 128) {
+  Problem p;
+  p.num_qk_heads = H;
+  p.num_v_heads = HV;
+  p.num_tokens = T;
+  p.num_seqs = N;
+  p.head_k = p.head_v = D;
+  p.dtype = DType::kBFloat16;
+  return p;
+}
+
+int64_t parts_of(const cuda::ChunkForwardConfig& cfg, int64_t len) {
+  return cuda::split_parts_of((len + kChunkSize - 1) / kChunkSize, cfg.split_chunks_per_part, cfg.split_max_parts);
+}
+
+TEST(Heuristics, SplitOnlyWhenChainsLeaveSMsIdle) {
+  // SPEC cases at H = 16, HV = 32: 64+ chain blocks; a split would not pay.
+  for (int64_t N : {1, 4, 8, 64, 256})
+    EXPECT_EQ(0, cuda::chunk_forward_heuristics(problem(16, 32, 32768, N), h200()).split_chunks_per_part) << N;
+  // D = 64 has no split (mma.sync fwd_h).
+  EXPECT_EQ(0, cuda::chunk_forward_heuristics(problem(2, 4, 32768, 1, 64), h200()).split_chunks_per_part);
+  // Short sequences: fewer than 3 parts of 8 chunks.
+  EXPECT_EQ(0, cuda::chunk_forward_heuristics(problem(1, 2, 1400, 1), h200()).split_chunks_per_part);
+}
+
+TEST(Heuristics, TensorParallelSlicesSplit) {
+  // TP4 (HV = 8) and TP8 (HV = 4) on one 32k sequence: 16 and 8 chain blocks.
+  const auto tp4 = cuda::chunk_forward_heuristics(problem(4, 8, 32768, 1), h200());
+  EXPECT_EQ(64, tp4.split_chunks_per_part);
+  EXPECT_EQ(8, tp4.split_max_parts);
+  EXPECT_EQ(4, tp4.fwd_h_stages);
+  EXPECT_TRUE(tp4.overlap_o);
+  const auto tp8 = cuda::chunk_forward_heuristics(problem(2, 4, 32768, 1), h200());
+  EXPECT_EQ(32, tp8.split_chunks_per_part);
+  EXPECT_EQ(16, tp8.split_max_parts);
+}
+
+TEST(Heuristics, PartsOfTheSplitTestCases) {
+  const auto one_1500 = cuda::chunk_forward_heuristics(problem(1, 2, 1500, 1), h200());
+  EXPECT_EQ(8, one_1500.split_chunks_per_part);
+  EXPECT_EQ(3, parts_of(one_1500, 1500));
+  const auto one_4000 = cuda::chunk_forward_heuristics(problem(1, 2, 4000, 1), h200());
+  EXPECT_EQ(8, parts_of(one_4000, 4000));
+  const auto ragged = cuda::chunk_forward_heuristics(problem(1, 2, 6701, 4), h200());
+  EXPECT_EQ(8, ragged.split_chunks_per_part);
+  EXPECT_EQ(12, parts_of(ragged, 6000));
+  EXPECT_EQ(2, parts_of(ragged, 700));
+  EXPECT_EQ(1, parts_of(ragged, 1));
+  EXPECT_EQ(1, parts_of(ragged, 0));
+  EXPECT_EQ(2, ragged.fwd_h_stages);  // 224 chain blocks: two per SM, fwd_o after them
+  EXPECT_FALSE(ragged.overlap_o);
+  const auto four_heads = cuda::chunk_forward_heuristics(problem(2, 4, 3000, 1), h200());
+  EXPECT_EQ(6, parts_of(four_heads, 3000));
+}
+
+TEST(Heuristics, GridsCoverTheLongestSequence) {
+  for (int HV : {2, 4, 8, 16})
+    for (int64_t N : {1, 2, 3})
+      for (int64_t T : {1536, 5000, 32768, 131072, 1000003}) {
+        const auto cfg = cuda::chunk_forward_heuristics(problem(1, HV, T, N), h200());
+        if (cfg.split_chunks_per_part == 0) continue;
+        const int64_t max_chunks = (T + kChunkSize - 1) / kChunkSize;  // one sequence holding all tokens
+        EXPECT_GE(int64_t(cfg.split_max_parts) * cfg.split_chunks_per_part, max_chunks);
+        EXPECT_GE(cfg.split_chunks_per_part, 8);
+      }
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace gdn
