@@ -60,6 +60,24 @@ std::vector<Case> correctness_cases(bool quick) {
     cases.push_back(c);
   }
   {
+    Case c;  // the exact split (chunk/split.cuh): 25 chunks in 4 parts of 8 on an H200
+    c.name = "fast bf16 128 split 4 parts";
+    c.lens = {1600};
+    c.H = 1;
+    c.HV = 2;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "fast fp16 128 split vmajor";
+    c.lens = {1600};
+    c.H = 1;
+    c.HV = 2;
+    c.dt = DType::kFloat16;
+    c.vmajor = true;
+    cases.push_back(c);
+  }
+  {
     Case c;
     c.name = "exact fp32 128";
     c.lens = mix;
