@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The one script for the GPU machine (an H200, sm_90a). In one call it:
 #   1. builds the C++ tree (cmake -DGDN_CUDA=ON, all cores; GoogleTest from .deps/ if the machine
-#      has none) and, at the same time, the Python package (pip install --no-build-isolation .),
+#      has none) and, with step pybuild, at the same time the Python package (pip install
+#      --no-build-isolation .; pytest and bench install it themselves when it is missing),
 #   2. runs the GPU tests (ctest -L gpu), then the CPU ones,
 #   3. runs the Python tests on the GPU (torch, CUDA graphs, torch.compile, opcheck, fla),
 #   4. runs the benchmark against flash-linear-attention (bench/bench_gpu.py -> h200.json),
-#   5. runs compute-sanitizer memcheck and racecheck on small cases of every kernel,
+#   5. runs compute-sanitizer memcheck, racecheck and synccheck on small cases of every kernel,
 #   6. runs the CLI's main job on the GPU (optional step `cli`),
 #   7. profiles the three forward kernels on 1x32k with Nsight Compute (optional step `ncu`),
 #   8. times the backend against a base revision's, alternately (optional step `ab`: first
@@ -13,14 +14,18 @@
 # with a time budget per step, and writes logs and JSON under $OUT (at most 8 files).
 #
 # Usage (repository root, through the device tool; carry .deps and .whl):
-#   GDN_COMMIT=<sha> scripts/device.sh [steps]   steps: comma list of build,test,pytest,bench,sanitize,check,cli,ncu,ab
-#                               (default: build,test,pytest,bench,sanitize)
+#   GDN_COMMIT=<sha> scripts/device.sh [steps]   steps: comma list of
+#       build,pybuild,test,pytest,bench,sanitize,check,cli,ncu,ab
+#       (default: build,pybuild,test,pytest,bench,sanitize)
 # .deps/googletest: googletest source (apt-get download googletest; dpkg -x; copy usr/src/googletest).
 # .whl: flash-linear-attention (+ fla-core) wheels for the benchmark and the fla tests.
+# .peers/qla-site.tar.xz: FlashQLA 0.1.3 with tilelang, apache-tvm-ffi, z3-solver and
+#   torch-c-dlpack-ext unpacked from their wheels into one folder (site-packages layout), for the
+#   benchmark's FlashQLA column.
 set -u -o pipefail
 OUT=${OUT:-/tmp/gdn-out}
 mkdir -p "$OUT"
-STEPS=${1:-build,test,pytest,bench,sanitize}
+STEPS=${1:-build,pybuild,test,pytest,bench,sanitize}
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
 JOBS=$(nproc)
 BUILD=build-device
@@ -47,9 +52,20 @@ if has build; then
       cmake --build /tmp/gtest-build -j"$JOBS" --target install >>"$OUT/build.log" 2>&1
     EXTRA+=(-DCMAKE_PREFIX_PATH=/tmp/gtest)
   fi
-  (CMAKE_BUILD_PARALLEL_LEVEL=$((JOBS / 2)) timeout 400 python3 -m pip install -q --no-build-isolation --no-deps . \
-    >"$OUT/pybuild.tmp" 2>&1; echo "rc=$?" >>"$OUT/pybuild.tmp") &
-  PY_PID=$!
+  PY_PID=
+  if has pybuild; then
+    (CMAKE_BUILD_PARALLEL_LEVEL=$((JOBS / 2)) timeout 400 python3 -m pip install -q --no-build-isolation --no-deps . \
+      >"$OUT/pybuild.tmp" 2>&1; echo "rc=$?" >>"$OUT/pybuild.tmp") &
+    PY_PID=$!
+  fi
+  AB_PID=
+  if has ab && [[ -f .ab/base.tar ]]; then  # the base revision's check, built beside this tree
+    (rm -rf /tmp/ab-base && mkdir -p /tmp/ab-base && tar -xf .ab/base.tar -C /tmp/ab-base &&
+      cmake -S /tmp/ab-base -B /tmp/ab-base/build -DGDN_CUDA=ON -DGDN_BUILD_TESTS=OFF -DGDN_BUILD_TOOLS=ON \
+        -DCMAKE_BUILD_TYPE=Release "${EXTRA[@]}" && cmake --build /tmp/ab-base/build -j"$JOBS" --target gdn_cuda_check) \
+      >"$OUT/ab.log" 2>&1 &
+    AB_PID=$!
+  fi
   cmake -S . -B $BUILD -DGDN_CUDA=ON -DGDN_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=Release "${EXTRA[@]}" >>"$OUT/build.log" 2>&1
   if cmake --build $BUILD -j"$JOBS" >>"$OUT/build.log" 2>&1; then
     note "build: ok ($(grep -ci 'warning' "$OUT/build.log") warning lines)"
@@ -57,10 +73,17 @@ if has build; then
     note "build: FAILED (see build.log)"
     grep -i -B2 -A6 'error' "$OUT/build.log" | head -60
   fi
-  wait $PY_PID
-  cat "$OUT/pybuild.tmp" >>"$OUT/build.log"
-  rm -f "$OUT/pybuild.tmp"
-  note "pip install .: $(grep -E '^rc=' "$OUT/build.log" | tail -1)"
+  if [[ -n $PY_PID ]]; then
+    wait $PY_PID
+    cat "$OUT/pybuild.tmp" >>"$OUT/build.log"
+    rm -f "$OUT/pybuild.tmp"
+    note "pip install .: $(grep -E '^rc=' "$OUT/build.log" | tail -1)"
+  fi
+  [[ -n $AB_PID ]] && wait $AB_PID
+elif has pybuild; then
+  CMAKE_BUILD_PARALLEL_LEVEL=$JOBS timeout 400 python3 -m pip install -q --no-build-isolation --no-deps . \
+    >>"$OUT/build.log" 2>&1
+  note "pip install .: rc=$?"
 fi
 
 # --- 2. C++ tests ---------------------------------------------------------------------------------
@@ -81,7 +104,13 @@ fi
 if has bench; then
   # A later call on the warm machine (steps split across calls) may find the package gone.
   python3 -c "import gdn" 2>/dev/null || python3 -m pip install -q --no-build-isolation --no-deps . >>"$OUT/bench.log" 2>&1
-  timeout 170 python3 bench/bench_gpu.py --json "$OUT/h200.json" --time-budget 140 >"$OUT/bench.log" 2>&1
+  BENCH_PATH=${PYTHONPATH:-}
+  if [[ -f .peers/qla-site.tar.xz ]]; then  # FlashQLA and its packages, for the flashqla column
+    mkdir -p /tmp/qla-site && tar -xJf .peers/qla-site.tar.xz -C /tmp/qla-site &&
+      BENCH_PATH=/tmp/qla-site${BENCH_PATH:+:$BENCH_PATH}
+  fi
+  PYTHONPATH=$BENCH_PATH timeout ${GDN_BENCH_TIMEOUT:-300} python3 bench/bench_gpu.py --json "$OUT/h200.json" \
+    --time-budget ${GDN_BENCH_BUDGET:-240} >"$OUT/bench.log" 2>&1
   tail -32 "$OUT/bench.log"
   note "bench: $([[ -f $OUT/h200.json ]] && echo 'wrote h200.json' || echo 'no h200.json')"
 fi
@@ -90,7 +119,7 @@ fi
 CHECK=$BUILD/tools/cuda_check/gdn_cuda_check
 if has sanitize && [[ -x $CHECK ]]; then
   : >"$OUT/sanitizer.log"
-  for tool in memcheck racecheck; do
+  for tool in memcheck racecheck synccheck; do
     # racecheck of the whole quick set takes ~80 s on an H200
     timeout $([[ $tool == racecheck ]] && echo 150 || echo 60) compute-sanitizer --tool $tool --error-exitcode 9 \
       $CHECK --quick >>"$OUT/sanitizer.log" 2>&1
@@ -123,9 +152,10 @@ if has ab && [[ -f .ab/base.tar ]]; then
   # A/B timing against a base revision (scripts/ab_base.sh <rev> here, carry .ab): the base's
   # gdn_cuda_check is built beside this tree's and both time each case alternately, two rounds
   # (GDN_AB_CASES: the cases, default below). The ratio is base ms / this tree's ms.
-  rm -rf /tmp/ab-base && mkdir -p /tmp/ab-base && tar -xf .ab/base.tar -C /tmp/ab-base
-  (cmake -S /tmp/ab-base -B /tmp/ab-base/build -DGDN_CUDA=ON -DGDN_BUILD_TESTS=OFF -DGDN_BUILD_TOOLS=OFF \
-    -DCMAKE_BUILD_TYPE=Release && cmake --build /tmp/ab-base/build -j"$JOBS" --target gdn_cuda_check) >"$OUT/ab.log" 2>&1
+  # (the base is built in the build step, beside this tree; without it, here)
+  [[ -d /tmp/ab-base/build ]] || (rm -rf /tmp/ab-base && mkdir -p /tmp/ab-base && tar -xf .ab/base.tar -C /tmp/ab-base &&
+    cmake -S /tmp/ab-base -B /tmp/ab-base/build -DGDN_CUDA=ON -DGDN_BUILD_TESTS=OFF -DGDN_BUILD_TOOLS=ON \
+      -DCMAKE_BUILD_TYPE=Release && cmake --build /tmp/ab-base/build -j"$JOBS" --target gdn_cuda_check) >"$OUT/ab.log" 2>&1
   [[ -x $CHECK ]] || cmake --build $BUILD -j"$JOBS" --target gdn_cuda_check >>"$OUT/ab.log" 2>&1
   BASE_CHECK=$( [[ -x /tmp/ab-base/build/tools/cuda_check/gdn_cuda_check ]] && echo /tmp/ab-base/build/tools/cuda_check/gdn_cuda_check || echo /tmp/ab-base/build/src/cuda/gdn_cuda_check )
   if [[ -x $BASE_CHECK && -x $CHECK ]]; then
