@@ -26,12 +26,12 @@ class BenchCase(NamedTuple):
 def parse_lengths(text: str) -> list:
     """'4x8192' -> [8192] * 4; '256,4096,512' -> [256, 4096, 512] (items may mix both forms)."""
     out = []
-    for item in text.split(","):
-        count, sep, length = item.partition("x")
-        if sep:
-            out += [int(length)] * int(count)
-        else:
-            out.append(int(item))
+    try:
+        for item in text.split(","):
+            count, sep, length = item.partition("x")
+            out += [int(length)] * int(count) if sep else [int(item)]
+    except ValueError:
+        out = []
     if not out or any(n < 0 for n in out):
         raise ValueError(f"lengths {text!r}: expected comma-separated lengths >= 0 or AxB")
     return out
