@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""GPU benchmark: gdn against flash-linear-attention (fla) on the SPEC section 6 cases.
+"""GPU benchmark: gdn against flash-linear-attention (fla) and FlashQLA on the cases of bench/cases.txt.
 
-Prefill: Qwen3-Next shape (H=16, HV=32, K=V=128), bf16 q/k/v, fp32 g and beta, qk l2-norm in the
-kernel, fp32 initial state given, final state returned; gdn.chunk_gated_delta_rule and fla's
-chunk_gated_delta_rule on the same inputs. Decode: N sequences of one token, states in a pool of
+Prefill: the cases of bench/cases.txt (the one case list; heads H / HV, the gate kind and the
+lengths come from it; K=V=128), bf16 q/k/v, fp32 g and beta (g = 0 exactly for "zero" gates), qk
+l2-norm in the kernel, fp32 initial state given, final state returned; gdn.chunk_gated_delta_rule,
+fla's chunk_gated_delta_rule (run with FLA_FLASH_QLA=0, so that fla does not dispatch to FlashQLA)
+and, when the flash_qla package imports, FlashQLA's chunk_gated_delta_rule, on the same inputs. Decode: N sequences of one token, states in a pool of
 2N slots (V-major and K-major), gdn.decode_ (in place, by index) against fla's
 fused_recurrent_gated_delta_rule (which has no pool indexing: it gets the N states as a dense
 initial_state and returns new final states, the same bytes).
@@ -15,7 +17,7 @@ output is checked against the float64 recurrence (python/tests/gdn_ref.py): rela
 matrix rate, to express each time as a fraction of what the GPU does.
 
     python3 bench/bench_gpu.py [--json out.json] [--quick] [--cases 1x4k,mixed] [--no-decode]
-                               [--no-fla] [--no-ref] [--coverage]
+                               [--no-fla] [--no-flashqla] [--no-ref] [--coverage]
 
 Writes JSON (gpu, commit, date, prefill[], decode[], copy_GBps, matmul_TFLOPs) and prints a table last.
 """
@@ -36,8 +38,12 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python", "tests"))
 
+# fla's column is fla's own (Triton) kernels: with FLA_FLASH_QLA unset, fla dispatches to FlashQLA
+# when that is installed, and the two columns would time the same kernels.
+os.environ["FLA_FLASH_QLA"] = "0"
+
 import gdn  # noqa: E402
-from gdn_ref import SPEC_PREFILL_CASES, torch_chunked_reference, torch_recurrence, torch_rel_err  # noqa: E402
+from gdn_ref import BENCH_CASES, torch_chunked_reference, torch_recurrence, torch_rel_err  # noqa: E402
 
 try:
     import fla
@@ -50,18 +56,30 @@ except Exception as e:  # noqa: BLE001
     FLA_VERSION = None
     FLA_IMPORT_ERROR = f"{type(e).__name__}: {e}"
 
+try:
+    import flash_qla
+    from flash_qla import chunk_gated_delta_rule as qla_chunk
+    QLA_VERSION = getattr(flash_qla, "__version__", "?")
+    QLA_IMPORT_ERROR = None
+except Exception as e:  # noqa: BLE001
+    qla_chunk = None
+    QLA_VERSION = None
+    QLA_IMPORT_ERROR = f"{type(e).__name__}: {e}"
+
 H, HV, K, V = 16, 32, 128, 128
 C = 64
 L2_ROTATE_BYTES = 256 << 20  # rotate input sets until this many bytes are touched per round
 DEV = "cuda"  # "cpu" with --dry-run: the same code paths on tiny sizes, timed without graphs
 
 
-PREFILL_CASES = dict(SPEC_PREFILL_CASES)  # a copy: --dry-run replaces the cases
-QUICK_CASES = {name: SPEC_PREFILL_CASES[name] for name in ("1x4k", "8x1k", "mixed", "256x64")}
+# name -> (lengths, H, HV, K, V, gates): every case of bench/cases.txt (K = V = 128)
+PREFILL_CASES = {c.name: (c.lengths, c.H, c.HV, K, V, c.gates) for c in BENCH_CASES.values()}
+QUICK_CASES = {name: PREFILL_CASES[name] for name in ("1x4k", "8x1k", "mixed", "256x64")}
 DECODE_N = [1, 64, 256, 1024, 4096]
 # SPEC: also H = HV = 32 (no GVA) and K = V = 64 and 256, for coverage (with --coverage)
-COVERAGE_CASES = {"4x8k_noGVA": ([8192] * 4, 32, 32, 128, 128), "4x8k_K64": ([8192] * 4, 16, 32, 64, 64),
-                  "4x8k_K256": ([8192] * 4, 16, 32, 256, 256)}
+COVERAGE_CASES = {"4x8k_noGVA": ([8192] * 4, 32, 32, 128, 128, "normal"),
+                  "4x8k_K64": ([8192] * 4, 16, 32, 64, 64, "normal"),
+                  "4x8k_K256": ([8192] * 4, 16, 32, 256, 256, "normal")}
 
 
 def git_commit():
@@ -157,7 +175,7 @@ def measure_matmul_TFLOPs():
 # Inputs
 
 
-def make_prefill(lens, h, hv, k, v, seed):
+def make_prefill(lens, h, hv, k, v, gates, seed):
     g_ = torch.Generator(device=DEV).manual_seed(seed)
     T, N = sum(lens), len(lens)
     r = lambda *s, dt=torch.bfloat16: torch.randn(*s, generator=g_, device=DEV, dtype=torch.float32).to(dt)  # noqa
@@ -165,6 +183,8 @@ def make_prefill(lens, h, hv, k, v, seed):
     kk = r(1, T, h, k)
     vv = r(1, T, hv, v)
     g = torch.nn.functional.logsigmoid(r(1, T, hv, dt=torch.float32))
+    if gates == "zero":  # nothing decays: exactly 0
+        g = torch.zeros_like(g)
     beta = r(1, T, hv, dt=torch.float32).sigmoid()
     h0 = r(N, hv, k, v, dt=torch.float32)
     cu_cpu = torch.tensor([0] + list(_cumsum(lens)), dtype=torch.int64)
@@ -189,15 +209,15 @@ def prefill_flops(T, hv, k, v):
     return 2.0 * T * hv * (3 * C * k + 2 * C * v + 3 * k * v)
 
 
-def run_prefill(name, lens, h, hv, k, v, args, copy_GBps, mm_TFLOPs):
+def run_prefill(name, lens, h, hv, k, v, gates, args, copy_GBps, mm_TFLOPs):
     T, N = sum(lens), len(lens)
-    sets = [make_prefill(lens, h, hv, k, v, seed=1000 + i) for i in range(1)]
+    sets = [make_prefill(lens, h, hv, k, v, gates, seed=1000 + i) for i in range(1)]
     set_bytes = prefill_bytes(sets[0])
     n_sets = min(4, max(1, math.ceil(L2_ROTATE_BYTES / set_bytes)))
-    sets += [make_prefill(lens, h, hv, k, v, seed=2000 + i) for i in range(n_sets - 1)]
+    sets += [make_prefill(lens, h, hv, k, v, gates, seed=2000 + i) for i in range(n_sets - 1)]
     for d in sets[1:]:  # one cu_seqlens object for all sets: fla caches its chunk indices by identity
         d["cu"], d["cu_cpu"] = sets[0]["cu"], sets[0]["cu_cpu"]
-    row = dict(name=name, tokens=T, seqs=N, H=h, HV=hv, K=k, V=v, input_sets=n_sets)
+    row = dict(name=name, tokens=T, seqs=N, H=h, HV=hv, K=k, V=v, gates=gates, input_sets=n_sets)
 
     def gdn_call(d):
         return gdn.chunk_gated_delta_rule(d["q"], d["k"], d["v"], d["g"], d["beta"], initial_state=d["h0"],
@@ -208,8 +228,23 @@ def run_prefill(name, lens, h, hv, k, v, args, copy_GBps, mm_TFLOPs):
         return fla_chunk(d["q"], d["k"], d["v"], d["g"], d["beta"], initial_state=d["h0"], output_final_state=True,
                          use_qk_l2norm_in_kernel=True, cu_seqlens=d["cu"], cu_seqlens_cpu=d["cu_cpu"])
 
+    def qla_call(d):
+        return qla_chunk(d["q"], d["k"], d["v"], d["g"], d["beta"], initial_state=d["h0"], output_final_state=True,
+                         use_qk_l2norm_in_kernel=True, cu_seqlens=d["cu"])
+
     d0 = sets[0]
     o, ht = gdn_call(d0)
+    qo = qht = None
+    if qla_chunk is not None and not args.no_flashqla:
+        try:  # FlashQLA caches per cu_seqlens tensor with a host sync on first use: warm every set up
+            for d in sets:
+                qla_call(d)
+            qo, qht = qla_call(d0)
+        except Exception as e:  # noqa: BLE001
+            row["flashqla_note"] = f"flashqla failed: {type(e).__name__}: {str(e)[:200]}"
+    else:
+        row["flashqla_note"] = "flashqla not run" if args.no_flashqla else \
+            f"flash_qla not importable: {QLA_IMPORT_ERROR}"
     fo = fht = None
     if fla_chunk is not None and not args.no_fla:
         try:
@@ -228,11 +263,14 @@ def run_prefill(name, lens, h, hv, k, v, args, copy_GBps, mm_TFLOPs):
         if fo is not None:
             row["fla_err"] = torch_rel_err(fo, ro)
             row["fla_state_err"] = torch_rel_err(fht, rh)
+        if qo is not None:
+            row["flashqla_err"] = torch_rel_err(qo, ro)
+            row["flashqla_state_err"] = torch_rel_err(qht, rh)
         row["ref_s"] = round(time.perf_counter() - t0, 2)
         del ro, rh
     if fo is not None:
         row["gdn_vs_fla"] = torch_rel_err(o, fo.double())
-    del o, ht, fo, fht
+    del o, ht, fo, fht, qo, qht
     row["gdn_ms"] = graph_time([lambda d=d: gdn_call(d) for d in sets])
     if fla_chunk is not None and not args.no_fla and "fla_note" not in row:
         try:
@@ -241,6 +279,15 @@ def run_prefill(name, lens, h, hv, k, v, args, copy_GBps, mm_TFLOPs):
             row["fla_note"] = f"fla graph capture failed: {type(e).__name__}: {str(e)[:200]}"
     row.setdefault("fla_ms", None)
     row.setdefault("fla_err", None)
+    if qla_chunk is not None and not args.no_flashqla and "flashqla_note" not in row:
+        try:
+            row["flashqla_ms"] = graph_time([lambda d=d: qla_call(d) for d in sets])
+        except Exception as e:  # noqa: BLE001
+            row["flashqla_note"] = f"flashqla graph capture failed: {type(e).__name__}: {str(e)[:200]}"
+    row.setdefault("flashqla_ms", None)
+    row.setdefault("flashqla_err", None)
+    if row["flashqla_ms"]:
+        row["speedup_vs_flashqla"] = row["flashqla_ms"] / row["gdn_ms"]
     row["gdn_tok_per_s"] = T / (row["gdn_ms"] * 1e-3)
     if row["fla_ms"]:
         row["fla_tok_per_s"] = T / (row["fla_ms"] * 1e-3)
@@ -340,15 +387,18 @@ def fmt(x, spec):
 
 
 def print_table(res):
-    print(f"\n{res['gpu']}  commit {res['commit']}  {res['date']}  fla {res.get('fla_version')}")
+    print(f"\n{res['gpu']}  commit {res['commit']}  {res['date']}  fla {res.get('fla_version')}  "
+          f"flashqla {res.get('flashqla_version')}")
     print(f"copy {res['copy_GBps']:.0f} GB/s, bf16 matmul {res['matmul_TFLOPs']:.0f} TFLOP/s")
-    print(f"\n{'prefill':<12}{'tokens':>8}{'gdn ms':>10}{'fla ms':>10}{'fla/gdn':>9}{'Mtok/s':>9}"
-          f"{'%copy':>7}{'%mma':>7}{'gdn err':>10}{'fla err':>10}")
+    print(f"\n{'prefill':<12}{'H/HV':>6}{'tokens':>8}{'gdn ms':>10}{'fla ms':>10}{'fla/gdn':>9}{'qla ms':>10}"
+          f"{'qla/gdn':>9}{'Mtok/s':>9}{'%copy':>7}{'%mma':>7}{'gdn err':>10}{'fla err':>10}{'qla err':>10}")
     for r in res["prefill"]:
-        print(f"{r['name']:<12}{r['tokens']:>8}{fmt(r['gdn_ms'], '.3f'):>10}{fmt(r['fla_ms'], '.3f'):>10}"
-              f"{fmt(r.get('speedup_vs_fla'), '.2f'):>9}{r['gdn_tok_per_s'] / 1e6:>9.1f}"
-              f"{100 * r['frac_copy_bw']:>7.1f}{100 * r['frac_matmul']:>7.1f}"
-              f"{fmt(r.get('gdn_err'), '.2e'):>10}{fmt(r.get('fla_err'), '.2e'):>10}")
+        print(f"{r['name']:<12}{str(r['H']) + '/' + str(r['HV']):>6}{r['tokens']:>8}{fmt(r['gdn_ms'], '.3f'):>10}"
+              f"{fmt(r['fla_ms'], '.3f'):>10}{fmt(r.get('speedup_vs_fla'), '.2f'):>9}"
+              f"{fmt(r.get('flashqla_ms'), '.3f'):>10}{fmt(r.get('speedup_vs_flashqla'), '.2f'):>9}"
+              f"{r['gdn_tok_per_s'] / 1e6:>9.1f}{100 * r['frac_copy_bw']:>7.1f}{100 * r['frac_matmul']:>7.1f}"
+              f"{fmt(r.get('gdn_err'), '.2e'):>10}{fmt(r.get('fla_err'), '.2e'):>10}"
+              f"{fmt(r.get('flashqla_err'), '.2e'):>10}")
     if res["decode"]:
         print(f"\n{'decode N':<10}{'layout':>9}{'gdn ms':>10}{'fla ms':>10}{'fla/gdn':>9}{'gdn GB/s':>10}"
               f"{'%copy':>7}{'gdn err':>10}{'fla err':>10}")
@@ -358,6 +408,7 @@ def print_table(res):
                   f"{fmt(r.get('gdn_err'), '.2e'):>10}{fmt(r.get('fla_err'), '.2e'):>10}")
     notes = [f"{r.get('name', r.get('n'))}: {r['fla_note']}" for r in res["prefill"] + res["decode"]
              if r.get("fla_note")]
+    notes += sorted({r["flashqla_note"] for r in res["prefill"] if r.get("flashqla_note")})
     for n in notes:
         print("note:", n)
     if res.get("skipped"):
@@ -372,6 +423,7 @@ def main():
     ap.add_argument("--no-decode", action="store_true")
     ap.add_argument("--no-prefill", action="store_true")
     ap.add_argument("--no-fla", action="store_true")
+    ap.add_argument("--no-flashqla", action="store_true", help="skip the FlashQLA column")
     ap.add_argument("--no-ref", action="store_true", help="skip the float64 reference (no errors)")
     ap.add_argument("--coverage", action="store_true", help="also H=HV=32 and K=V=64/256 cases")
     ap.add_argument("--dry-run", action="store_true",
@@ -383,7 +435,9 @@ def main():
     if args.dry_run:
         DEV, H, HV, K, V, DECODE_N = "cpu", 2, 4, 32, 32, [1, 3]
         PREFILL_CASES.clear()
-        PREFILL_CASES.update({"dry_2x100": [100, 100], "dry_mixed": [70, 0, 130, 1], "dry_1x64": [64]})
+        PREFILL_CASES.update({"dry_2x100": ([100, 100], H, HV, K, V, "normal"),
+                              "dry_mixed": ([70, 0, 130, 1], H, HV, K, V, "normal"),
+                              "dry_1x64": ([64], 1, 2, K, V, "zero")})
         QUICK_CASES.clear()
         QUICK_CASES.update(PREFILL_CASES)
     elif not torch.cuda.is_available() or not gdn.cuda_available():
@@ -392,15 +446,20 @@ def main():
     t_start = time.perf_counter()
     res = dict(gpu=torch.cuda.get_device_name() if DEV == "cuda" else "cpu (dry run)", commit=git_commit(),
                date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-               torch=torch.__version__, fla_version=FLA_VERSION, gdn=gdn.__version__,
-               shape=dict(H=H, HV=HV, K=K, V=V, dtype="bfloat16", gates="float32", qk_l2norm=True),
+               torch=torch.__version__, fla_version=FLA_VERSION, flashqla_version=QLA_VERSION, gdn=gdn.__version__,
+               shape=dict(H=H, HV=HV, K=K, V=V, dtype="bfloat16", gates="float32", qk_l2norm=True,
+                          prefill_heads="per case (rows carry H and HV)"),
+               fla_env=dict(FLA_FLASH_QLA=os.environ.get("FLA_FLASH_QLA")),
                timing="CUDA graph per call, median of replays (event-timed), inputs rotated past L2")
     res["copy_GBps"], res["copy_memcpy_GBps"], res["copy_kernel_GBps"] = measure_copy_GBps()
     res["matmul_TFLOPs"] = measure_matmul_TFLOPs()
     print(f"copy {res['copy_GBps']:.0f} GB/s, matmul {res['matmul_TFLOPs']:.0f} TFLOP/s", flush=True)
     cases = dict(QUICK_CASES if args.quick else PREFILL_CASES)
     if args.cases:
-        allc = {**PREFILL_CASES, **{k: v[0] for k, v in COVERAGE_CASES.items()}}
+        allc = {**PREFILL_CASES, **COVERAGE_CASES}
+        unknown = [c for c in args.cases.split(",") if c not in allc]
+        if unknown:
+            sys.exit(f"bench_gpu.py: unknown case(s) {', '.join(unknown)}; the cases: {', '.join(allc)}")
         cases = {c: allc[c] for c in args.cases.split(",")}
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
 
@@ -412,18 +471,17 @@ def main():
     res["prefill"] = []
     res["decode"] = []
     if not args.no_prefill:
-        for name, lens in cases.items():
+        for name, case in cases.items():
             if time.perf_counter() - t_start > args.time_budget:
                 res.setdefault("skipped", []).append(name)
                 continue
-            shape = COVERAGE_CASES[name][1:] if name in COVERAGE_CASES else (H, HV, K, V)
-            row = run_prefill(name, lens, *shape, args, res["copy_GBps"], res["matmul_TFLOPs"])
+            row = run_prefill(name, *case, args, res["copy_GBps"], res["matmul_TFLOPs"])
             res["prefill"].append(row)
             save()
             print(json.dumps(row), flush=True)
         if args.coverage:
-            for name, (lens, h, hv, k, v) in COVERAGE_CASES.items():
-                row = run_prefill(name, lens, h, hv, k, v, args, res["copy_GBps"], res["matmul_TFLOPs"])
+            for name, case in COVERAGE_CASES.items():
+                row = run_prefill(name, *case, args, res["copy_GBps"], res["matmul_TFLOPs"])
                 res["prefill"].append(row)
                 save()
                 print(json.dumps(row), flush=True)

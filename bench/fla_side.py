@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""flash-linear-attention on the SPEC section 6 cases, for the C++ CLI's numbers beside it.
+"""flash-linear-attention on the cases of bench/cases.txt, for the C++ CLI's numbers beside it.
 
 The CLI (`gdn --backend cuda --json cli.json`) times gdn through the C++ API; this script times fla's
 chunk_gated_delta_rule and fused_recurrent_gated_delta_rule in the same device call on inputs of
@@ -13,23 +13,18 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import subprocess
+import sys
 
 import torch
 import torch.nn.functional as F
 
-H, HV, K, V = 16, 32, 128, 128
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python", "tests"))
+from gdn_ref import BENCH_CASES  # noqa: E402  (the parser of bench/cases.txt)
 
-
-def spec_cases():
-    mixed, total = [], 0
-    for i in range(15):  # the same spread as tools/cases.h
-        n = 256 + (4096 - 256) * ((i * 7) % 15) // 14
-        mixed.append(n)
-        total += n
-    mixed.append(32768 - total)
-    return [("1x4k", [4096]), ("1x32k", [32768]), ("1x128k", [131072]), ("4x8k", [8192] * 4),
-            ("8x1k", [1024] * 8), ("mixed", mixed), ("64x256", [256] * 64), ("256x64", [64] * 256)]
+os.environ["FLA_FLASH_QLA"] = "0"  # fla's own kernels, not its dispatch to FlashQLA
+H, HV, K, V = 16, 32, 128, 128  # the decode shape; prefill heads come per case from cases.txt
 
 
 def graph_ms(fn, reps=30):
@@ -58,7 +53,7 @@ def graph_ms(fn, reps=30):
 
 def ref_head(q, k, v, g, beta, h0, bounds, hv):
     """fp64 recurrence of value head hv (all sequences): o [T, V]."""
-    hk = hv // (HV // H)
+    hk = hv // (v.shape[2] // q.shape[2])
     kd = k[0, :, hk].double()
     kd = kd / torch.sqrt((kd * kd).sum(-1, keepdim=True) + 1e-6)
     qd = q[0, :, hk].double()
@@ -97,24 +92,28 @@ def main():
                      "distribution (CUDA graph, median of 30 replays, err = value head 0 vs the fp64 recurrence)",
            "prefill": [], "decode": []}
     gdn_rows = {(c["name"], c.get("layout")): c for c in cli["cases"]}
-    for name, lens in spec_cases():
+    for case in BENCH_CASES.values():
+        name, lens, h, hv = case.name, case.lengths, case.H, case.HV
         T = sum(lens)
         bounds = [0]
         for l in lens:
             bounds.append(bounds[-1] + l)
         cu = torch.tensor(bounds, dtype=torch.int32, device=dev)
-        q, k = u(1, T, H, K).bfloat16(), u(1, T, H, K).bfloat16()
-        v = u(1, T, HV, V).bfloat16()
-        g = F.logsigmoid(3 * u(1, T, HV))
-        beta = torch.sigmoid(3 * u(1, T, HV))
-        h0 = 0.1 * u(len(lens), HV, K, V)
+        q, k = u(1, T, h, K).bfloat16(), u(1, T, h, K).bfloat16()
+        v = u(1, T, hv, V).bfloat16()
+        g = F.logsigmoid(3 * u(1, T, hv))
+        if case.gates == "zero":
+            g = torch.zeros_like(g)
+        beta = torch.sigmoid(3 * u(1, T, hv))
+        h0 = 0.1 * u(len(lens), hv, K, V)
         call = lambda: chunk_gated_delta_rule(q, k, v, g, beta, initial_state=h0, output_final_state=True,  # noqa
                                               cu_seqlens=cu, use_qk_l2norm_in_kernel=True)
         o, _ = call()
         err = rel(o[0, :, 0], ref_head(q, k, v, g, beta, h0, bounds, 0)) if T <= 32768 else None
         ms = graph_ms(call)
         row = gdn_rows.get((name, "k-major"), {})
-        out["prefill"].append({"name": name, "tokens": T, "seqs": len(lens), "gdn_ms": row.get("ms"),
+        out["prefill"].append({"name": name, "H": h, "HV": hv, "gates": case.gates, "tokens": T, "seqs": len(lens),
+                               "gdn_ms": row.get("ms"),
                                "fla_ms": ms, "gdn_err": row.get("err"), "gdn_state_err": row.get("state_err"),
                                "fla_err": err, "speedup_vs_fla": (ms / row["ms"]) if row.get("ms") else None})
         print(f"{name:8s} T={T:7d} gdn {row.get('ms', float('nan')):8.3f} ms  fla {ms:8.3f} ms  "

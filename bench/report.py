@@ -47,7 +47,7 @@ def chart(res, path):
 
     if pre:
         bars(axes[0][0], [r["name"] for r in pre], [r["gdn_ms"] for r in pre], [r.get("fla_ms") for r in pre],
-             "prefill (H=16, HV=32, K=V=128, bf16); label: fla/gdn time", "ms (CUDA graph, median)")
+             "prefill (bench/cases.txt, K=V=128, bf16); label: fla/gdn time", "ms (CUDA graph, median)")
     if dec:
         bars(axes[0][ncols - 1], [f"{r['n']} {r['layout'][0]}" for r in dec], [r["gdn_ms"] for r in dec],
              [r.get("fla_ms") for r in dec], "decode (1 token, pool of 2N; V/K-major)", "ms (CUDA graph, median)")
@@ -61,7 +61,8 @@ def markdown(res, png_rel):
     out = []
     out.append(f"# Benchmark: {res.get('gpu')}\n")
     out.append(f"- commit `{res.get('commit')}`, {res.get('date')}; torch {res.get('torch')}, "
-               f"flash-linear-attention {res.get('fla_version')}")
+               f"flash-linear-attention {res.get('fla_version')} (with FLA_FLASH_QLA=0: its own kernels), "
+               f"FlashQLA {res.get('flashqla_version')}")
     out.append(f"- measured in the same run: device-to-device copy **{res['copy_GBps']:.0f} GB/s** "
                f"(bytes read + written; memcpy {fmt(res.get('copy_memcpy_GBps'), '.0f')}, copy kernel "
                f"{fmt(res.get('copy_kernel_GBps'), '.0f')}), bf16 matmul (8192³) **{res['matmul_TFLOPs']:.0f} TFLOP/s**")
@@ -70,9 +71,10 @@ def markdown(res, png_rel):
         out.append(f"- **partial run**: {res.get('partial_note', 'the run stopped before every case was measured')}"
                    + (f"; skipped: {', '.join(res['skipped'])}" if res.get("skipped") else ""))
     sh = res.get("shape", {})
-    out.append(f"- prefill: H={sh.get('H')}, HV={sh.get('HV')}, K=V={sh.get('K')}, {sh.get('dtype')} q/k/v, "
-               "fp32 g and beta, qk l2-norm in the kernel, fp32 initial state given, final state returned; "
-               "`gdn.chunk_gated_delta_rule` vs fla's `chunk_gated_delta_rule` on the same inputs")
+    out.append(f"- prefill: the cases of bench/cases.txt (heads H/HV per case), K=V={sh.get('K')}, {sh.get('dtype')} "
+               "q/k/v, fp32 g and beta (g = 0 exactly for the 'zero' gates), qk l2-norm in the kernel, fp32 initial "
+               "state given, final state returned; `gdn.chunk_gated_delta_rule` vs fla's and FlashQLA's "
+               "`chunk_gated_delta_rule` on the same inputs")
     out.append("- decode: N sequences of one token, states in a pool of 2N slots updated in place by index "
                "(`gdn.decode_`); fla's `fused_recurrent_gated_delta_rule` has no pool indexing and gets the "
                "same N states dense (initial_state, output_final_state=True: the same bytes)")
@@ -82,14 +84,17 @@ def markdown(res, png_rel):
     pre = res.get("prefill", [])
     if pre:
         out.append("## Prefill\n")
-        out.append("| case | tokens | gdn ms | fla ms | fla/gdn | gdn Mtok/s | % copy BW | % bf16 MMA | gdn err | "
-                   "fla err | gdn state err | fla state err |")
-        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        out.append("| case | H/HV | tokens | gdn ms | fla ms | fla/gdn | FlashQLA ms | FlashQLA/gdn | gdn Mtok/s | "
+                   "% copy BW | % bf16 MMA | gdn err | fla err | FlashQLA err | gdn state err | fla state err |")
+        out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in pre:
-            out.append(f"| {r['name']} | {r['tokens']} | {r['gdn_ms']:.3f} | {fmt(r.get('fla_ms'), '.3f')} | "
-                       f"{fmt(r.get('speedup_vs_fla'), '.2f')} | {r['gdn_tok_per_s'] / 1e6:.1f} | "
+            heads = f"{r['H']}/{r['HV']}" if "H" in r else "—"
+            out.append(f"| {r['name']} | {heads} | {r['tokens']} | {r['gdn_ms']:.3f} | {fmt(r.get('fla_ms'), '.3f')} | "
+                       f"{fmt(r.get('speedup_vs_fla'), '.2f')} | {fmt(r.get('flashqla_ms'), '.3f')} | "
+                       f"{fmt(r.get('speedup_vs_flashqla'), '.2f')} | {r['gdn_tok_per_s'] / 1e6:.1f} | "
                        f"{100 * r['frac_copy_bw']:.1f} | {100 * r['frac_matmul']:.1f} | "
                        f"{fmt(r.get('gdn_err'), '.2e')} | {fmt(r.get('fla_err'), '.2e')} | "
+                       f"{fmt(r.get('flashqla_err'), '.2e')} | "
                        f"{fmt(r.get('gdn_state_err'), '.2e')} | {fmt(r.get('fla_state_err'), '.2e')} |")
         out.append("")
         out.append("% copy BW: the minimum bytes (inputs, states, outputs) over the time, as a fraction of the "
@@ -107,6 +112,7 @@ def markdown(res, png_rel):
                        f"{fmt(r.get('fla_err'), '.2e')} |")
         out.append("")
     notes = [f"- {r.get('name', r.get('n'))}: {r['fla_note']}" for r in pre + dec if r.get("fla_note")]
+    notes += [f"- {r['name']}: {r['flashqla_note']}" for r in pre if r.get("flashqla_note")]
     if notes:
         out.append("## Notes\n")
         out.extend(notes)

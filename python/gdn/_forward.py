@@ -5,7 +5,10 @@ tensors) or straight to the binding (numpy / cupy arrays)."""
 from __future__ import annotations
 
 from . import _C
+from . import _signature as sig
 from ._env import Env, _torch, same_framework
+
+sig.check_binding(_C.forward_args)  # the binding and the table agree (one argument list)
 
 if _torch is not None and hasattr(_torch.library, "custom_op"):
     from ._torch_ops import forward_op
@@ -142,27 +145,27 @@ def run_forward(op, q, k, v, g, beta, *, scale, initial_state, output_final_stat
 
     o = out if out is not None else env.empty(_shape(v), like=q)
 
-    args = (q, k, v, g, beta, o, A_log, dt_bias, initial_state, initial_indices, initial_indices_cpu,
-            final_state, final_indices, final_indices_cpu, final_is_initial, cu_seqlens, cu_seqlens_cpu,
-            scale, bool(use_qk_l2norm), bool(state_v_first), fused_gate, bool(recurrent))
+    args = sig.pack_op_args(
+        q=q, k=k, v=v, g=g, beta=beta, o=o, A_log=A_log, dt_bias=dt_bias, initial_state=initial_state,
+        initial_state_indices=initial_indices, initial_state_indices_cpu=initial_indices_cpu,
+        final_state=final_state, final_state_indices=final_indices, final_state_indices_cpu=final_indices_cpu,
+        final_is_initial=final_is_initial, cu_seqlens=cu_seqlens, cu_seqlens_cpu=cu_seqlens_cpu, scale=scale,
+        use_qk_l2norm=bool(use_qk_l2norm), state_v_first=bool(state_v_first), fused_gate=fused_gate,
+        recurrent=bool(recurrent))
     if kind == "torch" and forward_op is not None:
         forward_op(*args)
     else:
-        call_binding(env, *args)
+        call_binding(env, args)
     if final_is_initial:
         return o, final_state
     return o, (final_state if output_final_state else None)
 
 
-def call_binding(env, q, k, v, g, beta, o, A_log, dt_bias, initial_state, initial_indices, initial_indices_cpu,
-                 final_state, final_indices, final_indices_cpu, final_is_initial, cu_seqlens, cu_seqlens_cpu,
-                 scale, use_qk_l2norm, state_v_first, fused_gate, recurrent):
-    a = env.arr
+def call_binding(env, args):
+    """The binding straight (numpy, cupy; torch without custom ops), `args` in the op's order."""
     with env.scope():
-        _C.forward(a(q), a(k), a(v), a(g), a(beta), a(o), a(A_log), a(dt_bias), a(initial_state),
-                   a(initial_indices), a(initial_indices_cpu), a(final_state), a(final_indices),
-                   a(final_indices_cpu), final_is_initial, a(cu_seqlens), a(cu_seqlens_cpu), scale, use_qk_l2norm,
-                   state_v_first, fused_gate, recurrent, env.workspace(), env.stream(), env.num_threads())
+        sig.binding_call(_C.forward, args, env.arr, workspace=env.workspace(), stream=env.stream(),
+                         num_threads=env.num_threads())
 
 
 def pop_fla_kwargs(op, kwargs, state_v_first):

@@ -53,21 +53,22 @@ def _num_seqs(op, cu_seqlens, num_seqs, lead):
 
 
 def _run(op, env, *, T, N, H, HV, K, V, scale=0.0, state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None,
-         **bufs):
+         final_is_initial=False, **bufs):
+    """_C.stage by keyword: the binding's own argument table (_C.stage_args, python/src/ops.h) says
+    which arguments may be left None; a buffer name it does not know is a TypeError from the binding."""
     a = env.arr
-    names = ("q", "k", "v", "g", "beta", "G", "L", "A", "w", "u", "h", "v_new", "o", "initial_state",
-             "initial_state_indices", "initial_state_indices_cpu", "final_state", "final_state_indices",
-             "final_state_indices_cpu")
-    for name in bufs:
-        if name not in names and name != "final_is_initial":
-            raise AssertionError(name)
     if cu_seqlens is not None and cu_seqlens_cpu is not None:
         cu_seqlens_cpu = env.to_index_dtype_of(cu_seqlens_cpu, cu_seqlens)
-    kw = {n: a(bufs.get(n)) for n in names}
+    kw = {n: a(x) for n, x in bufs.items()}
+    kw.update(which=op, T=int(T), N=int(N), H=int(H), HV=int(HV), K=int(K), V=int(V), scale=float(scale),
+              state_v_first=bool(state_v_first), cu_seqlens=a(cu_seqlens), cu_seqlens_cpu=a(cu_seqlens_cpu),
+              final_is_initial=bool(final_is_initial), workspace=env.workspace(), stream=env.stream(),
+              num_threads=env.num_threads())
+    for name, accepts_none in _C.stage_args:
+        if accepts_none:
+            kw.setdefault(name, None)
     with env.scope():
-        _C.stage(op, int(T), int(N), int(H), int(HV), int(K), int(V), float(scale), bool(state_v_first),
-                 a(cu_seqlens), a(cu_seqlens_cpu), final_is_initial=bool(bufs.get("final_is_initial", False)),
-                 workspace=env.workspace(), stream=env.stream(), num_threads=env.num_threads(), **kw)
+        _C.stage(**kw)
 
 
 def _check_same(env, **arrays):

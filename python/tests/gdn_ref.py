@@ -3,26 +3,75 @@ the tests share. Framework-free: torch tensors are converted by the callers."""
 
 from __future__ import annotations
 
+import os
+from typing import NamedTuple
+
 import numpy as np
+
+# bench/cases.txt: the one benchmark case list (the CLI, the CUDA device check, the Python benchmark
+# and the tests read it), found relative to the repository root.
+CASES_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "bench",
+                          "cases.txt")
+
+
+class BenchCase(NamedTuple):
+    name: str
+    set: str  # "spec" (SPEC section 6's table), "tp" (tensor-parallel slices), "exact"
+    H: int  # q/k heads
+    HV: int  # value heads
+    gates: str  # "normal": logsigmoid(randn); "zero": g = 0 exactly
+    lengths: list  # sequence lengths
+
+
+def parse_lengths(text: str) -> list:
+    """'4x8192' -> [8192] * 4; '256,4096,512' -> [256, 4096, 512] (items may mix both forms)."""
+    out = []
+    try:
+        for item in text.split(","):
+            count, sep, length = item.partition("x")
+            out += [int(length)] * int(count) if sep else [int(item)]
+    except ValueError:
+        out = []
+    if not out or any(n < 0 for n in out):
+        raise ValueError(f"lengths {text!r}: expected comma-separated lengths >= 0 or AxB")
+    return out
+
+
+def load_cases(path: str = CASES_FILE) -> dict:
+    """name -> BenchCase, in the file's order. A malformed line is an error naming the file and line."""
+    cases = {}
+    with open(path) as f:
+        for lineno, line in enumerate(f, 1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            fields = line.split()
+            try:
+                if len(fields) != 6:
+                    raise ValueError(f"{len(fields)} fields; expected name set H HV gates lengths")
+                name, set_, h, hv, gates, lengths = fields
+                if gates not in ("normal", "zero"):
+                    raise ValueError(f"gates {gates!r}; expected normal or zero")
+                if name in cases:
+                    raise ValueError(f"case {name!r} appears twice")
+                case = BenchCase(name, set_, int(h), int(hv), gates, parse_lengths(lengths))
+                if case.H < 1 or case.HV % case.H != 0:
+                    raise ValueError(f"H = {case.H}, HV = {case.HV}; expected HV a multiple of H >= 1")
+            except ValueError as e:
+                raise ValueError(f"{path}:{lineno}: {e}") from None
+            cases[name] = case
+    return cases
+
+
+BENCH_CASES = load_cases()
+
+# SPEC section 6 prefill cases: name -> sequence lengths (the benchmark and the fla tests).
+SPEC_PREFILL_CASES = {c.name: c.lengths for c in BENCH_CASES.values() if c.set == "spec"}
 
 
 def spec_mixed_lengths():
     """SPEC section 6 "mixed": 15 lengths from 256 to 4096 plus a remainder, 32768 tokens in all."""
-    lens = [256, 4096, 512, 1024, 3000, 768, 2048, 300, 1500, 4000, 640, 2500, 1100, 3500, 2600]
-    return lens + [32768 - sum(lens)]
-
-
-# SPEC section 6 prefill cases: name -> sequence lengths (the benchmark and the fla tests).
-SPEC_PREFILL_CASES = {
-    "1x4k": [4096],
-    "1x32k": [32768],
-    "1x128k": [131072],
-    "4x8k": [8192] * 4,
-    "8x1k": [1024] * 8,
-    "mixed": spec_mixed_lengths(),
-    "64x256": [256] * 64,
-    "256x64": [64] * 256,
-}
+    return list(BENCH_CASES["mixed"].lengths)
 
 
 def l2norm(x):

@@ -315,6 +315,57 @@ def test_decode_fused_gate_dense_state(rng):
     assert rel_err(o, ro) <= F32_TOL and rel_err(state, rh) <= F32_TOL
 
 
+@pytest.mark.parametrize("mode", ["pool_negative_index", "no_final_state", "no_state_at_all"])
+def test_decode_without_final_state_row(rng, mode):
+    """The CPU recurrence keeps a sequence's state in workspace scratch when no final-state row
+    receives it (a negative pool index, or no final state): the Python path must pass a workspace."""
+    N, H, HV, K, V = 4, 2, 4, 32, 16
+    q, k, v, g, beta = make_inputs(rng, (N, 1), H, HV, K, V)
+    if mode == "pool_negative_index":
+        pool = rng.standard_normal((7, HV, K, V)).astype(np.float32)
+        before = pool.copy()
+        idx = np.array([3, -1, 0, -1], np.int32)
+        o = gdn.decode_(q, k, v, g, beta, pool, idx)
+        ro, rh = recurrence(q, k, v, g, beta, initial_state=before, state_indices=idx)
+        for n in (0, 2):
+            assert rel_err(pool[idx[n]], rh[n]) <= F32_TOL
+        untouched = [1, 2, 4, 5, 6]
+        np.testing.assert_array_equal(pool[untouched], before[untouched])
+    else:
+        h0 = rng.standard_normal((N, HV, K, V)).astype(np.float32) if mode == "no_final_state" else None
+        o, ht = gdn.fused_recurrent_gated_delta_rule(q, k, v, g, beta=beta, initial_state=h0,
+                                                     output_final_state=False)
+        assert ht is None
+        ro, _ = recurrence(q, k, v, g, beta, initial_state=h0)
+    assert rel_err(o, ro) <= F32_TOL
+
+
+def test_cpu_decode_asks_for_its_workspace(rng):
+    """The binding sizes the recurrent call's workspace from recurrent_gated_delta_rule_workspace_size:
+    without one the CPU decode refuses to run (so the test above exercises the workspace)."""
+    from gdn import _C
+    from gdn import _signature as sig
+
+    N, H, HV, K, V = 2, 1, 2, 16, 16
+    q, k, v, g, beta = make_inputs(rng, (N, 1), H, HV, K, V)
+    o = nan_like(v.shape, np.float32)
+    values = {n: None for n in sig.OP_ARG_NAMES}
+    values.update(q=q, k=k, v=v, g=g, beta=beta, o=o, final_is_initial=False, scale=K ** -0.5, use_qk_l2norm=False,
+                  state_v_first=False, fused_gate=False, recurrent=True)
+    args = sig.pack_op_args(**values)
+    with pytest.raises(ValueError, match="workspace is None"):
+        sig.binding_call(_C.forward, args, lambda x: x, workspace=None, stream=0, num_threads=1)
+    sizes = []
+
+    def alloc(n):
+        sizes.append(n)
+        return np.empty((n,), np.uint8)
+
+    sig.binding_call(_C.forward, args, lambda x: x, workspace=alloc, stream=0, num_threads=1)
+    assert sizes and sizes[0] >= K * V * 4
+    assert rel_err(o, recurrence(q, k, v, g, beta)[0]) <= F32_TOL
+
+
 # ------------------------------------------------------------------------------------------------
 # Stages
 

@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import gdn  # noqa: E402
-from gdn_ref import SPEC_PREFILL_CASES, recurrence, torch_chunked_reference, torch_recurrence, torch_rel_err  # noqa: E402
+from gdn_ref import BENCH_CASES, recurrence, torch_chunked_reference, torch_recurrence, torch_rel_err  # noqa: E402
 
 HAS_CUDA = torch.cuda.is_available() and gdn.cuda_available()
 DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])
@@ -21,6 +21,8 @@ if os.environ.get("GDN_TEST_DEVICES"):  # e.g. GDN_TEST_DEVICES=cuda on the GPU 
     DEVICES = [d for d in os.environ["GDN_TEST_DEVICES"].split(",") if d in DEVICES]
 needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and gdn built with CUDA")
 
+# fla's own kernels: with FLA_FLASH_QLA unset, fla dispatches to FlashQLA where that is installed.
+os.environ["FLA_FLASH_QLA"] = "0"
 try:
     from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fla_chunk
     from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule as fla_recurrent
@@ -311,15 +313,16 @@ def test_cuda_stages_compose():
     assert torch_rel_err(o, ro) <= BF16_TOL and torch_rel_err(ht, rh) <= BF16_TOL
 
 
-# SPEC section 6 cases; the long single-sequence ones are in bench/bench_gpu.py.
-SPEC_CASES = {name: SPEC_PREFILL_CASES[name] for name in ("1x4k", "4x8k", "8x1k", "mixed", "64x256", "256x64")}
+# Cases of bench/cases.txt; the long single-sequence ones are in bench/bench_gpu.py.
+SPEC_CASES = ("1x4k", "4x8k", "8x1k", "mixed", "64x256", "256x64", "tp4-8x4k")
 
 
 @needs_fla
-@pytest.mark.parametrize("case", list(SPEC_CASES))
+@pytest.mark.parametrize("case", SPEC_CASES)
 def test_matches_fla_on_spec_cases(case):
-    lens = SPEC_CASES[case]
-    H, HV, K, V = 16, 32, 128, 128
+    c = BENCH_CASES[case]
+    lens = c.lengths
+    H, HV, K, V = c.H, c.HV, 128, 128
     T, N = sum(lens), len(lens)
     cu_cpu = torch.tensor([0] + list(np.cumsum(lens)), dtype=torch.int64)
     cu = cu_cpu.cuda()

@@ -1,0 +1,133 @@
+// The composed forward (chunked or recurrent): checks every array, fills gdn::ForwardArgs and
+// dispatches to gdn::chunk_gated_delta_rule or gdn::recurrent_gated_delta_rule with a workspace of
+// the size that the chosen one asks for.
+#include "ops.h"
+
+namespace gdn_py {
+
+void forward(In q, In k, In v, In g, In beta, Out o, In A_log, In dt_bias, In initial_state, In initial_indices,
+             In initial_indices_host, Out final_state, In final_indices, In final_indices_host, bool final_is_initial,
+             In cu_seqlens, In cu_seqlens_host, double scale, bool use_qk_l2norm, bool state_v_first, bool fused_gate,
+             bool recurrent, nb::handle workspace, uintptr_t stream, int num_threads) {
+  const char* op = recurrent ? "fused_recurrent_gated_delta_rule" : "chunk_gated_delta_rule";
+  DeviceCtx dev{op};
+  dev.check("q", q);
+  dev.check("k", k);
+  dev.check("v", v);
+  dev.check("g", g);
+  dev.check("beta", beta);
+  dev.check("o", o);
+
+  if (q.ndim() != 3 && q.ndim() != 4)
+    value_error(op, "q has shape ", shape_str(q), "; expected [B, T, H, K] or [T, H, K]");
+  const size_t nd = q.ndim();
+  const int64_t T = nd == 4 ? dim(q, 0) * dim(q, 1) : dim(q, 0);
+  const int64_t H = dim(q, nd - 2), K = dim(q, nd - 1);
+  if (v.ndim() != nd)
+    value_error(op, "v has shape ", shape_str(v), "; expected ", nd, " dimensions like q ", shape_str(q));
+  const int64_t HV = dim(v, nd - 2), V = dim(v, nd - 1);
+  if (H < 1 || HV % H != 0)
+    value_error(op, "v has ", HV, " heads (HV), q and k have ", H, " (H); expected HV a multiple of H");
+  if (HV > INT32_MAX || K > INT32_MAX || V > INT32_MAX) value_error(op, "head counts or sizes are too large");
+
+  int64_t N;
+  gdn::Problem p;
+  if (cu_seqlens.is_valid()) {
+    dev.check("cu_seqlens", cu_seqlens);
+    if (cu_seqlens.ndim() != 1 || dim(cu_seqlens, 0) < 2)
+      value_error(op, "cu_seqlens has shape ", shape_str(cu_seqlens), "; expected [N + 1] with N >= 1");
+    N = dim(cu_seqlens, 0) - 1;
+    p.cu_seqlens_type = index_array(op, "cu_seqlens", cu_seqlens, N + 1, "sequence boundaries");
+    p.cu_seqlens = cu_seqlens.data();
+    if (cu_seqlens_host.is_valid()) {
+      check_host(op, "cu_seqlens_cpu", cu_seqlens_host);
+      if (index_array(op, "cu_seqlens_cpu", cu_seqlens_host, N + 1, "a host copy of cu_seqlens") != p.cu_seqlens_type)
+        type_error(op, "cu_seqlens_cpu has dtype ", dl_dtype_name(cu_seqlens_host.dtype()),
+                   "; expected that of cu_seqlens (", dl_dtype_name(cu_seqlens.dtype()), ")");
+      p.cu_seqlens_host = cu_seqlens_host.data();
+    } else if (dev.type == kDevCPU) {
+      p.cu_seqlens_host = cu_seqlens.data();
+    }
+  } else {
+    if (cu_seqlens_host.is_valid()) value_error(op, "cu_seqlens_cpu is given without cu_seqlens");
+    N = nd == 4 ? dim(q, 0) : 1;
+    if (N < 1) N = 1;
+  }
+
+  const gdn::DType dt = data_dtype(op, "q", q);
+  expect_dtype(op, "k", k, dt, " (that of q)");
+  expect_dtype(op, "v", v, dt, " (that of q)");
+  expect_dtype(op, "o", o, dt, " (that of q)");
+  const gdn::DType gdt = data_dtype(op, "g", g);
+  if (gdt != gdn::DType::kFloat32 && gdt != dt)
+    type_error(op, "g has dtype ", gdn::dtype_name(gdt), "; expected float32 or q's dtype (", gdn::dtype_name(dt), ")");
+  expect_dtype(op, "beta", beta, gdt, " (that of g)");
+
+  const TokView tq = token_view(op, "q", q, T, H, K, "H", "K");
+  const TokView tk = token_view(op, "k", k, T, H, K, "H", "K");
+  const TokView tv = token_view(op, "v", v, T, HV, V, "HV", "V");
+  const TokView tg = token_view(op, "g", g, T, HV, 0, "HV", "");
+  const TokView tb = token_view(op, "beta", beta, T, HV, 0, "HV", "");
+  const TokView to = token_view(op, "o", o, T, HV, V, "HV", "V");
+
+  set_shape(p, T, N, H, HV, K, V, scale, state_v_first);
+  p.dtype = dt;
+  p.gate_dtype = gdt;
+  p.use_qk_l2norm = use_qk_l2norm;
+  p.fused_gate = fused_gate;
+
+  gdn::ForwardArgs a;
+  a.problem = p;
+  a.q = {tq.data, tq.stride_token, tq.stride_head};
+  a.k = {tk.data, tk.stride_token, tk.stride_head};
+  a.v = {tv.data, tv.stride_token, tv.stride_head};
+  a.g = {tg.data, tg.stride_token, tg.stride_head};
+  a.beta = {tb.data, tb.stride_token, tb.stride_head};
+  a.o = {const_cast<void*>(to.data), to.stride_token, to.stride_head};
+
+  if (fused_gate) {
+    for (auto [name, arr] : {std::pair<const char*, const In*>{"A_log", &A_log}, {"dt_bias", &dt_bias}}) {
+      if (!arr->is_valid()) value_error(op, name, " is None; expected [HV = ", HV, "] float32 with the fused gate");
+      dev.check(name, *arr);
+      if (!is_f32(arr->dtype())) type_error(op, name, " has dtype ", dl_dtype_name(arr->dtype()), "; expected float32");
+      if (arr->ndim() != 1 || dim(*arr, 0) != HV)
+        value_error(op, name, " has shape ", shape_str(*arr), "; expected [HV = ", HV, "]");
+      if (HV > 1 && arr->stride(0) != 1) value_error(op, name, " is not contiguous");
+    }
+    a.A_log = static_cast<const float*>(A_log.data());
+    a.dt_bias = static_cast<const float*>(dt_bias.data());
+  } else if (A_log.is_valid() || dt_bias.is_valid()) {
+    value_error(op, "A_log / dt_bias are given but the fused gate is off (use_gate_in_kernel=False)");
+  }
+
+  if (final_is_initial)
+    a.final_state = state_ref(op, dev, "state (initial_state, updated in place)", final_state, final_indices,
+                              final_indices_host, N, HV, K, V, state_v_first, "state_indices", "state_indices_cpu");
+  else
+    a.final_state = state_ref(op, dev, "final_state", final_state, final_indices, final_indices_host, N, HV, K, V,
+                              state_v_first, "final_state_indices", "final_state_indices_cpu");
+  if (final_is_initial) {
+    if (!final_state.is_valid()) value_error(op, "the in-place state update needs a state (pool)");
+    if (initial_state.is_valid()) value_error(op, "initial_state must be None for the in-place state update");
+    a.initial_state = a.final_state;
+  } else {
+    a.initial_state = state_ref(op, dev, "initial_state", initial_state, initial_indices, initial_indices_host, N, HV,
+                                K, V, state_v_first, "state_indices", "state_indices_cpu");
+  }
+
+  ExecBuilder eb;
+  eb.exec.backend = dev.backend();
+  eb.exec.stream = reinterpret_cast<void*>(stream);
+  eb.exec.num_threads = num_threads;
+  attach_workspace(op, dev, eb, workspace,
+                   recurrent ? gdn::recurrent_gated_delta_rule_workspace_size(p, eb.exec)
+                             : gdn::chunk_gated_delta_rule_workspace_size(p, eb.exec));
+
+  nb::gil_scoped_release release;
+  if (recurrent)
+    gdn::recurrent_gated_delta_rule(a, eb.exec);
+  else
+    gdn::chunk_gated_delta_rule(a, eb.exec);
+}
+
+}  // namespace gdn_py
