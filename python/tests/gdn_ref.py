@@ -308,3 +308,8 @@ def torch_chunked_reference(q, k, v, g, beta, scale=None, initial_state=None, cu
     o = torch.zeros((B * Tb, HV, V), dtype=torch.float64, device=dev)
     o[pos[valid]] = O.transpose(1, 2)[valid]
     return o.reshape(v.shape), S
+
+
+def nan_like(shape, dtype):
+    """An output buffer filled with NaN: every element the call must write stays visible."""
+    return np.full(shape, np.nan, dtype=dtype)

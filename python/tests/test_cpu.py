@@ -7,20 +7,10 @@ import numpy as np
 import pytest
 
 import gdn
-from gdn_ref import fused_gates, make_inputs, ragged_cu_seqlens, recurrence, rel_err
+from gdn_ref import nan_like, fused_gates, make_inputs, ragged_cu_seqlens, recurrence, rel_err
 
 F32_TOL = 1e-4
 F16_TOL = 5e-3
-
-
-@pytest.fixture
-def rng(request):
-    seed = abs(hash(request.node.nodeid)) % (2 ** 32)
-    return np.random.default_rng(seed)
-
-
-def nan_like(shape, dtype):
-    return np.full(shape, np.nan, dtype=dtype)
 
 
 # ------------------------------------------------------------------------------------------------

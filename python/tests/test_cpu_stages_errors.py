@@ -9,19 +9,9 @@ import pytest
 
 import gdn
 import gdn.stages as st
-from gdn_ref import make_inputs, ragged_cu_seqlens, recurrence, rel_err
+from gdn_ref import nan_like, make_inputs, ragged_cu_seqlens, recurrence, rel_err
 
 F32_TOL = 1e-4
-
-
-@pytest.fixture
-def rng(request):
-    seed = abs(hash(request.node.nodeid)) % (2 ** 32)
-    return np.random.default_rng(seed)
-
-
-def nan_like(shape, dtype):
-    return np.full(shape, np.nan, dtype=dtype)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -6,8 +6,7 @@ namespace gdn {
 namespace cuda {
 namespace {
 
-size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBufs* b, SplitBufs* sp,
-             char** plan_mem) {
+size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBufs* b, SplitBufs* sp, char** plan_mem) {
   const int64_t T = p.num_tokens, HV = p.num_v_heads, H = p.num_qk_heads, D = p.head_k;
   const int64_t mc = chunk_bound(T, p.num_seqs);
   Carver c(base);

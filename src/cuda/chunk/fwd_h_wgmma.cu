@@ -108,8 +108,8 @@ __global__ void __launch_bounds__(128, 1)
   __shared__ int last_part_flag;
   if (threadIdx.x == 0) last_part_flag = part == parts - 1;
   if (part >= (kSummary ? parts - 1 : parts)) return;  // no such part (the last needs no summary)
-  const bool transition = kSummary && sl >= 2;        // M_p's columns: the identity's chain, u = 0
-  if (transition && part == 0) return;                // part 0 needs no M
+  const bool transition = kSummary && sl >= 2;         // M_p's columns: the identity's chain, u = 0
+  if (transition && part == 0) return;                 // part 0 needs no M
   const int v0 = (transition ? sl - 2 : sl) * kBV;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   // ldmatrix / stmatrix lane roles for a 16 x 16 tile: matrix lm = lane / 8, row lr = lane % 8;
@@ -216,7 +216,8 @@ __global__ void __launch_bounds__(128, 1)
     cp_async_wait<ST - 2>();
     fence_proxy_async();  // this thread's landed cp.async writes -> visible to wgmma (async proxy)
     __syncthreads();      // B1: chunk c complete for all; h staging holds h_c; stage (c - 1) % ST free
-    if (!kSummary && c > 0 && tid == 0 && b.ready) signal_release(b.ready + (gc - 1) * HV + hv);  // h, v_new of c - 1 stored
+    if (!kSummary && c > 0 && tid == 0 && b.ready)
+      signal_release(b.ready + (gc - 1) * HV + hv);  // h, v_new of c - 1 stored
 
     // acc = u^T: acc[4 j + 2 hh + e] = u[token 8 j + 2 t + e][v0 + 16 warp + g + 8 hh], j < 8.
     float acc[32];

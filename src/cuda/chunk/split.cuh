@@ -25,8 +25,8 @@ namespace gdn {
 namespace cuda {
 
 struct SplitBufs {
-  int chunks_per_part = 0;  // Q; 0: no split
-  int max_parts = 1;        // parts per sequence that the grids cover (P_max)
+  int chunks_per_part = 0;      // Q; 0: no split
+  int max_parts = 1;            // parts per sequence that the grids cover (P_max)
   float* part_state = nullptr;  // [N, P_max, HV, K, V] fp32 K-major: exact state at part p's start (p >= 1)
   float* summary_b = nullptr;   // [N, P_max, HV, K, V] fp32 K-major: part p's end state from zero
   float* summary_m = nullptr;   // [N, P_max, HV, K, K] fp32: part p's transition M_p

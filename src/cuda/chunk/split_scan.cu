@@ -15,13 +15,13 @@ namespace gdn {
 namespace cuda {
 namespace {
 
-constexpr int kD = 128;       // K = V
-constexpr int kCols = 32;     // columns of V per block
+constexpr int kD = 128;    // K = V
+constexpr int kCols = 32;  // columns of V per block
 constexpr int kMStride = kD + 1;
 
 __global__ void __launch_bounds__(256) chunk_split_scan_kernel(Plan pl, SplitBufs sp, int HV) {
   extern __shared__ float scan_smem[];
-  float* Ms = scan_smem;              // [128][129]
+  float* Ms = scan_smem;                  // [128][129]
   float* Xs = scan_smem + kD * kMStride;  // [128][32]
   const int slices = kD / kCols;
   const int64_t item = blockIdx.x;
