@@ -33,7 +33,7 @@ std::string Case::name() const {
   os << T << "_H" << H << "_HV" << HV << "_K" << K << "_V" << V << "_" << dtype_name(dtype) << (l2norm ? "_l2" : "")
      << (layout == StateLayout::kVMajor ? "_vmajor" : "") << (pool ? "_pool" : "") << (initial_state ? "_h0" : "")
      << (fused_gate ? "_fused" : "") << "_g" << int(gate) << "x" << gate_factor << "_b" << int(beta)
-     << (strided ? "_strided" + std::to_string(o_pad) : "") << (sparse_final ? "_sparsefinal" : "")
+     << (strided ? "_strided" + std::to_string(o_pad) : "") << (sparse_final ? "_sparsefinal" : "") << (serving ? "_serving" : "")
      << (threads ? "_threads" + std::to_string(threads) : "");
   return os.str();
 }
@@ -152,7 +152,22 @@ Inputs make_inputs(const Case& c, std::mt19937_64& rng) {
     in.state0.resize(in.slots * c.HV * c.K * c.V);
     for (float& x : in.state0) x = static_cast<float>(d(rng));
   }
-  if (c.pool) {
+  if (c.pool && c.serving) {
+    // Read rows 1..N and write rows N+1..2N, each a shuffle; a quarter of the sequences are
+    // padding (slot 0, the null slot, in both), a quarter of the others start from zeros.
+    std::vector<int32_t> reads(N), writes(N);
+    std::iota(reads.begin(), reads.end(), 1);
+    std::iota(writes.begin(), writes.end(), static_cast<int32_t>(N + 1));
+    std::shuffle(reads.begin(), reads.end(), rng);
+    std::shuffle(writes.begin(), writes.end(), rng);
+    std::bernoulli_distribution quarter(0.25);
+    for (int64_t n = 0; n < N; ++n) {
+      const bool padding = quarter(rng);
+      in.indices.push_back(padding ? 0 : reads[n]);
+      in.final_indices.push_back(padding ? 0 : writes[n]);
+      in.present.push_back(quarter(rng) ? 0 : 1);
+    }
+  } else if (c.pool) {
     std::vector<int32_t> rows(in.slots);
     std::iota(rows.begin(), rows.end(), 0);
     std::shuffle(rows.begin(), rows.end(), rng);
@@ -169,12 +184,17 @@ static int64_t state_index(const Inputs& in, int64_t row, int hv, int k, int v) 
   return head + (c.layout == StateLayout::kKMajor ? int64_t{k} * c.V + v : int64_t{v} * c.K + k);
 }
 
-static int64_t row_of(const Inputs& in, int64_t n) { return in.c.pool ? in.indices[n] : n; }
+// The initial-state row of sequence n, or -1 (none, the null slot 0 or absent in a serving case).
+static int64_t row_of(const Inputs& in, int64_t n) {
+  if (in.c.serving) return in.indices[n] == 0 || in.present[n] == 0 ? -1 : in.indices[n];
+  return in.c.pool ? in.indices[n] : n;
+}
 
 // The final-state row of sequence n: its pool row, or n, or -1 for the odd sequences of a
 // sparse_final case.
 static int64_t final_row_of(const Inputs& in, int64_t n) {
   if (in.c.sparse_final && n % 2 == 1) return -1;
+  if (in.c.serving) return in.final_indices[n] == 0 ? -1 : in.final_indices[n];
   return row_of(in, n);
 }
 
@@ -286,7 +306,7 @@ Outputs run(const Inputs& in, Backend backend, Op op) {
 
   // States: a pool updated in place, or a dense initial array and a NaN-filled final array.
   const int64_t head_elems = int64_t{c.HV} * c.K * c.V;
-  Buffer s_in, s_out, idx, final_idx;
+  Buffer s_in, s_out, idx, final_idx, present;
   std::vector<int32_t> final_rows;
   if (c.pool) {
     s_in = upload_vec(backend, in.state0);
@@ -297,8 +317,17 @@ Outputs run(const Inputs& in, Backend backend, Op op) {
     pool.indices = idx.data();
     pool.indices_host = in.indices.data();
     pool.index_type = IndexType::kInt32;
+    if (c.serving) pool.null_slot = 0;
     if (c.initial_state) a.initial_state = pool;
     if (c.final_state) a.final_state = pool;
+    if (c.serving) {
+      present = upload_vec(backend, in.present);
+      a.initial_state.present = present.as<uint8_t>();
+      a.initial_state.present_host = in.present.data();
+      final_idx = upload_vec(backend, in.final_indices);
+      a.final_state.indices = final_idx.data();
+      a.final_state.indices_host = in.final_indices.data();
+    }
   } else {
     if (c.initial_state) {
       s_in = upload_vec(backend, in.state0);

@@ -79,6 +79,11 @@ struct Case {
   // have final index -1): the CPU decode step then works in its workspace for those.
   bool sparse_final = false;
   int threads = 0;  // exec.num_threads
+  // A serving engine's pool (with pool): slot 0 is the null slot (vLLM's padding; several
+  // sequences name it: they touch no state), the other sequences read one slot and write another
+  // (read rows 1..N, write rows N+1..2N), and the present mask on the initial state starts some
+  // of them from zeros while they still write.
+  bool serving = false;
   bool fused_gate = false;
   GateKind gate = GateKind::kLogSigmoid;
   double gate_factor = 1.0;
@@ -100,7 +105,9 @@ struct Inputs {
   std::vector<double> qd, kd, vd, gd, betad;  // as the kernel sees them (before l2norm / fusion)
   std::vector<float> A_log, dt_bias;
   std::vector<float> state0;     // [slots, HV, ...] in the case's layout
-  std::vector<int32_t> indices;  // [N] when pooled
+  std::vector<int32_t> indices;  // [N] when pooled (the read slots of a serving case)
+  std::vector<int32_t> final_indices;  // [N] serving: the write slots (0 for the padding)
+  std::vector<uint8_t> present;        // [N] serving: the initial state's present mask
   int64_t slots = 0;
   int64_t o_stride_token = 0;  // elements
 };

@@ -17,7 +17,8 @@ struct Fixture {
   Backend be;
   std::vector<int32_t> cu_host{0, 4, 10};
   std::vector<int32_t> idx_host{3, 0};
-  Buffer q, k, v, g, beta, o, cu, pool, idx, ws, A_log, dt_bias;
+  std::vector<uint8_t> present_host{1, 1};
+  Buffer q, k, v, g, beta, o, cu, pool, idx, present, ws, A_log, dt_bias;
   std::vector<float> pool_before;
   ForwardArgs a;
   Exec exec;
@@ -41,6 +42,7 @@ struct Fixture {
     pool_before = rnd(5 * 4 * 64 * 64);
     pool = upload_vec(be, pool_before);
     idx = upload_vec(be, idx_host);
+    present = upload_vec(be, present_host);
     A_log = upload_vec(be, std::vector<float>(4, 0.0f));
     dt_bias = upload_vec(be, std::vector<float>(4, 0.0f));
     Problem& p = a.problem;
@@ -229,6 +231,56 @@ TEST_P(Errors, BadPoolIndices) {
                   {"indices[1] repeats row 70001", "distinct"});
   expect_rejected(GetParam(), [](Fixture& f) { f.a.final_state.data = f.a.final_state.data + 1; },  // 4 bytes off
                   {"final_state.data is not 16-byte aligned"});
+  expect_rejected(GetParam(), [](Fixture& f) { f.a.initial_state.null_slot = 5; },
+                  {"initial_state.null_slot is 5; expected -1 (none) or a row in [0, num_slots = 5)"});
+  // A row named by two sequences is still a repeat when only one of them is masked absent on a
+  // different StateRef (the mask belongs to its own StateRef).
+  expect_rejected(GetParam(),
+                  [](Fixture& f) {
+                    f.idx_host = {2, 2};
+                    if (f.be == Backend::kCPU) f.idx.upload(f.idx_host.data(), 8);
+                    f.present_host = {0, 1};
+                    f.present.upload(f.present_host.data(), 2);
+                    f.a.initial_state.present = f.present.as<uint8_t>();
+                    f.a.initial_state.present_host = f.present_host.data();
+                  },
+                  {"final_state.indices[1] repeats row 2", "two sequences would write one row"});
+}
+
+// Padding: several sequences may name the null slot (vLLM pads with slot 0), and a sequence
+// masked absent does not count; the padding touches no state.
+TEST_P(Errors, NullSlotAndAbsentSequencesMayRepeat) {
+  for (int op = 0; op < 2; ++op) {
+    Fixture f(GetParam());
+    f.idx_host = {2, 2};
+    f.idx.upload(f.idx_host.data(), 8);
+    f.a.initial_state.null_slot = f.a.final_state.null_slot = 2;
+    if (op == 0)
+      chunk_gated_delta_rule(f.a, f.exec);
+    else
+      recurrent_gated_delta_rule(f.a, f.exec);
+    synchronize(f.be);
+    std::vector<float> pool(f.pool_before.size());
+    f.pool.download(pool.data(), pool.size() * sizeof(float));
+    EXPECT_EQ(0, std::memcmp(pool.data(), f.pool_before.data(), pool.size() * sizeof(float)))
+        << "a padding sequence (the null slot) touched the pool";
+  }
+  // Both sequences absent in the masks of both StateRefs: accepted, nothing read or written.
+  Fixture f(GetParam());
+  f.idx_host = {1, 1};
+  f.idx.upload(f.idx_host.data(), 8);
+  f.present_host = {0, 0};
+  f.present.upload(f.present_host.data(), 2);
+  for (StateRef* s : {&f.a.initial_state, &f.a.final_state}) {
+    s->present = f.present.as<uint8_t>();
+    s->present_host = f.present_host.data();
+  }
+  chunk_gated_delta_rule(f.a, f.exec);
+  synchronize(f.be);
+  std::vector<float> pool(f.pool_before.size());
+  f.pool.download(pool.data(), pool.size() * sizeof(float));
+  EXPECT_EQ(0, std::memcmp(pool.data(), f.pool_before.data(), pool.size() * sizeof(float)))
+      << "sequences masked absent touched the pool";
 }
 
 TEST_P(Errors, BadStrides) {

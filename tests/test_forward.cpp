@@ -193,6 +193,28 @@ std::vector<Case> forward_cases() {
     c.pool = true;
     c.lens = {300, 1, 64, 129, 7, 65};
   });
+  // Serving pools: padding on the null slot 0, separate read and write slots, the present mask
+  // on the initial state (harness.h: Case::serving); prefill and decode batches, both layouts.
+  for (StateLayout layout : {StateLayout::kKMajor, StateLayout::kVMajor}) {
+    add([&](Case& c) {
+      c.pool = c.serving = true;
+      c.layout = layout;
+      c.lens = {65, 0, 1, 130, 20, 64, 7, 3};
+    });
+    add([&](Case& c) {
+      c.pool = c.serving = true;
+      c.layout = layout;
+      c.K = c.V = 128;
+      c.dtype = DType::kBFloat16;
+      c.lens = {1, 2, 1, 1, 3, 1, 4, 1, 1, 2, 1, 1};
+    });
+  }
+  add([](Case& c) {  // with the split (CUDA): a part 0 from a masked or padded state
+    c.pool = c.serving = true;
+    c.H = 1, c.HV = 2, c.K = c.V = 128;
+    c.dtype = DType::kBFloat16;
+    c.lens = {6000, 700, 1, 0};
+  });
   // The exact split of long sequences (CUDA, K = V = 128, few chains: chunk/split.cuh). With 132
   // SMs (H200) the heuristics cut these into parts of 8 chunks (test_heuristics checks the counts):
   // one sequence of 3 and of 8 parts; a ragged batch with 12 parts, 2 parts ending mid-chunk, one

@@ -57,14 +57,28 @@ struct MutTensor {
 // Sequence n uses row indices[n] (row n when indices is null). A negative index means "no state":
 // the sequence starts from zero (initial) or its final state is not written (final).
 // For the pool of a serving engine, pass the same data and indices as initial and final state:
-// the update happens in place. Indices must be in [-inf, num_slots) and the non-negative ones
-// distinct among the sequences of one call.
+// the update happens in place; or the same data with other indices for the final state, to read
+// one slot and write another (a row written by one sequence must not be read by another one).
+// Indices must be in [-inf, num_slots) and the ones that name a row distinct among the sequences
+// of one call.
+//
+// Serving engines' padding and new requests:
+//   null_slot: an index equal to it means "no state" as a negative index does (vLLM pads its
+//     batches with slot 0, NULL_BLOCK_ID); several sequences may name it. -1: no null slot.
+//   present: [N] uint8 on the backend's device, optional: 0 = sequence n has no state here
+//     whatever its index (initial: it starts from zeros; final: nothing is written), e.g. vLLM's
+//     has_initial_state on the initial state of a pool whose final state is the same rows.
+// Padding entries (index negative or null_slot in both) touch no state; their o is computed from
+// a zero state like any sequence's (a zero-length padding sequence has no o at all).
 struct StateRef {
   float* data = nullptr;               // null: no state (zeros in, nothing out)
   int64_t num_slots = 0;               // rows of data; for a dense per-sequence array, N
   const void* indices = nullptr;       // [N] on the backend's device, IndexType below
   const void* indices_host = nullptr;  // optional host copy of indices, for validation (CUDA)
   IndexType index_type = IndexType::kInt32;
+  int64_t null_slot = -1;                 // -1 or a row in [0, num_slots) that means "no state"
+  const uint8_t* present = nullptr;       // [N] on the backend's device, optional (see above)
+  const uint8_t* present_host = nullptr;  // optional host copy of present, for validation (CUDA)
 };
 
 // What a call computes, shared by the forward, the decode step and the stages.

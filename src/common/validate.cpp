@@ -120,10 +120,18 @@ void check_tensor(const char* op, const char* name, const TensorT& t, int heads,
          ") overlaps tokens; expected 0 or >= ", static_cast<int64_t>(heads - 1) * t.stride_head + dim);
 }
 
+// The row sequence n names in a pool, or -1 for "no state" (negative, the null slot, or absent).
+int64_t named_row(const StateRef& s, const void* indices, const uint8_t* present, int64_t n) {
+  if (present && present[n] == 0) return -1;
+  const int64_t row = read_index(indices, n, s.index_type);
+  return row < 0 || row == s.null_slot ? -1 : row;
+}
+
 // The first n whose row in [0, num_slots) repeats the row of an earlier sequence, or -1.
 // Without allocating: a bitmap of 64 Ki slots on the stack, one pass over the indices per 64 Ki
 // slots of the pool (one pass for any pool of up to 65536 rows).
-int64_t first_repeated_index(const void* indices, IndexType type, int64_t num_seqs, int64_t num_slots) {
+int64_t first_repeated_index(const StateRef& s, const void* indices, const uint8_t* present, int64_t num_seqs) {
+  const int64_t num_slots = s.num_slots;
   constexpr int64_t kWindow = int64_t{1} << 16;
   uint64_t seen[kWindow / 64];
   int64_t first = -1;
@@ -131,7 +139,7 @@ int64_t first_repeated_index(const void* indices, IndexType type, int64_t num_se
     std::fill(seen, seen + (std::min(kWindow, num_slots - lo) + 63) / 64, uint64_t{0});
     const int64_t end = first >= 0 ? first : num_seqs;  // a later repeat cannot be the first
     for (int64_t n = 0; n < end; ++n) {
-      const int64_t row = read_index(indices, n, type);
+      const int64_t row = named_row(s, indices, present, n);
       if (row < lo || row >= lo + kWindow || row >= num_slots) continue;
       const int64_t bit = row - lo;
       if ((seen[bit / 64] >> (bit % 64)) & 1u) {
@@ -152,6 +160,8 @@ void check_state(const char* op, const char* name, const StateRef& s, const Prob
   if (s.num_slots <= 0) fail(op, name, ".num_slots is ", s.num_slots, "; expected > 0");
   if (s.index_type != IndexType::kInt32 && s.index_type != IndexType::kInt64)
     fail(op, name, ".index_type is invalid; expected kInt32 or kInt64");
+  if (s.null_slot < -1 || s.null_slot >= s.num_slots)
+    fail(op, name, ".null_slot is ", s.null_slot, "; expected -1 (none) or a row in [0, num_slots = ", s.num_slots, ")");
   if (s.indices == nullptr) {
     if (s.num_slots < p.num_seqs)
       fail(op, name, ".num_slots is ", s.num_slots, "; expected at least N = ", p.num_seqs,
@@ -160,9 +170,11 @@ void check_state(const char* op, const char* name, const StateRef& s, const Prob
   }
   const void* idx = host_view(s.indices, s.indices_host, backend);
   if (idx == nullptr) return;  // CUDA without a host copy: clamped on the device
-  const int64_t repeat = first_repeated_index(idx, s.index_type, p.num_seqs, s.num_slots);
+  // A mask that only the device holds cannot be read here: then every named row counts.
+  const uint8_t* present = static_cast<const uint8_t*>(host_view(s.present, s.present_host, backend));
+  const int64_t repeat = first_repeated_index(s, idx, present, p.num_seqs);
   for (int64_t n = 0; n < p.num_seqs; ++n) {
-    const int64_t row = read_index(idx, n, s.index_type);
+    const int64_t row = named_row(s, idx, present, n);
     if (row >= s.num_slots)
       fail(op, name, ".indices[", n, "] is ", row, "; expected < num_slots = ", s.num_slots, " (or negative for none)");
     if (n == repeat)

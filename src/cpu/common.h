@@ -35,12 +35,14 @@ struct Sequences {
   int64_t num_chunks(int64_t n) const { return (end(n) - begin(n) + C - 1) / C; }
 };
 
-// Row `index` of a pool (initial or final state), or -1 for "none".
+// Row of sequence n in a pool (initial or final state), or -1 for "none": no data, a negative
+// index, the pool's null slot, or absent in the present mask (the API layer checked the rest).
 inline int64_t state_row(const StateRef& s, int64_t n) {
-  if (s.data == nullptr) return -1;
+  if (s.data == nullptr || (s.present && s.present[n] == 0)) return -1;
   if (s.indices == nullptr) return n;
-  return s.index_type == IndexType::kInt32 ? static_cast<const int32_t*>(s.indices)[n]
-                                           : static_cast<const int64_t*>(s.indices)[n];
+  const int64_t r = s.index_type == IndexType::kInt32 ? static_cast<const int32_t*>(s.indices)[n]
+                                                      : static_cast<const int64_t*>(s.indices)[n];
+  return r < 0 || r == s.null_slot ? -1 : r;
 }
 
 // dst[0, n) = src[offset, offset + n) converted to fp32.

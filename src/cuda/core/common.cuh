@@ -71,11 +71,11 @@ __device__ __forceinline__ int64_t load_index(const void* p, IndexType t, int64_
 }
 
 // State row of sequence n in a pool: indices may be unvalidated device data, so anything outside
-// [0, num_slots) means "no state" (-1).
+// [0, num_slots) means "no state" (-1), as do the pool's null slot and a 0 in the present mask.
 __device__ __forceinline__ int64_t state_row(const StateRef& s, int64_t n) {
-  if (s.data == nullptr) return -1;
+  if (s.data == nullptr || (s.present && s.present[n] == 0)) return -1;
   const int64_t r = s.indices ? load_index(s.indices, s.index_type, n) : n;
-  return (r >= 0 && r < s.num_slots) ? r : -1;
+  return (r >= 0 && r < s.num_slots && r != s.null_slot) ? r : -1;
 }
 
 // Gates of token t, head hv: fp32 decay g (natural log) and beta, with optional model fusion

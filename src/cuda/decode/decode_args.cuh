@@ -105,11 +105,11 @@ __device__ __forceinline__ float l2norm_scale(bool l2norm, float sum_sq) {
 
 // state_row of common.cuh in two halves: the raw index is loaded ahead, and checked at the use.
 __device__ __forceinline__ int64_t row_raw(const StateRef& s, int64_t n) {
-  if (s.data == nullptr) return -1;
+  if (s.data == nullptr || (s.present && s.present[n] == 0)) return -1;
   return s.indices ? load_index(s.indices, s.index_type, n) : n;
 }
 __device__ __forceinline__ int64_t row_checked(const StateRef& s, int64_t r) {
-  return (r >= 0 && r < s.num_slots) ? r : -1;
+  return (r >= 0 && r < s.num_slots && r != s.null_slot) ? r : -1;
 }
 
 // Token range of sequence n, raw (loaded ahead), then clamped to [0, T] at the use.
