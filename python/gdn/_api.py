@@ -121,20 +121,23 @@ def fused_recurrent_gated_delta_rule(
 
 
 def _engine(op, recurrent, q, k, v, g, beta, state, state_indices, scale, use_qk_l2norm_in_kernel, state_v_first,
-            A_log, dt_bias, cu_seqlens, cu_seqlens_cpu, state_indices_cpu, out):
+            A_log, dt_bias, cu_seqlens, cu_seqlens_cpu, state_indices_cpu, out, has_initial_state, null_slot,
+            final_state_indices, final_state_indices_cpu):
     fused = A_log is not None
     o, _ = run_forward(
         op, q, k, v, g, beta, scale=scale, initial_state=state, output_final_state=False,
         use_qk_l2norm=use_qk_l2norm_in_kernel, use_gate_in_kernel=fused, A_log=A_log, dt_bias=dt_bias,
         use_beta_sigmoid=fused, allow_neg_eigval=False, state_v_first=state_v_first, cu_seqlens=cu_seqlens,
         cu_seqlens_cpu=cu_seqlens_cpu, state_indices=state_indices, state_indices_cpu=state_indices_cpu,
-        inplace_final_state=True, out=out, recurrent=recurrent)
+        inplace_final_state=True, out=out, recurrent=recurrent, has_initial_state=has_initial_state,
+        null_slot=null_slot, final_state_indices=final_state_indices, final_state_indices_cpu=final_state_indices_cpu)
     return o
 
 
 def prefill_(q, k, v, g, beta, state, state_indices=None, *, scale=None, use_qk_l2norm_in_kernel=False,
              state_v_first=False, A_log=None, dt_bias=None, cu_seqlens=None, cu_seqlens_cpu=None,
-             state_indices_cpu=None, out=None):
+             state_indices_cpu=None, out=None, has_initial_state=None, null_slot=-1, final_state_indices=None,
+             final_state_indices_cpu=None):
     r"""Serving-engine prefill: the chunked forward with states in a pool, updated in place.
 
     ``state`` is a fp32 pool ``[slots, HV, K, V]`` (``[slots, HV, V, K]`` with ``state_v_first``);
@@ -142,19 +145,29 @@ def prefill_(q, k, v, g, beta, state, state_indices=None, *, scale=None, use_qk_
     (a negative index: start from zeros, write nothing). Without ``state_indices``, ``state`` is a
     dense ``[N, ...]`` array updated in place. With ``A_log`` (and optional ``dt_bias``), ``g`` and
     ``beta`` are the raw ``a`` and ``b``: ``g = -exp(A_log) * softplus(a + dt_bias)``,
-    ``beta = sigmoid(b)``, fused in the kernel. Returns o (``out`` when given)."""
+    ``beta = sigmoid(b)``, fused in the kernel. Returns o (``out`` when given).
+
+    Serving engines' pools: ``null_slot`` names a row that means "no state" like a negative index
+    (vLLM pads its batches with slot 0): such sequences read and write nothing; several may name
+    it. ``has_initial_state`` ([N] bool): False starts that sequence from zeros, and its final state
+    is still written. ``final_state_indices`` ([N]): write the final states to these rows instead of
+    the rows read (a row written by one sequence must not be read by another)."""
     return _engine("prefill_", False, q, k, v, g, beta, state, state_indices, scale, use_qk_l2norm_in_kernel,
-                   state_v_first, A_log, dt_bias, cu_seqlens, cu_seqlens_cpu, state_indices_cpu, out)
+                   state_v_first, A_log, dt_bias, cu_seqlens, cu_seqlens_cpu, state_indices_cpu, out,
+                   has_initial_state, null_slot, final_state_indices, final_state_indices_cpu)
 
 
 def decode_(q, k, v, g, beta, state, state_indices=None, *, scale=None, use_qk_l2norm_in_kernel=False,
             state_v_first=False, A_log=None, dt_bias=None, cu_seqlens=None, cu_seqlens_cpu=None,
-            state_indices_cpu=None, out=None):
+            state_indices_cpu=None, out=None, has_initial_state=None, null_slot=-1, final_state_indices=None,
+            final_state_indices_cpu=None):
     r"""Serving-engine decode step: the recurrence (one or a few tokens per sequence) with states in a
     pool, updated in place. Arguments as in :func:`prefill_`; typical shapes are q ``[N, 1, H, K]``
-    (one token per sequence) or ``[1, N, H, K]`` with ``cu_seqlens``. Returns o."""
+    (one token per sequence) or ``[1, N, H, K]`` with ``cu_seqlens``; ``null_slot``,
+    ``has_initial_state`` and ``final_state_indices`` as in :func:`prefill_`. Returns o."""
     return _engine("decode_", True, q, k, v, g, beta, state, state_indices, scale, use_qk_l2norm_in_kernel,
-                   state_v_first, A_log, dt_bias, cu_seqlens, cu_seqlens_cpu, state_indices_cpu, out)
+                   state_v_first, A_log, dt_bias, cu_seqlens, cu_seqlens_cpu, state_indices_cpu, out,
+                   has_initial_state, null_slot, final_state_indices, final_state_indices_cpu)
 
 
 chunk_gdn = chunk_gated_delta_rule

@@ -54,7 +54,8 @@ def _check_shapes(op, q, k, v, g, beta, cu_seqlens):
 def run_forward(op, q, k, v, g, beta, *, scale, initial_state, output_final_state, use_qk_l2norm,
                 use_gate_in_kernel, A_log, dt_bias, use_beta_sigmoid, allow_neg_eigval, state_v_first,
                 cu_seqlens, cu_seqlens_cpu, state_indices, state_indices_cpu, inplace_final_state, out,
-                recurrent):
+                recurrent, has_initial_state=None, null_slot=-1, final_state_indices=None,
+                final_state_indices_cpu=None):
     env = Env(q, "q")
     kind = env.kind
     for name, x in (("k", k), ("v", v), ("g", g), ("beta", beta), ("initial_state", initial_state),
@@ -125,14 +126,30 @@ def run_forward(op, q, k, v, g, beta, *, scale, initial_state, output_final_stat
             and int(initial_state.shape[0]) != N:
         raise ValueError(f"gdn.{op}: initial_state has {int(initial_state.shape[0])} rows; the number of initial "
                          f"states is expected to be equal to the number of input sequences, i.e. {N}")
+    if final_state_indices is not None and (not inplace_final_state or state_indices is None):
+        raise ValueError(f"gdn.{op}: final_state_indices (the write slots) needs the in-place pool update "
+                         "(inplace_final_state=True, or prefill_ / decode_) with state_indices (the read slots)")
+    if final_state_indices_cpu is not None and final_state_indices is None:
+        raise ValueError(f"gdn.{op}: final_state_indices_cpu is given without final_state_indices")
     if inplace_final_state:
-        # The final states overwrite the initial ones (pool rows, or a dense [N, ...] fp32 array).
+        # The final states overwrite the initial ones (pool rows, or a dense [N, ...] fp32 array),
+        # or go to other rows of the same pool (final_state_indices: read one slot, write another).
         if initial_state is None:
             raise ValueError(f"gdn.{op}: inplace_final_state=True needs initial_state (the state pool)")
         final_state = initial_state
         final_indices, final_indices_cpu = state_indices, state_indices_cpu
         final_is_initial = True
         initial_state = None
+        if final_state_indices is not None:
+            if final_state_indices.ndim != 1 or int(final_state_indices.shape[0]) != N:
+                raise ValueError(f"gdn.{op}: final_state_indices has shape {_shape(final_state_indices)}; expected "
+                                 f"[N] = [{N}]")
+            if final_state_indices_cpu is not None:
+                final_state_indices_cpu = env.to_index_dtype_of(final_state_indices_cpu, final_state_indices)
+            # Read rows state_indices, write rows final_state_indices: two views of one pool.
+            initial_state, initial_indices, initial_indices_cpu = final_state, state_indices, state_indices_cpu
+            final_indices, final_indices_cpu = final_state_indices, final_state_indices_cpu
+            final_is_initial = False
     else:
         if initial_state is not None:
             if state_indices is None and not env.is_f32(initial_state):
@@ -149,7 +166,8 @@ def run_forward(op, q, k, v, g, beta, *, scale, initial_state, output_final_stat
         q=q, k=k, v=v, g=g, beta=beta, o=o, A_log=A_log, dt_bias=dt_bias, initial_state=initial_state,
         initial_state_indices=initial_indices, initial_state_indices_cpu=initial_indices_cpu,
         final_state=final_state, final_state_indices=final_indices, final_state_indices_cpu=final_indices_cpu,
-        final_is_initial=final_is_initial, cu_seqlens=cu_seqlens, cu_seqlens_cpu=cu_seqlens_cpu, scale=scale,
+        final_is_initial=final_is_initial, initial_state_present=has_initial_state, null_slot=int(null_slot),
+        cu_seqlens=cu_seqlens, cu_seqlens_cpu=cu_seqlens_cpu, scale=scale,
         use_qk_l2norm=bool(use_qk_l2norm), state_v_first=bool(state_v_first), fused_gate=fused_gate,
         recurrent=bool(recurrent))
     if kind == "torch" and forward_op is not None:
@@ -198,6 +216,10 @@ def pop_fla_kwargs(op, kwargs, state_v_first):
         state_indices_cpu=kwargs.pop("state_indices_cpu", None),
         inplace_final_state=bool(kwargs.pop("inplace_final_state", False)),
         out=kwargs.pop("out", None),
+        has_initial_state=kwargs.pop("has_initial_state", None),
+        null_slot=kwargs.pop("null_slot", -1),
+        final_state_indices=kwargs.pop("final_state_indices", None),
+        final_state_indices_cpu=kwargs.pop("final_state_indices_cpu", None),
     )
     if kwargs:
         raise TypeError(f"gdn.{op}: unexpected keyword argument(s) {sorted(kwargs)}")

@@ -18,6 +18,7 @@ OPT_TENSOR = "opt_tensor"  # read, may be None
 OPT_TENSOR_MUT = "opt_tensor_mut"  # written in place, may be None
 OPT_HOST_TENSOR = "opt_host_tensor"  # a host copy of a device index array, may be None
 FLOAT = "float"
+INT = "int"
 BOOL = "bool"
 EXEC_WORKSPACE = "exec_workspace"  # an array or an allocator nbytes -> array, or None
 EXEC_INT = "exec_int"  # the stream handle, the number of CPU threads
@@ -48,6 +49,8 @@ FORWARD_ARGS = (
     Arg("final_state_indices", OPT_TENSOR),
     Arg("final_state_indices_cpu", OPT_HOST_TENSOR),
     Arg("final_is_initial", BOOL),  # final_state is also the initial state, updated in place
+    Arg("initial_state_present", OPT_TENSOR),  # [N] bool/uint8: False = start from zeros (still written)
+    Arg("null_slot", INT),  # a pool row that means "no state" (padding), or -1
     Arg("cu_seqlens", OPT_TENSOR),  # [N + 1]
     Arg("cu_seqlens_cpu", OPT_HOST_TENSOR),
     Arg("scale", FLOAT),
@@ -84,6 +87,8 @@ def op_schema(args=OP_ARGS) -> str:
             t = f"Tensor({next(alias)}!)?"
         elif a.kind == FLOAT:
             t = "float"
+        elif a.kind == INT:
+            t = "int"
         elif a.kind == BOOL:
             t = "bool"
         else:

@@ -7,8 +7,9 @@ namespace gdn_py {
 
 void forward(In q, In k, In v, In g, In beta, Out o, In A_log, In dt_bias, In initial_state, In initial_indices,
              In initial_indices_host, Out final_state, In final_indices, In final_indices_host, bool final_is_initial,
-             In cu_seqlens, In cu_seqlens_host, double scale, bool use_qk_l2norm, bool state_v_first, bool fused_gate,
-             bool recurrent, nb::handle workspace, uintptr_t stream, int num_threads) {
+             In initial_present, int64_t null_slot, In cu_seqlens, In cu_seqlens_host, double scale, bool use_qk_l2norm,
+             bool state_v_first, bool fused_gate, bool recurrent, nb::handle workspace, uintptr_t stream,
+             int num_threads) {
   const char* op = recurrent ? "fused_recurrent_gated_delta_rule" : "chunk_gated_delta_rule";
   DeviceCtx dev{op};
   dev.check("q", q);
@@ -113,6 +114,26 @@ void forward(In q, In k, In v, In g, In beta, Out o, In A_log, In dt_bias, In in
   } else {
     a.initial_state = state_ref(op, dev, "initial_state", initial_state, initial_indices, initial_indices_host, N, HV,
                                 K, V, state_v_first, "state_indices", "state_indices_cpu");
+  }
+
+  // Serving pools: the null slot (padding) on both, the present mask (has_initial_state) on the
+  // initial state only: a sequence without one starts from zeros and still writes its final state.
+  a.initial_state.null_slot = a.initial_state.data ? null_slot : -1;
+  a.final_state.null_slot = a.final_state.data ? null_slot : -1;
+  if (initial_present.is_valid()) {
+    if (!a.initial_state.data) value_error(op, "initial_state_present is given without an initial state");
+    dev.check("initial_state_present", initial_present);
+    const auto pd = initial_present.dtype();
+    const bool bytes = pd.bits == 8 && pd.lanes == 1 &&
+                       (pd.code == static_cast<uint8_t>(nb::dlpack::dtype_code::Bool) ||
+                        pd.code == static_cast<uint8_t>(nb::dlpack::dtype_code::UInt));
+    if (!bytes)
+      type_error(op, "initial_state_present has dtype ", dl_dtype_name(pd), "; expected bool or uint8");
+    if (initial_present.ndim() != 1 || dim(initial_present, 0) != N || (N > 1 && initial_present.stride(0) != 1))
+      value_error(op, "initial_state_present has shape ", shape_str(initial_present), "; expected [N = ", N,
+                  "] contiguous");
+    a.initial_state.present = static_cast<const uint8_t*>(initial_present.data());
+    if (dev.type == kDevCPU) a.initial_state.present_host = a.initial_state.present;
   }
 
   ExecBuilder eb;

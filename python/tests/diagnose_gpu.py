@@ -7,6 +7,7 @@ faulthandler.enable()
 import torch  # noqa: E402
 
 import gdn  # noqa: E402
+from gdn import _signature as sig  # noqa: E402
 
 print("gdn", gdn.__file__, gdn._C.__file__, "cuda", gdn.cuda_available(), torch.__version__, flush=True)
 dev = "cuda"
@@ -33,12 +34,15 @@ for dtype in (torch.float32, torch.bfloat16):
     o = torch.empty_like(v)
     ws = (lambda n: torch.empty(n, dtype=torch.uint8, device=dev))
     s = torch.cuda.current_stream().cuda_stream
-    step(f"_C.forward recurrent {dtype}", lambda: gdn._C.forward(
-        q, k, v, g, b, o, None, None, None, None, None, None, None, None, False, None, None, 0.125, False, False,
-        False, True, None, s, 0))
-    step(f"_C.forward chunk {dtype}", lambda: gdn._C.forward(
-        q, k, v, g, b, o, None, None, None, None, None, None, None, None, False, None, None, 0.125, False, False,
-        False, False, ws, s, 0))
+    def binding(recurrent, q=q, k=k, v=v, g=g, b=b, o=o, ws=ws, s=s):
+        values = {n: None for n in sig.OP_ARG_NAMES}
+        values.update(q=q, k=k, v=v, g=g, beta=b, o=o, final_is_initial=False, null_slot=-1, scale=0.125,
+                      use_qk_l2norm=False, state_v_first=False, fused_gate=False, recurrent=recurrent)
+        sig.binding_call(gdn._C.forward, sig.pack_op_args(**values), lambda x: x.detach(), workspace=ws, stream=s,
+                         num_threads=0)
+
+    step(f"_C.forward recurrent {dtype}", lambda: binding(True))
+    step(f"_C.forward chunk {dtype}", lambda: binding(False))
     step(f"chunk_gated_delta_rule {dtype}", lambda: gdn.chunk_gated_delta_rule(q, k, v, g, b))
     step(f"chunk l2norm + states {dtype}", lambda: gdn.chunk_gated_delta_rule(
         q, k, v, g, b, initial_state=torch.randn(1, 4, 64, 64, device=dev), output_final_state=True,

@@ -273,6 +273,58 @@ def test_pool_in_place(rng, fn, state_v_first):
     np.testing.assert_array_equal(pool[untouched], before[untouched])
 
 
+@pytest.mark.parametrize("fn", ["prefill_", "decode_"])
+@pytest.mark.parametrize("state_v_first", [False, True])
+def test_serving_pool(rng, fn, state_v_first):
+    """vLLM-style padding on the null slot 0, has_initial_state, and separate read / write slots."""
+    H, HV, K, V = 2, 4, 32, 16
+    N = 7
+    slots = 2 * N + 1
+    if fn == "decode_":
+        cu = np.arange(N + 1, dtype=np.int32) * 2
+    else:
+        cu = ragged_cu_seqlens(rng, N, 100)
+    T = int(cu[-1])
+    q, k, v, g, beta = make_inputs(rng, (1, T), H, HV, K, V)
+    shape = (slots, HV, V, K) if state_v_first else (slots, HV, K, V)
+    pool = rng.standard_normal(shape).astype(np.float32)
+    before = pool.copy()
+    reads = (1 + rng.permutation(N)).astype(np.int32)
+    writes = (1 + N + rng.permutation(N)).astype(np.int32)
+    padding = np.array([0, 1, 0, 0, 1, 0, 0], bool)  # two padded entries, both on slot 0
+    reads[padding] = 0
+    writes[padding] = 0
+    has_initial = np.array([1, 1, 0, 1, 1, 1, 0], bool)
+    # The oracle: padding and absent sequences start from zeros (negative index there).
+    ref_idx = np.where(padding | ~has_initial, -1, reads).astype(np.int32)
+    ro, rh = recurrence(q, k, v, g, beta, initial_state=before, state_indices=ref_idx, cu_seqlens=cu,
+                        state_v_first=state_v_first)
+    f = gdn.prefill_ if fn == "prefill_" else gdn.decode_
+    o = f(q, k, v, g, beta, pool, reads, cu_seqlens=cu, state_v_first=state_v_first, null_slot=0,
+          has_initial_state=has_initial, final_state_indices=writes)
+    assert rel_err(o, ro) <= F32_TOL
+    for n in range(N):
+        if not padding[n]:
+            assert rel_err(pool[writes[n]], rh[n]) <= F32_TOL
+    untouched = sorted(set(range(slots)) - {int(writes[n]) for n in range(N) if not padding[n]})
+    np.testing.assert_array_equal(pool[untouched], before[untouched])  # slot 0 and every read row
+
+
+def test_serving_pool_bad_args(rng):
+    q, k, v, g, beta = make_inputs(rng, (1, 20), 2, 4, 32, 16)
+    cu = np.array([0, 12, 20], np.int32)
+    pool = rng.standard_normal((5, 4, 32, 16)).astype(np.float32)
+    idx = np.array([1, 2], np.int32)
+    with pytest.raises(ValueError, match="null_slot is 9"):
+        gdn.prefill_(q, k, v, g, beta, pool, idx, cu_seqlens=cu, null_slot=9)
+    with pytest.raises(TypeError, match="initial_state_present has dtype"):
+        gdn.prefill_(q, k, v, g, beta, pool, idx, cu_seqlens=cu, has_initial_state=np.ones(2, np.float32))
+    with pytest.raises(ValueError, match="initial_state_present has shape"):
+        gdn.prefill_(q, k, v, g, beta, pool, idx, cu_seqlens=cu, has_initial_state=np.ones(3, bool))
+    with pytest.raises(ValueError, match="repeats row 3"):
+        gdn.prefill_(q, k, v, g, beta, pool, idx, cu_seqlens=cu, final_state_indices=np.array([3, 3], np.int32))
+
+
 def test_pool_read_only_with_dense_final(rng):
     H, HV, K, V = 1, 2, 16, 16
     N, slots = 3, 6
@@ -339,7 +391,8 @@ def test_cpu_decode_asks_for_its_workspace(rng):
     q, k, v, g, beta = make_inputs(rng, (N, 1), H, HV, K, V)
     o = nan_like(v.shape, np.float32)
     values = {n: None for n in sig.OP_ARG_NAMES}
-    values.update(q=q, k=k, v=v, g=g, beta=beta, o=o, final_is_initial=False, scale=K ** -0.5, use_qk_l2norm=False,
+    values.update(q=q, k=k, v=v, g=g, beta=beta, o=o, final_is_initial=False, null_slot=-1, scale=K ** -0.5,
+                  use_qk_l2norm=False,
                   state_v_first=False, fused_gate=False, recurrent=True)
     args = sig.pack_op_args(**values)
     with pytest.raises(ValueError, match="workspace is None"):
