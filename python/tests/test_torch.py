@@ -13,6 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import gdn  # noqa: E402
+from gdn import _signature as sig  # noqa: E402
 from gdn_ref import BENCH_CASES, recurrence, torch_chunked_reference, torch_recurrence, torch_rel_err  # noqa: E402
 
 HAS_CUDA = torch.cuda.is_available() and gdn.cuda_available()
@@ -170,15 +171,17 @@ def _op_args(device, pool=False, fused=False):
         dt_bias = torch.randn(HV, device=device)
         beta = torch.randn_like(beta)
         g = torch.randn_like(g)
-    scale = K ** -0.5
-    if pool:
-        state = torch.randn(7, HV, K, V, device=device)
-        idx = torch.tensor([4, -1, 0], dtype=torch.int32, device=device)
-        return (q, k, v, g, beta, o, A_log, dt_bias, None, None, None, state, idx, None, True, cu, cu_cpu, scale,
-                True, False, fused, False)
-    final = torch.empty(N, HV, K, V, device=device)
-    return (q, k, v, g, beta, o, A_log, dt_bias, h0, None, None, final, None, None, False, cu, cu_cpu, scale, True,
-            False, fused, False)
+    values = {n: None for n in sig.OP_ARG_NAMES}  # the op's arguments by name (gdn/_signature.py)
+    values.update(q=q, k=k, v=v, g=g, beta=beta, o=o, A_log=A_log, dt_bias=dt_bias, cu_seqlens=cu,
+                  cu_seqlens_cpu=cu_cpu, scale=K ** -0.5, use_qk_l2norm=True, state_v_first=False, fused_gate=fused, recurrent=False,
+                  null_slot=-1)
+    if pool:  # a pool updated in place; the padding on the null slot 6, one sequence starting from zeros
+        values.update(final_state=torch.randn(7, HV, K, V, device=device), final_is_initial=True, null_slot=6,
+                      final_state_indices=torch.tensor([4, 6, 0], dtype=torch.int32, device=device),
+                      initial_state_present=torch.tensor([True, True, False], device=device))
+    else:
+        values.update(initial_state=h0, final_state=torch.empty(N, HV, K, V, device=device), final_is_initial=False)
+    return sig.pack_op_args(**values)
 
 
 @pytest.mark.parametrize("device", DEVICES)
