@@ -10,7 +10,7 @@ import gdn
 from gdn_ref import nan_like, fused_gates, make_inputs, ragged_cu_seqlens, recurrence, rel_err
 
 F32_TOL = 1e-4
-F16_TOL = 5e-3
+F16_TOL = 1e-3  # SPEC section 4: fp16 inputs keep fp16 precision (the CPU backend computes in fp32)
 
 
 # ------------------------------------------------------------------------------------------------
