@@ -272,26 +272,20 @@ def run_prefill(name, lens, h, hv, k, v, gates, args, copy_GBps, mm_TFLOPs):
         row["gdn_vs_fla"] = torch_rel_err(o, fo.double())
     del o, ht, fo, fht, qo, qht
     row["gdn_ms"] = graph_time([lambda d=d: gdn_call(d) for d in sets])
-    if fla_chunk is not None and not args.no_fla and "fla_note" not in row:
-        try:
-            row["fla_ms"] = graph_time([lambda d=d: fla_call(d) for d in sets])
-        except Exception as e:  # noqa: BLE001
-            row["fla_note"] = f"fla graph capture failed: {type(e).__name__}: {str(e)[:200]}"
-    row.setdefault("fla_ms", None)
-    row.setdefault("fla_err", None)
-    if qla_chunk is not None and not args.no_flashqla and "flashqla_note" not in row:
-        try:
-            row["flashqla_ms"] = graph_time([lambda d=d: qla_call(d) for d in sets])
-        except Exception as e:  # noqa: BLE001
-            row["flashqla_note"] = f"flashqla graph capture failed: {type(e).__name__}: {str(e)[:200]}"
-    row.setdefault("flashqla_ms", None)
-    row.setdefault("flashqla_err", None)
-    if row["flashqla_ms"]:
-        row["speedup_vs_flashqla"] = row["flashqla_ms"] / row["gdn_ms"]
     row["gdn_tok_per_s"] = T / (row["gdn_ms"] * 1e-3)
-    if row["fla_ms"]:
-        row["fla_tok_per_s"] = T / (row["fla_ms"] * 1e-3)
-        row["speedup_vs_fla"] = row["fla_ms"] / row["gdn_ms"]
+    # Each peer side by side, on the same inputs: its time, tokens/s and gdn's speedup over it.
+    for peer, fn, off in (("fla", fla_chunk and fla_call, args.no_fla),
+                          ("flashqla", qla_chunk and qla_call, args.no_flashqla)):
+        if fn and not off and f"{peer}_note" not in row:
+            try:
+                row[f"{peer}_ms"] = graph_time([lambda d=d: fn(d) for d in sets])
+            except Exception as e:  # noqa: BLE001
+                row[f"{peer}_note"] = f"{peer} graph capture failed: {type(e).__name__}: {str(e)[:200]}"
+        row.setdefault(f"{peer}_ms", None)
+        row.setdefault(f"{peer}_err", None)
+        if row[f"{peer}_ms"]:
+            row[f"{peer}_tok_per_s"] = T / (row[f"{peer}_ms"] * 1e-3)
+            row[f"speedup_vs_{peer}"] = row[f"{peer}_ms"] / row["gdn_ms"]
     row["gdn_GBps"] = set_bytes / (row["gdn_ms"] * 1e-3) / 1e9
     row["frac_copy_bw"] = row["gdn_GBps"] / copy_GBps
     row["gdn_TFLOPs"] = prefill_flops(T, hv, k, v) / (row["gdn_ms"] * 1e-3) / 1e12

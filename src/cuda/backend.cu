@@ -132,12 +132,16 @@ size_t chunk_gated_delta_rule_workspace_size(const Problem& p, int /*num_threads
 }
 
 void chunk_gated_delta_rule(const ForwardArgs& f, const Exec& exec) {
-  check_dims("chunk_gated_delta_rule", f.problem);
-  const size_t need = chunk_gated_delta_rule_workspace_size(f.problem, 0);
+  const Problem& p = f.problem;
+  check_dims("chunk_gated_delta_rule", p);
+  // The choices are made once: the workspace this call needs follows from the same config.
+  const bool fast = fast_path_supported(p);
+  const ChunkForwardConfig cfg = fast ? chunk_forward_heuristics(p, device_props()) : ChunkForwardConfig{};
+  const size_t need = fast ? fast_workspace_size(p, cfg) : exact_ws(p, nullptr, nullptr, nullptr);
   if (need > 0 && (exec.workspace == nullptr || exec.workspace_bytes < need))
     throw Error("chunk_gated_delta_rule: exec.workspace must hold chunk_gated_delta_rule_workspace_size() bytes");
-  if (fast_path_supported(f.problem))
-    fast_forward(f, exec, chunk_forward_heuristics(f.problem, device_props()));
+  if (fast)
+    fast_forward(f, exec, cfg);
   else
     exact_forward(f, exec);
 }

@@ -103,7 +103,20 @@ __device__ __forceinline__ void load_gates(const GateArgs& ga, int64_t t, int hv
 }
 
 // Gate arguments of a forward call (decode and prefill share them).
-GateArgs make_gates(const ForwardArgs& f);
+inline GateArgs make_gates(const ForwardArgs& f) {
+  GateArgs g;
+  g.g = f.g.data;
+  g.g_st = f.g.stride_token;
+  g.g_sh = f.g.stride_head;
+  g.beta = f.beta.data;
+  g.b_st = f.beta.stride_token;
+  g.b_sh = f.beta.stride_head;
+  g.dt = f.problem.gate_dtype;
+  g.fused = f.problem.fused_gate;
+  g.A_log = f.A_log;
+  g.dt_bias = f.dt_bias;
+  return g;
+}
 
 // ---- sequence plan (see plan.cu) ----------------------------------------------------------------
 // Device-side view of the sequences and chunks of one call, built from (clamped) cu_seqlens.

@@ -172,22 +172,6 @@ DecodeConfig decode_heuristics(const Problem& p, const DeviceProps& dev) {
   return c;
 }
 
-// Declared in common.cuh: the prefill (backend.cu, chunk/fwd_prep.cu) reads the gates through it too.
-GateArgs make_gates(const ForwardArgs& f) {
-  GateArgs g;
-  g.g = f.g.data;
-  g.g_st = f.g.stride_token;
-  g.g_sh = f.g.stride_head;
-  g.beta = f.beta.data;
-  g.b_st = f.beta.stride_token;
-  g.b_sh = f.beta.stride_head;
-  g.dt = f.problem.gate_dtype;
-  g.fused = f.problem.fused_gate;
-  g.A_log = f.A_log;
-  g.dt_bias = f.dt_bias;
-  return g;
-}
-
 size_t recurrent_gated_delta_rule_workspace_size(const Problem&, int) { return 0; }
 
 void recurrent_gated_delta_rule(const ForwardArgs& f, const Exec& exec, const DecodeConfig& cfg) {
