@@ -191,7 +191,8 @@ __global__ void __launch_bounds__(128, 1)
 #pragma unroll
       for (int q = 0; q < 4; ++q) ha[4 * ks + q] = pack_bf16(st[8 * ks + 2 * q], st[8 * ks + 2 * q + 1]);
       const int kk = 16 * ks + lrow;
-      stsm_x4_t(hs + sw128(kk, lch), ha[4 * ks], ha[4 * ks + 1], ha[4 * ks + 2], ha[4 * ks + 3]);
+      if (!kSummary)  // the summary pass stores no h
+        stsm_x4_t(hs + sw128(kk, lch), ha[4 * ks], ha[4 * ks + 1], ha[4 * ks + 2], ha[4 * ks + 3]);
     }
   };
 
@@ -323,8 +324,9 @@ __global__ void __launch_bounds__(128, 1)
       for (int ks = 0; ks < 4; ++ks) wgmma_m64n128_tb(st, &va[4 * ks], wg_desc(ks0 + ks * 2048, kC * 128, 1024));
     }
     wgmma_commit();
-    // v_new (bf16, as stored) -> v staging [token][vv], while the update runs.
-    {
+    // v_new (bf16, as stored) -> v staging [token][vv], while the update runs (the summary pass
+    // stores no v_new).
+    if (!kSummary) {
       const uint32_t vs = smem_u32(sm.v);
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
