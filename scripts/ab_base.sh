@@ -6,6 +6,6 @@ set -euo pipefail
 rev=${1:?usage: scripts/ab_base.sh <rev>}
 cd "$(git rev-parse --show-toplevel)"
 mkdir -p .ab
-git archive --format=tar -o .ab/base.tar "$rev" CMakeLists.txt include src reference tools
+git archive --format=tar -o .ab/base.tar "$rev" CMakeLists.txt include src reference tools bench/CMakeLists.txt "bench/*.cpp" "bench/*.txt"
 git rev-parse --short "$rev" >.ab/base.rev
 echo "wrote .ab/base.tar ($(du -h .ab/base.tar | cut -f1)) for $(cat .ab/base.rev); carry .ab to the device"
