@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cases.h"
 #include "gdn/gdn.h"
 
 namespace gdn {
@@ -68,9 +69,10 @@ struct BenchOptions {
   FILE* json = nullptr;  // one object per timing, comma-separated
   bool first = true;     // no comma before the next object
 };
-// One prefill case of the benchmark shape; `label` names it in the output. fwd_o_after: the
-// tensor-core forward with fwd_o after fwd_h (the A/B row of the overlap).
-void bench_prefill(const std::string& label, const std::vector<int64_t>& lens, bool fwd_o_after, BenchOptions& o);
+// One prefill case of bench/cases.txt (its heads, gates and lengths; K = V = 128, bf16); `label`
+// names it in the output. fwd_o_after: the tensor-core forward with fwd_o after fwd_h (the A/B row
+// of the overlap).
+void bench_prefill(const tools::PrefillCase& c, const std::string& label, bool fwd_o_after, BenchOptions& o);
 // The decode step for N sequences (one token each) of the benchmark shape, against the copy rate.
 void bench_decode(int64_t N, bool vmajor, BenchOptions& o);
 

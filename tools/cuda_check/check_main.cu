@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
     else
       return usage_error("unknown option or missing value: " + a);
   }
-  const std::vector<tools::PrefillCase> prefill = tools::spec_prefill_cases();
+  const std::vector<tools::PrefillCase>& prefill = tools::all_cases();
   auto find_case = [&](const std::string& name) {
     return std::find_if(prefill.begin(), prefill.end(), [&](const tools::PrefillCase& c) { return c.name == name; });
   };
@@ -96,11 +96,10 @@ int main(int argc, char** argv) {
       // (and 4x8k, where they do not: the two rows must agree).
       for (const char* name : {"1x4k", "1x32k", "4x8k"}) {
         const auto c = find_case(name);
-        if (c != prefill.end() && timed(c->name + seq_suffix))
-          check::bench_prefill(c->name + seq_suffix, c->lens, true, bo);
+        if (c != prefill.end() && timed(c->name + seq_suffix)) check::bench_prefill(*c, c->name + seq_suffix, true, bo);
       }
       for (const tools::PrefillCase& c : prefill)
-        if (timed(c.name)) check::bench_prefill(c.name, c.lens, false, bo);
+        if (timed(c.name)) check::bench_prefill(c, c.name, false, bo);
     }
     if (only_case.empty())
       for (int64_t n : {1, 64, 256, 1024, 4096})

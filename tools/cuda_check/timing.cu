@@ -11,7 +11,7 @@ namespace gdn {
 namespace check {
 namespace {
 
-constexpr int kBH = 16, kBHV = 32, kBK = 128, kBV = 128;
+constexpr int kBH = 16, kBHV = 32, kBK = 128, kBV = 128;  // the decode's shape (prefill: the case's heads)
 
 // Median of `reps` event-timed runs of `run` on `st`, after 3 warm-up runs (ms).
 template <class F>
@@ -58,30 +58,34 @@ std::vector<float> randn(std::mt19937& rng, std::normal_distribution<float>& nd,
   return x;
 }
 
-// Device inputs of T tokens: q, k, v (bf16, random), g and beta (fp32, given), o (bf16, unset).
+// Device inputs of T tokens, H q/k heads and HV value heads: q, k, v (bf16, random), g and beta
+// (fp32, given, [T, HV]), o (bf16, unset).
 struct BenchInputs {
   Problem p;
+  int64_t H, HV;
   void *q = nullptr, *k = nullptr, *v = nullptr, *g = nullptr, *beta = nullptr, *o = nullptr;
   cudaStream_t st = nullptr;
 
-  BenchInputs(int64_t T, int64_t N, std::mt19937& rng, std::normal_distribution<float>& nd,
-              const std::vector<float>& g_host, const std::vector<float>& beta_host) {
+  BenchInputs(int64_t T, int64_t N, int64_t heads_qk, int64_t heads_v, std::mt19937& rng,
+              std::normal_distribution<float>& nd, const std::vector<float>& g_host,
+              const std::vector<float>& beta_host)
+      : H(heads_qk), HV(heads_v) {
     p.num_tokens = T;
     p.num_seqs = N;
-    p.num_qk_heads = kBH;
-    p.num_v_heads = kBHV;
+    p.num_qk_heads = H;
+    p.num_v_heads = HV;
     p.head_k = kBK;
     p.head_v = kBV;
     p.dtype = DType::kBFloat16;
     p.gate_dtype = DType::kFloat32;
     p.scale = 1.f / std::sqrt(float(kBK));
     p.use_qk_l2norm = true;
-    q = upload(randn(rng, nd, T * kBH * kBK, 1.f), p.dtype, 1, T * kBH * kBK, T * kBH * kBK);
-    k = upload(randn(rng, nd, T * kBH * kBK, 1.f), p.dtype, 1, T * kBH * kBK, T * kBH * kBK);
-    v = upload(randn(rng, nd, T * kBHV * kBV, 1.f), p.dtype, 1, T * kBHV * kBV, T * kBHV * kBV);
-    g = upload(g_host, DType::kFloat32, 1, T * kBHV, T * kBHV);
-    beta = upload(beta_host, DType::kFloat32, 1, T * kBHV, T * kBHV);
-    CK(cudaMalloc(&o, std::max<int64_t>(T * kBHV * kBV * 2, 1)));
+    q = upload(randn(rng, nd, T * H * kBK, 1.f), p.dtype, 1, T * H * kBK, T * H * kBK);
+    k = upload(randn(rng, nd, T * H * kBK, 1.f), p.dtype, 1, T * H * kBK, T * H * kBK);
+    v = upload(randn(rng, nd, T * HV * kBV, 1.f), p.dtype, 1, T * HV * kBV, T * HV * kBV);
+    g = upload(g_host, DType::kFloat32, 1, T * HV, T * HV);
+    beta = upload(beta_host, DType::kFloat32, 1, T * HV, T * HV);
+    CK(cudaMalloc(&o, std::max<int64_t>(T * HV * kBV * 2, 1)));
     CK(cudaStreamCreate(&st));
   }
   ~BenchInputs() {
@@ -94,12 +98,12 @@ struct BenchInputs {
   ForwardArgs args(const StateRef& states) const {
     ForwardArgs f;
     f.problem = p;
-    f.q = {q, kBH * kBK, kBK};
-    f.k = {k, kBH * kBK, kBK};
-    f.v = {v, kBHV * kBV, kBV};
-    f.g = {g, kBHV, 1};
-    f.beta = {beta, kBHV, 1};
-    f.o = {o, kBHV * kBV, kBV};
+    f.q = {q, H * kBK, kBK};
+    f.k = {k, H * kBK, kBK};
+    f.v = {v, HV * kBV, kBV};
+    f.g = {g, HV, 1};
+    f.beta = {beta, HV, 1};
+    f.o = {o, HV * kBV, kBV};
     f.initial_state = states;
     f.final_state = states;
     return f;
@@ -141,21 +145,23 @@ void print_phases(const std::string& label, const ForwardArgs& f, const Exec& ex
 
 }  // namespace
 
-void bench_prefill(const std::string& label, const std::vector<int64_t>& lens, bool fwd_o_after, BenchOptions& o) {
-  const int64_t N = lens.size();
+void bench_prefill(const tools::PrefillCase& c, const std::string& label, bool fwd_o_after, BenchOptions& o) {
+  const std::vector<int64_t>& lens = c.lens;
+  const int64_t N = lens.size(), HV = c.HV;
   std::vector<int64_t> cu(N + 1, 0);
   for (int64_t n = 0; n < N; ++n) cu[n + 1] = cu[n] + lens[n];
   const int64_t T = cu[N];
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
-  std::vector<float> g(T * kBHV), b(T * kBHV);
-  for (int64_t i = 0; i < T * kBHV; ++i)
-    g[i] = -std::log1p(std::exp(-nd(rng))), b[i] = 1.f / (1.f + std::exp(-nd(rng)));
-  BenchInputs in(T, N, rng, nd, g, b);
+  std::vector<float> g(T * HV), b(T * HV);
+  const bool zero_gates = c.gates == tools::CaseGates::kZero;
+  for (int64_t i = 0; i < T * HV; ++i)
+    g[i] = zero_gates ? 0.f : -std::log1p(std::exp(-nd(rng))), b[i] = 1.f / (1.f + std::exp(-nd(rng)));
+  BenchInputs in(T, N, c.H, HV, rng, nd, g, b);
   void* cu_d = upload_indices(cu, IndexType::kInt64);
   in.p.cu_seqlens = cu_d;
   in.p.cu_seqlens_type = IndexType::kInt64;
-  const int64_t state_elems = N * kBHV * kBK * kBV;
+  const int64_t state_elems = N * HV * kBK * kBV;
   void* S = upload(randn(rng, nd, state_elems, 0.1f), DType::kFloat32, 1, state_elems, state_elems);
   const ForwardArgs f = in.args({static_cast<float*>(S), N, nullptr, nullptr, IndexType::kInt32});
   const size_t wsz = cuda::chunk_gated_delta_rule_workspace_size(in.p, 0);
@@ -189,7 +195,7 @@ void bench_prefill(const std::string& label, const std::vector<int64_t>& lens, b
 void bench_decode(int64_t N, bool vmajor, BenchOptions& o) {
   std::mt19937 rng(2);
   std::normal_distribution<float> nd;
-  BenchInputs in(N, N, rng, nd, std::vector<float>(N * kBHV, -0.1f), std::vector<float>(N * kBHV, 0.5f));
+  BenchInputs in(N, N, kBH, kBHV, rng, nd, std::vector<float>(N * kBHV, -0.1f), std::vector<float>(N * kBHV, 0.5f));
   in.p.state_layout = vmajor ? StateLayout::kVMajor : StateLayout::kKMajor;
   const int64_t slots = 2 * N;
   const size_t sbytes = size_t(slots) * kBHV * kBK * kBV * 4;
