@@ -25,6 +25,10 @@ struct ChunkForwardConfig {
   int split_chunks_per_part = 0;
   int split_max_parts = 1;
   int split_summary_stages = 2;
+  // D = 128: o computed inside the chain kernel by a second warpgroup (chain_o.cuh) instead of by
+  // fwd_o: h and v_new never reach global memory. Runs the chain with 3 ring stages (one block of
+  // two warpgroups per SM); overlap_o must be off. Opt-in (tools, tests) until it is timed.
+  bool fuse_o = false;
 };
 
 // The split: worth it when the (sequence, head) chains leave at least 3 parts' worth of SMs idle
