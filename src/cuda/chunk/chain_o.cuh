@@ -9,12 +9,16 @@
 // The same two bf16 roundings as fwd_o (h_c and v_new as stored there, P split into hi + lo).
 //
 // Schedule (the block's two barriers per chunk, B1 and B2, are shared with the chain warpgroup):
-//   after B1(c): issue o_{c-1} += P_{c-1} v_new_{c-1} (v staging buffer (c - 1) % 2, written by the
-//   chain before B2(c - 1)) and P_c = q_c k_c^T; q's norms meanwhile; store o_{c-1}; issue o_c =
-//   q_c h_c (h staging, written by the chain before B1(c)); P_c -> hi/lo A fragments; the row
-//   scales of o_c; every read of the h staging and of stage c's q, k, G, rk is complete at B2(c)
-//   (the chain overwrites the h staging after B2(c) and refills the stage after B1(c + 1)).
-// After the last chunk: o_last += P v_new, stored; then the barrier of the chain's epilogue.
+//   after B1(c): issue P_c = q_c k_c^T and o_c = q_c h_c (h staging, written by the chain before
+//   B1(c)); q's norms meanwhile; P_c -> hi/lo A fragments; the row scales of o_c. Every read of the
+//   h staging and of stage c's q, k, G, rk is complete at B2(c) (the chain overwrites the h
+//   staging after B2(c) and refills the stage after B1(c + 1)).
+//   after B2(c): o_c += P_c v_new_c (v staging, written by the chain before B2(c) and next after
+//   B1(c + 1)), then o_c -> out. This half overlaps the chain's wait for its state update.
+// Measured on an H200 (docs/perf.md, v9) against issuing o_{c-1}'s P v_new after B1(c) instead:
+// this order is 2-4% faster. Either way the o warpgroup's work lengthens the chain's chunk from
+// ~1.3 us (the chain alone, no h / v_new stores) to ~4 us, so the heuristics fuse only where fwd_o
+// could not overlap the chain anyway.
 #pragma once
 
 #include "cuda/chunk/fwd_fast.cuh"
@@ -63,9 +67,9 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs& b, con
     });
     __syncwarp();  // the staging rows are read before the next chunk's stmatrix
   };
-  // o += P v_new for the chunk whose v_new sits in v staging buffer vb (tokens j = k dimension).
-  auto issue_pv = [&](int vb) {
-    const uint32_t vs = smem_u32(sm.v[vb]);
+  // o += P v_new (the v staging: tokens j = the k dimension, read MN-major).
+  auto issue_pv = [&]() {
+    const uint32_t vs = smem_u32(sm.v[0]);
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(o[i]);
     wgmma_fence();
@@ -81,11 +85,29 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs& b, con
     __syncthreads();  // B1(c): stage s holds chunk c's q, k, G, rk; the h staging holds h_c
     const int64_t t0 = tb + c * kC;
     const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
-    const uint32_t qs = smem_u32(sm.q[s]), ks0 = smem_u32(sm.k[s]);
-    if (c > 0) issue_pv((c - 1) & 1);
+    const uint32_t qs = smem_u32(sm.q[s]), ks0 = smem_u32(sm.k[s]), hs = smem_u32(sm.h);
+    // P_c = q k^T (K-major SW128 operands, as w's in the chain), then o_c = q h_c: B = the h staging
+    // [kk][vv] read MN-major (k-step = 16 rows = 2048 bytes).
+    float pacc[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) pacc[i] = 0.f;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) pin(o[i]);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < 8; ++ks) {
+      const uint32_t off = (ks / 4) * (kC * 128) + (ks % 4) * 32;
+      wgmma_m64n64_ss<0>(pacc, wg_desc(qs + off, 16, 1024), wg_desc(ks0 + off, 16, 1024), ks > 0);
+    }
+    wgmma_commit();
+#pragma unroll
+    for (int ks = 0; ks < 8; ++ks)
+      wgmma_m64n64_ss<1>(o, wg_desc(qs + (ks / 4) * (kC * 128) + (ks % 4) * 32, 16, 1024),
+                         wg_desc(hs + ks * 2048, kC * 128, 1024), ks > 0);
+    wgmma_commit();
 
-    // Inverse norms of rows i0, i1 of q while the tensor cores run (o_{c-1} += P v_new): the quad's four lanes share
-    // the rows, lane t sums 16-byte chunks 4 t .. 4 t + 3 of the 16 (two 64-wide swizzle atoms).
+    // Inverse norms of rows i0, i1 of q while the tensor cores run: the quad's four lanes share the
+    // rows, lane t sums 16-byte chunks 4 t .. 4 t + 3 of the 16 (two 64-wide swizzle atoms).
     float rq0 = 1.f, rq1 = 1.f;
     if (b.l2norm) {
       float s0 = 0.f, s1 = 0.f;
@@ -113,43 +135,14 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs& b, con
       rq1 = rsqrtf(s1 + float(spec::kL2NormEps));
     }
 
-    if (c > 0) {  // o_{c-1} complete: out (nothing in flight after this: one wgmma schedule for every c)
-      wgmma_wait<0>();
-#pragma unroll
-      for (int i = 0; i < 32; ++i) pin(o[i]);
-      store_o(c - 1);
-    }
-    // P_c = q k^T (K-major SW128 operands, as w's in the chain), then o_c = q h_c: B = the h staging
-    // [kk][vv] read MN-major (k-step = 16 rows = 2048 bytes).
-    float pacc[32];
-#pragma unroll
-    for (int i = 0; i < 32; ++i) pacc[i] = 0.f;
-    {
-      const uint32_t hs = smem_u32(sm.h);
-#pragma unroll
-      for (int i = 0; i < 32; ++i) pin(o[i]);
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < 8; ++ks) {
-        const uint32_t off = (ks / 4) * (kC * 128) + (ks % 4) * 32;
-        wgmma_m64n64_ss<0>(pacc, wg_desc(qs + off, 16, 1024), wg_desc(ks0 + off, 16, 1024), ks > 0);
-      }
-      wgmma_commit();
-#pragma unroll
-      for (int ks = 0; ks < 8; ++ks)
-        wgmma_m64n64_ss<1>(o, wg_desc(qs + (ks / 4) * (kC * 128) + (ks % 4) * 32, 16, 1024),
-                           wg_desc(hs + ks * 2048, kC * 128, 1024), ks > 0);
-      wgmma_commit();
-    }
-
     // P_c: gates, norms and the causal mask (rows past len and columns past the row: 0), then the
     // hi / lo bf16 A fragments.
     wgmma_wait<1>();
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(pacc[i]);
+    const double* Gs = sm.G[s];
+    const double Gi[2] = {Gs[i0], Gs[i1]};
     {
-      const double* Gs = sm.G[s];
-      const double Gi[2] = {Gs[i0], Gs[i1]};
       const float rq[2] = {rq0, rq1};
       const int row[2] = {i0, i1};
 #pragma unroll
@@ -175,28 +168,26 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs& b, con
           p_hi[4 * ks + q] = hi;
           p_lo[4 * ks + q] = pack_bf16(x0 - __uint_as_float(hi << 16), x1 - __uint_as_float(hi & 0xFFFF0000u));
         }
-      // o_c's rows times exp(G_i) rq_i (the P v_new part carries its own factors).
-      wgmma_wait<0>();
-#pragma unroll
-      for (int i = 0; i < 32; ++i) pin(o[i]);
-      const float f0 = __expf(float(Gi[0])) * rq0, f1 = __expf(float(Gi[1])) * rq1;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        o[4 * j] *= f0;
-        o[4 * j + 1] *= f0;
-        o[4 * j + 2] *= f1;
-        o[4 * j + 3] *= f1;
-      }
     }
-    __syncthreads();  // B2(c): the chain's v staging (buffer c % 2) holds v_new_c
-    if (++s == ST) s = 0;
-  }
-  if (nch > 0) {
-    issue_pv((nch - 1) & 1);
+    // o_c's rows times exp(G_i) rq_i (the P v_new part carries its own factors).
     wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(o[i]);
-    store_o(nch - 1);
+    const float f0 = __expf(float(Gi[0])) * rq0, f1 = __expf(float(Gi[1])) * rq1;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      o[4 * j] *= f0;
+      o[4 * j + 1] *= f0;
+      o[4 * j + 2] *= f1;
+      o[4 * j + 3] *= f1;
+    }
+    __syncthreads();  // B2(c): the chain's v staging holds v_new_c
+    issue_pv();
+    wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < 32; ++i) pin(o[i]);
+    store_o(c);
+    if (++s == ST) s = 0;
   }
   __syncthreads();  // the chain warpgroup's epilogue barrier
 }

@@ -1,5 +1,7 @@
 // fwd_h on Hopper warpgroup MMA (wgmma, sm_90a): the sequential part of the chunked forward for
 // D = K = V = 128, chunk C = 64 (fast_forward's fwd_h for D = 128; D = 64 runs on mma.sync).
+// Three modes (ChainMode below): h and v_new stored for fwd_o (described here), the split's summary
+// pass, and fused o (a second warpgroup computes o from the h and v staging: chain_o.cuh).
 //
 // One block = one warpgroup (4 warps, 128 threads) per (sequence n, value head hv, 64-wide slice
 // v0 of V). The fp32 state slice lives TRANSPOSED in registers as a wgmma accumulator,
@@ -77,9 +79,9 @@ template <int ST, bool kFused>
 struct WgSmem : WgFusedSmem<ST, kFused> {  // (an empty base takes no space: w stays at offset 0)
   __nv_bfloat16 w[ST][kC * kD];            // 16 KB per stage, 1024-aligned (the block base is)
   __nv_bfloat16 k[ST][kC * kD];
-  __nv_bfloat16 u[ST][kC * kBV];              // 8 KB per stage
-  __nv_bfloat16 h[kD * kBV];                  // 16 KB
-  __nv_bfloat16 v[kFused ? 2 : 1][kC * kBV];  // 8 KB each; kFusedO: by chunk parity (o reads a chunk late)
+  __nv_bfloat16 u[ST][kC * kBV];  // 8 KB per stage
+  __nv_bfloat16 h[kD * kBV];      // 16 KB
+  __nv_bfloat16 v[1][kC * kBV];   // 8 KB
   double G[ST][kC];
   float rk[ST][kC];
 };
@@ -353,7 +355,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     // v_new (bf16, as stored) -> v staging [token][vv], while the update runs (the summary pass
     // stores no v_new).
     if (!kSummary) {
-      const uint32_t vs = smem_u32(sm.v[kFused ? c & 1 : 0]);
+      const uint32_t vs = smem_u32(sm.v[0]);
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         uint32_t vn[4];
