@@ -50,9 +50,9 @@ void fused_gates(const Dims& d, const Vec& a, const Vec& A_log, const Vec& dt_bi
 void recurrence(const Dims& d, const Vec& q, const Vec& k, const Vec& v, const Vec& g, const Vec& beta, const Vec& h0,
                 double scale, Vec& o, Vec& hT, Vec* token_states) {
   const int H = d.H, HV = d.HV, K = d.K, V = d.V;
+  if (token_states) token_states->assign(d.T * HV * K * V, 0.0);
   o.assign(d.T * HV * V, 0.0);
   hT.assign(d.N() * HV * K * V, 0.0);
-  if (token_states) token_states->assign(d.T * HV * K * V, 0.0);
   // Each (sequence, head) is independent: spread them over threads (big GPU-sized test cases).
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t task = 0; task < d.N() * HV; ++task) {

@@ -80,7 +80,8 @@ TEST_P(TokenStatesErrors, TwoTokensWriteOneRow) {
   s.token_indices[0 * 4 + 0] = R;  // sequences 0 and 1 (both have a token 0) store token 0 in row R
   s.token_indices[1 * 4 + 0] = R;
   expect_rejected(s, nullptr,
-                  {"token_states: row " + std::to_string(R) + " is written twice (the second time by token 0 of "
+                  {"token_states: row " + std::to_string(R) +
+                   " is written twice (the second time by token 0 of "
                    "sequence 1)"});
   SpecInputs g = inputs(Convention::kSglangGroups);
   g.token_indices[1] = g.token_indices[0];
@@ -97,7 +98,8 @@ TEST_P(TokenStatesErrors, ReadRowWrittenByAnotherSequence) {
   s.token_indices[1 * 4 + c] = R;
   s.num_accepted[1] = c + 1;
   expect_rejected(s, nullptr,
-                  {"token_states: sequence 1 reads row " + std::to_string(R) + ", which another sequence's token "
+                  {"token_states: sequence 1 reads row " + std::to_string(R) +
+                   ", which another sequence's token "
                    "writes"});
 }
 

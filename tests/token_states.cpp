@@ -11,7 +11,9 @@ namespace test {
 
 std::string SpecCase::name() const {
   std::ostringstream os;
-  os << (conv == Convention::kVllm ? "vllm" : conv == Convention::kSglangGroups ? "sglang_groups" : "sglang_dense")
+  os << (conv == Convention::kVllm           ? "vllm"
+         : conv == Convention::kSglangGroups ? "sglang_groups"
+                                             : "sglang_dense")
      << "_N" << N << "_M" << max_tokens << "_K" << K << "_V" << V << "_" << dtype_name(dtype)
      << (layout == StateLayout::kVMajor ? "_vmajor" : "") << (varlen ? "_varlen" : "_fixed")
      << (conv != Convention::kVllm && !disable_state_update ? "_update" : "") << (int64_indices ? "_i64" : "");

@@ -33,10 +33,10 @@ struct SpecCase {
 // A case's inputs and its state arrays before the call.
 struct SpecInputs {
   SpecCase c;
-  Inputs in;                          // q, k, v, g, beta and the boundaries (harness Inputs)
-  std::vector<int64_t> lens;          // [N]
-  std::vector<bool> padding;          // [N]: touches no state
-  std::vector<float> pool;            // [pool_slots, HV, K, V] in the case's layout
+  Inputs in;                  // q, k, v, g, beta and the boundaries (harness Inputs)
+  std::vector<int64_t> lens;  // [N]
+  std::vector<bool> padding;  // [N]: touches no state
+  std::vector<float> pool;    // [pool_slots, HV, K, V] in the case's layout
   int64_t pool_slots = 0;
   std::vector<int64_t> pool_indices;  // SGLang: [N] read (and write) rows, -1 for padding
   std::vector<float> buffer;          // SGLang: the intermediate buffer [buffer_slots, HV, K, V], NaN

@@ -104,9 +104,9 @@ struct StateRef {
 // Without host copies (CUDA) the device clamps: a slot outside [0, num_slots) and a
 // num_accepted[n] outside [1, max_tokens] mean "none".
 struct TokenStates {
-  StateRef pool;                  // data null: no per-token states (a plain decode step)
-  int64_t max_tokens = 0;         // T_max >= 1: the columns of 2-D indices, the steps of a buffer group
-  bool per_token = true;          // with pool.indices: [N, max_tokens] (true) or [N] groups (false)
+  StateRef pool;                            // data null: no per-token states (a plain decode step)
+  int64_t max_tokens = 0;                   // T_max >= 1: the columns of 2-D indices, the steps of a buffer group
+  bool per_token = true;                    // with pool.indices: [N, max_tokens] (true) or [N] groups (false)
   const void* num_accepted = nullptr;       // [N] on the backend's device, optional (see above)
   const void* num_accepted_host = nullptr;  // optional host copy, for validation (CUDA)
   IndexType num_accepted_type = IndexType::kInt32;

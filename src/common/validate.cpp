@@ -164,7 +164,8 @@ void check_state(const char* op, const char* name, const StateRef& s, const Prob
   if (s.index_type != IndexType::kInt32 && s.index_type != IndexType::kInt64)
     fail(op, name, ".index_type is invalid; expected kInt32 or kInt64");
   if (s.null_slot < -1 || s.null_slot >= s.num_slots)
-    fail(op, name, ".null_slot is ", s.null_slot, "; expected -1 (none) or a row in [0, num_slots = ", s.num_slots, ")");
+    fail(op, name, ".null_slot is ", s.null_slot, "; expected -1 (none) or a row in [0, num_slots = ", s.num_slots,
+         ")");
   if (!indexed_per_sequence) return;
   if (s.indices == nullptr) {
     if (s.num_slots < p.num_seqs)
@@ -285,14 +286,15 @@ void check_token_states(const char* op, Operation operation, const ForwardArgs& 
   if (ts.max_tokens < 1) fail(op, "token_states.max_tokens is ", ts.max_tokens, "; expected >= 1");
   if (ts.pool.present != nullptr) fail(op, "token_states.pool.present is set; expected null (no mask on token states)");
   if (ts.pool.indices == nullptr && ts.pool.num_slots / ts.max_tokens < p.num_seqs)
-    fail(op, "token_states.pool.num_slots is ", ts.pool.num_slots, "; expected at least N * max_tokens = ",
-         p.num_seqs, " * ", ts.max_tokens, " when indices is null (rows n * max_tokens + t)");
+    fail(op, "token_states.pool.num_slots is ", ts.pool.num_slots, "; expected at least N * max_tokens = ", p.num_seqs,
+         " * ", ts.max_tokens, " when indices is null (rows n * max_tokens + t)");
   if (ts.num_accepted != nullptr) {
     if (ts.num_accepted_type != IndexType::kInt32 && ts.num_accepted_type != IndexType::kInt64)
       fail(op, "token_states.num_accepted_type is invalid; expected kInt32 or kInt64");
     if (a.initial_state.data != nullptr)
-      fail(op, "initial_state is given with token_states.num_accepted; expected null (the initial state is read from "
-               "token_states.pool)");
+      fail(op,
+           "initial_state is given with token_states.num_accepted; expected null (the initial state is read from "
+           "token_states.pool)");
   }
   const void* idx = host_view(ts.pool.indices, ts.pool.indices_host, backend);
   const void* acc = host_view(ts.num_accepted, ts.num_accepted_host, backend);
