@@ -77,6 +77,10 @@ enum class PrefillVariant { kDefault, kOAfter, kFusedO };
 void bench_prefill(const tools::PrefillCase& c, const std::string& label, PrefillVariant variant, BenchOptions& o);
 // The decode step for N sequences (one token each) of the benchmark shape, against the copy rate.
 void bench_decode(int64_t N, bool vmajor, BenchOptions& o);
+// Speculative decoding's verify: N sequences of T tokens with the state after every token stored
+// (vLLM: pool rows by 2-D indices, the initial state through num_accepted; sglang: the pool row
+// read, a dense buffer written), against the copy rate counting one state read and T writes.
+void bench_spec_decode(int64_t N, int T, bool vmajor, bool sglang, BenchOptions& o);
 
 }  // namespace check
 }  // namespace gdn
