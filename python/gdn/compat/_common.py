@@ -1,0 +1,87 @@
+"""What the engine adapters share: argument translation only (gates with a non-default softplus,
+index slicing, the check that this gdn takes a 16-bit state pool). Torch tensors only: the engines
+call these functions with torch tensors."""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from .._api import decode_
+
+# The softplus of gdn's fused gate: softplus(x) = x above 20 (SPEC section 1). The engines pass
+# beta = 1 and threshold = 20; any other pair is computed here, in fp32, and gdn gets plain g / beta.
+FUSED_SOFTPLUS = (1.0, 20.0)
+
+
+def check_scale(op, scale, K):
+    """The engines' scale rule: None is K ** -0.5; a given scale must be positive."""
+    if scale is None:
+        return K ** -0.5
+    if not scale > 0:
+        raise ValueError(f"gdn.compat.{op}: scale is {scale}; scale must be positive")
+    return float(scale)
+
+
+def gate_as_v(op, name, x, v):
+    """a / b / g / beta as gdn wants them, v's shape without V ([B, T, HV]); the engines pass them
+    as [T, HV] or [B, T, HV] and index them by token (a view, no copy)."""
+    want = tuple(v.shape[:-1])
+    if x.numel() != v.numel() // v.shape[-1]:
+        raise ValueError(f"gdn.compat.{op}: {name} has shape {tuple(x.shape)}; expected {want} "
+                         f"(or [T, HV] = {want[-2:]} with B = 1)")
+    return x.reshape(want)
+
+
+def softplus_gate(a, A_log, dt_bias, softplus_beta, threshold):
+    """g = -exp(A_log) * softplus_beta,threshold(a + dt_bias) in fp32, the engines' formula:
+    (1 / beta) log(1 + exp(beta x)) where beta x <= threshold, else x."""
+    x = a.float() + (0.0 if dt_bias is None else dt_bias.float())
+    bx = softplus_beta * x
+    sp = torch.where(bx <= threshold, torch.log1p(torch.exp(bx)) / softplus_beta, x)
+    return -torch.exp(A_log.float()) * sp
+
+
+def gates(a, b, A_log, dt_bias, softplus_beta, threshold):
+    """(g, beta, A_log, dt_bias) for gdn: the fused gate when the softplus is gdn's, else plain
+    fp32 g and beta = sigmoid(b)."""
+    if (float(softplus_beta), float(threshold)) == FUSED_SOFTPLUS:
+        return a, b, A_log, dt_bias
+    return softplus_gate(a, A_log, dt_bias, float(softplus_beta), float(threshold)), torch.sigmoid(b.float()), None, None
+
+
+def num_seqs(q, cu_seqlens):
+    return int(q.shape[0]) if cu_seqlens is None else int(cu_seqlens.shape[0]) - 1
+
+
+def first_rows(op, name, idx, N):
+    """The engines read row n < N of an index array that may be longer (CUDA-graph padding): the
+    first N rows, contiguous (a few ints)."""
+    if idx.shape[0] < N:
+        raise ValueError(f"gdn.compat.{op}: {name} has {int(idx.shape[0])} rows; expected at least N = {N}")
+    return idx[:N].contiguous()
+
+
+@functools.lru_cache(maxsize=None)
+def _takes_pool_dtype(dtype) -> bool:
+    """Whether this gdn build takes a state pool of `dtype` (fp32 always; bf16 / fp16 once gdn has
+    16-bit pools): one decode step of one token on a 1-row CPU pool, once per dtype."""
+    if dtype == torch.float32:
+        return True
+    t = torch.ones(1, 1, 1, 16)
+    pool = torch.zeros(1, 1, 16, 16, dtype=dtype)
+    try:
+        decode_(t, t, t, torch.zeros(1, 1, 1), torch.ones(1, 1, 1), pool, torch.zeros(1, dtype=torch.int32))
+    except TypeError:
+        return False
+    return True
+
+
+def check_pool_dtype(op, name, pool):
+    """NotImplementedError for a 16-bit pool when this gdn has fp32 pools only (no silent cast: the
+    engine's pool must be updated in place)."""
+    if pool is not None and not _takes_pool_dtype(pool.dtype):
+        raise NotImplementedError(
+            f"gdn.compat.{op}: {name} has dtype {pool.dtype}; this gdn build updates fp32 state pools only "
+            "(bf16 / fp16 state pools are a gdn feature not in this build)")
