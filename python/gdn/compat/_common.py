@@ -85,3 +85,40 @@ def check_pool_dtype(op, name, pool):
         raise NotImplementedError(
             f"gdn.compat.{op}: {name} has dtype {pool.dtype}; this gdn build updates fp32 state pools only "
             "(bf16 / fp16 state pools are a gdn feature not in this build)")
+
+
+def packed_decode(op, padding_le, mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices,
+                  use_qk_l2norm_in_kernel):
+    """``fused_recurrent_gated_delta_rule_packed_decode`` (vLLM's and SGLang's, one token per
+    sequence): q, k, v are views of ``mixed_qkv [B, 2 H K + HV V]`` (no copy), o goes to ``out
+    [B, 1, HV, V]``, the pool ``[slots, HV, V, K]`` is updated in place at ``ssm_state_indices
+    [B]``. A sequence whose index is ``<= padding_le`` (vLLM: 0, NULL_BLOCK_ID; SGLang: -1) reads
+    and writes no state and gets o = 0. beta = sigmoid(b) rounded to b's dtype, as both kernels do."""
+    if mixed_qkv.ndim != 2 or a.ndim != 2 or b.ndim != 2 or ssm_state_indices.ndim != 1 or initial_state.ndim != 4:
+        raise ValueError(f"gdn.compat.{op}: expected mixed_qkv [B, qkv_dim], a / b [B, HV], ssm_state_indices [B] and "
+                         f"initial_state [slots, HV, V, K]; got {tuple(mixed_qkv.shape)}, {tuple(a.shape)}, "
+                         f"{tuple(b.shape)}, {tuple(ssm_state_indices.shape)}, {tuple(initial_state.shape)}")
+    B = int(mixed_qkv.shape[0])
+    HV, V, K = (int(s) for s in initial_state.shape[1:])
+    qk = int(mixed_qkv.shape[1]) - HV * V
+    if qk <= 0 or qk % (2 * K) != 0:
+        raise ValueError(f"gdn.compat.{op}: invalid packed mixed_qkv last dim = {int(mixed_qkv.shape[1])} for HV = {HV}, "
+                         f"V = {V}, K = {K}")
+    H = qk // (2 * K)
+    if tuple(out.shape) != (B, 1, HV, V):
+        raise ValueError(f"gdn.compat.{op}: out has shape {tuple(out.shape)}; expected {(B, 1, HV, V)}")
+    if int(ssm_state_indices.shape[0]) != B or int(a.shape[0]) != B or int(b.shape[0]) != B:
+        raise ValueError(f"gdn.compat.{op}: a, b and ssm_state_indices must have B = {B} rows")
+    check_pool_dtype(op, "initial_state", initial_state)
+    q = mixed_qkv[:, : H * K].view(B, 1, H, K)
+    k = mixed_qkv[:, H * K: 2 * H * K].view(B, 1, H, K)
+    v = mixed_qkv[:, 2 * H * K:].view(B, 1, HV, V)
+    g, beta = a.view(B, 1, HV), b.view(B, 1, HV)
+    if b.dtype != torch.float32:  # the kernels round sigmoid(b) to b's dtype: plain gates, fp32 g
+        g, beta, A_log, dt_bias = softplus_gate(g, A_log, dt_bias, 1.0, 20.0), torch.sigmoid(beta.float()).to(b.dtype), \
+            None, None
+    idx = ssm_state_indices.contiguous()
+    decode_(q, k, v, g, beta, initial_state, idx, scale=scale, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+            state_v_first=True, A_log=A_log, dt_bias=dt_bias, out=out, null_slot=padding_le if padding_le >= 0 else -1)
+    out.masked_fill_((idx <= padding_le).view(B, 1, 1, 1), 0)
+    return out, initial_state

@@ -27,9 +27,10 @@ from typing import Optional
 import torch
 
 from .. import _api, stages
-from ._common import check_pool_dtype, check_scale, first_rows, gate_as_v, gates, num_seqs
+from ._common import check_pool_dtype, check_scale, first_rows, gate_as_v, gates, num_seqs, packed_decode
 
-__all__ = ["chunk_gated_delta_rule", "fused_sigmoid_gating_delta_rule_update"]
+__all__ = ["chunk_gated_delta_rule", "fused_sigmoid_gating_delta_rule_update",
+           "fused_recurrent_gated_delta_rule_packed_decode"]
 
 CHUNK_SIZE = 64
 
@@ -181,3 +182,24 @@ def fused_sigmoid_gating_delta_rule_update(
                         state_v_first=True, A_log=A_log, dt_bias=dt_bias, cu_seqlens=cu_seqlens,
                         token_states=buf, token_state_indices=buf_idx,
                         disable_state_update=bool(disable_state_update) or initial_state_source is None)
+
+
+def fused_recurrent_gated_delta_rule_packed_decode(
+    mixed_qkv: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    A_log: torch.Tensor,
+    dt_bias: torch.Tensor,
+    scale: float,
+    initial_state: torch.Tensor,
+    out: torch.Tensor,
+    ssm_state_indices: torch.Tensor,
+    use_qk_l2norm_in_kernel: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""SGLang's packed decode step: one token per sequence, q / k / v read as views of
+    ``mixed_qkv [B, 2 H K + HV V]`` (no copy), the gate fused (softplus threshold 20), o written
+    into ``out [B, 1, HV, V]``, the pool ``initial_state [slots, HV, V, K]`` updated in place at
+    ``ssm_state_indices [B]``; a negative index is padding: no state read or written, o = 0.
+    Returns ``(out, initial_state)``."""
+    return packed_decode("sglang.fused_recurrent_gated_delta_rule_packed_decode", -1, mixed_qkv, a, b, A_log,
+                         dt_bias, scale, initial_state, out, ssm_state_indices, use_qk_l2norm_in_kernel)

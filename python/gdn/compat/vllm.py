@@ -23,9 +23,10 @@ from __future__ import annotations
 import torch
 
 from .. import _api
-from ._common import check_pool_dtype, check_scale, first_rows, gate_as_v, gates, num_seqs
+from ._common import check_pool_dtype, check_scale, first_rows, gate_as_v, gates, num_seqs, packed_decode
 
-__all__ = ["chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule", "fused_sigmoid_gating_delta_rule_update"]
+__all__ = ["chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule", "fused_sigmoid_gating_delta_rule_update",
+           "fused_recurrent_gated_delta_rule_packed_decode"]
 
 NULL_BLOCK_ID = 0
 
@@ -210,3 +211,24 @@ def _recurrent(op, q, k, v, g, beta, A_log, dt_bias, scale, initial_state, inpla
     o = _api.decode_(q, k, v, g, beta, initial_state, read, token_states=final_state, token_state_indices=rows,
                      disable_state_update=True, **kw)
     return o, final_state
+
+
+def fused_recurrent_gated_delta_rule_packed_decode(
+    mixed_qkv: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    A_log: torch.Tensor,
+    dt_bias: torch.Tensor,
+    scale: float,
+    initial_state: torch.Tensor,
+    out: torch.Tensor,
+    ssm_state_indices: torch.Tensor,
+    use_qk_l2norm_in_kernel: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""vLLM's packed decode step: one token per sequence, q / k / v read as views of
+    ``mixed_qkv [B, 2 H K + HV V]`` (no copy), the gate fused (softplus threshold 20), o written
+    into ``out [B, 1, HV, V]``, the pool ``initial_state [slots, HV, V, K]`` updated in place at
+    ``ssm_state_indices [B]``; a slot <= 0 (NULL_BLOCK_ID) is padding: no state read or written, o = 0.
+    Returns ``(out, initial_state)``."""
+    return packed_decode("vllm.fused_recurrent_gated_delta_rule_packed_decode", NULL_BLOCK_ID, mixed_qkv, a, b, A_log,
+                         dt_bias, scale, initial_state, out, ssm_state_indices, use_qk_l2norm_in_kernel)
