@@ -132,6 +132,28 @@ TEST(CPUTokenStates, ConventionsAgree) {
     }
 }
 
+// Each convention's call captured into a CUDA graph and launched equals the eager call, bitwise.
+TEST(CUDATokenStates, GraphEqualsEager) {
+  GDN_SKIP_IF_UNAVAILABLE(Backend::kCUDA);
+  std::mt19937_64 rng(test_seed() ^ 0x9a7);
+  for (Convention conv : {Convention::kVllm, Convention::kSglangGroups, Convention::kSglangDense})
+    for (int d : {128, 64}) {
+      SpecCase c;
+      c.conv = conv;
+      c.K = c.V = d;
+      c.disable_state_update = conv != Convention::kSglangGroups;
+      const SpecInputs s = make_spec_inputs(c, rng);
+      const SpecOutputs eager = run_spec(s, Backend::kCUDA);
+      const SpecOutputs graph = run_spec(s, Backend::kCUDA, nullptr, true, Op::kRecurrent, /*graph=*/true);
+      ASSERT_EQ(graph.error, "");
+      EXPECT_EQ(0, std::memcmp(eager.o.data(), graph.o.data(), eager.o.size() * sizeof(double))) << c.name();
+      EXPECT_EQ(0, std::memcmp(eager.pool.data(), graph.pool.data(), eager.pool.size() * sizeof(float))) << c.name();
+      EXPECT_EQ(0, std::memcmp(eager.buffer.data(), graph.buffer.data(), eager.buffer.size() * sizeof(float)))
+          << c.name();
+      expect_spec_close(s, graph, Backend::kCUDA);
+    }
+}
+
 // Without host copies the device clamps: slot indices outside the pool and num_accepted outside
 // [1, max_tokens] read zeros and write nothing, so nothing outside the named rows changes and no
 // access leaves the arrays (run under compute-sanitizer memcheck on the device).

@@ -5,6 +5,11 @@
 #include <cstring>
 #include <numeric>
 #include <sstream>
+#include <stdexcept>
+
+#ifdef GDN_HAS_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 namespace gdn {
 namespace test {
@@ -131,10 +136,37 @@ int64_t written_row(const SpecInputs& s, int64_t n, int64_t t) {
   return n * M + t;
 }
 
+// Captures call(exec on a new stream) into a CUDA graph and launches it once (CUDA only).
+void run_in_graph(Backend backend, Exec exec, const std::function<void(const Exec&)>& call) {
+#ifdef GDN_HAS_CUDA
+  if (backend != Backend::kCUDA) throw std::logic_error("run_in_graph: CUDA only");
+  auto ck = [](cudaError_t e, const char* what) {
+    if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+  };
+  cudaStream_t st;
+  ck(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreate");
+  exec.stream = st;
+  cudaGraph_t g;
+  cudaGraphExec_t gx;
+  ck(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  call(exec);
+  ck(cudaStreamEndCapture(st, &g), "cudaStreamEndCapture");
+  ck(cudaGraphInstantiate(&gx, g, 0), "cudaGraphInstantiate");
+  ck(cudaGraphLaunch(gx, st), "cudaGraphLaunch");
+  ck(cudaStreamSynchronize(st), "cudaStreamSynchronize");
+  cudaGraphExecDestroy(gx);
+  cudaGraphDestroy(g);
+  cudaStreamDestroy(st);
+#else
+  (void)backend, (void)exec, (void)call;
+  throw std::logic_error("run_in_graph: built without CUDA");
+#endif
+}
+
 }  // namespace
 
 SpecOutputs run_spec(const SpecInputs& s, Backend backend, const std::function<void(ForwardArgs&)>& edit,
-                     bool host_copies, Op op) {
+                     bool host_copies, Op op, bool graph) {
   const SpecCase& c = s.c;
   const Inputs& in = s.in;
   ForwardArgs a;
@@ -205,7 +237,9 @@ SpecOutputs run_spec(const SpecInputs& s, Backend backend, const std::function<v
     Buffer ws(backend, bytes);
     exec.workspace = ws.data();
     exec.workspace_bytes = bytes;
-    if (op == Op::kChunk)
+    if (graph)
+      run_in_graph(backend, exec, [&](const Exec& ex) { recurrent_gated_delta_rule(a, ex); });
+    else if (op == Op::kChunk)
       chunk_gated_delta_rule(a, exec);
     else
       recurrent_gated_delta_rule(a, exec);

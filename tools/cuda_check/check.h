@@ -54,6 +54,11 @@ struct Case {
   bool oob = false;          // also pool indices >= num_slots (read as zeros / not written)
   bool fwd_o_after = false;  // the tensor-core forward with fwd_o after fwd_h (no overlap)
   bool fuse_o = false;       // the tensor-core forward with o computed in the chain (cfg.fuse_o)
+  // > 0 (with decode): speculative decoding's verify in vLLM's convention, max_tokens = spec_tokens
+  // (lens <= it): the pool's rows named per token by 2-D indices (row 0 the null slot), the state
+  // after every token stored, the initial state read through num_accepted; with oob also indices
+  // and num_accepted out of range (no host copies: clamped on the device).
+  int spec_tokens = 0;
   double tol = 5e-3;
   float gscale = 1.f;
 };
