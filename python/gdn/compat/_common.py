@@ -48,7 +48,8 @@ def gates(a, b, A_log, dt_bias, softplus_beta, threshold):
     fp32 g and beta = sigmoid(b)."""
     if (float(softplus_beta), float(threshold)) == FUSED_SOFTPLUS:
         return a, b, A_log, dt_bias
-    return softplus_gate(a, A_log, dt_bias, float(softplus_beta), float(threshold)), torch.sigmoid(b.float()), None, None
+    g = softplus_gate(a, A_log, dt_bias, float(softplus_beta), float(threshold))
+    return g, torch.sigmoid(b.float()), None, None
 
 
 def num_seqs(q, cu_seqlens):
@@ -94,7 +95,8 @@ def packed_decode(op, padding_le, mixed_qkv, a, b, A_log, dt_bias, scale, initia
     [B, 1, HV, V]``, the pool ``[slots, HV, V, K]`` is updated in place at ``ssm_state_indices
     [B]``. A sequence whose index is ``<= padding_le`` (vLLM: 0, NULL_BLOCK_ID; SGLang: -1) reads
     and writes no state and gets o = 0. beta = sigmoid(b) rounded to b's dtype, as both kernels do."""
-    if mixed_qkv.ndim != 2 or a.ndim != 2 or b.ndim != 2 or ssm_state_indices.ndim != 1 or initial_state.ndim != 4:
+    if mixed_qkv.ndim != 2 or a.ndim != 2 or b.ndim != 2 or ssm_state_indices.ndim != 1 \
+            or initial_state.ndim != 4:
         raise ValueError(f"gdn.compat.{op}: expected mixed_qkv [B, qkv_dim], a / b [B, HV], ssm_state_indices [B] and "
                          f"initial_state [slots, HV, V, K]; got {tuple(mixed_qkv.shape)}, {tuple(a.shape)}, "
                          f"{tuple(b.shape)}, {tuple(ssm_state_indices.shape)}, {tuple(initial_state.shape)}")
@@ -102,8 +104,8 @@ def packed_decode(op, padding_le, mixed_qkv, a, b, A_log, dt_bias, scale, initia
     HV, V, K = (int(s) for s in initial_state.shape[1:])
     qk = int(mixed_qkv.shape[1]) - HV * V
     if qk <= 0 or qk % (2 * K) != 0:
-        raise ValueError(f"gdn.compat.{op}: invalid packed mixed_qkv last dim = {int(mixed_qkv.shape[1])} for HV = {HV}, "
-                         f"V = {V}, K = {K}")
+        raise ValueError(f"gdn.compat.{op}: invalid packed mixed_qkv last dim = {int(mixed_qkv.shape[1])} for "
+                         f"HV = {HV}, V = {V}, K = {K}")
     H = qk // (2 * K)
     if tuple(out.shape) != (B, 1, HV, V):
         raise ValueError(f"gdn.compat.{op}: out has shape {tuple(out.shape)}; expected {(B, 1, HV, V)}")
@@ -115,8 +117,8 @@ def packed_decode(op, padding_le, mixed_qkv, a, b, A_log, dt_bias, scale, initia
     v = mixed_qkv[:, 2 * H * K:].view(B, 1, HV, V)
     g, beta = a.view(B, 1, HV), b.view(B, 1, HV)
     if b.dtype != torch.float32:  # the kernels round sigmoid(b) to b's dtype: plain gates, fp32 g
-        g, beta, A_log, dt_bias = softplus_gate(g, A_log, dt_bias, 1.0, 20.0), torch.sigmoid(beta.float()).to(b.dtype), \
-            None, None
+        g, beta = softplus_gate(g, A_log, dt_bias, 1.0, 20.0), torch.sigmoid(beta.float()).to(b.dtype)
+        A_log = dt_bias = None
     idx = ssm_state_indices.contiguous()
     decode_(q, k, v, g, beta, initial_state, idx, scale=scale, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
             state_v_first=True, A_log=A_log, dt_bias=dt_bias, out=out, null_slot=padding_le if padding_le >= 0 else -1)

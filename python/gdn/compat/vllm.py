@@ -68,8 +68,7 @@ def chunk_gated_delta_rule(
                              f"{core_attn_out.numel()} < {v.numel()}")
         out = core_attn_out[: v.numel()].view(*v.shape)
     return _api.chunk_gated_delta_rule(
-        q, k, v, g, beta, scale=check_scale("vllm.chunk_gated_delta_rule", scale, int(k.shape[-1])),
-        initial_state=initial_state, output_final_state=output_final_state,
+        q, k, v, g, beta, scale=scale, initial_state=initial_state, output_final_state=output_final_state,
         use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, state_v_first=True, cu_seqlens=cu_seqlens, out=out)
 
 
