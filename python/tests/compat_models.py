@@ -9,7 +9,8 @@ torch = pytest.importorskip("torch")
 
 F32_TOL = 1e-4
 BF16_TOL = 5e-3
-H, HV, K, V = 2, 4, 32, 16
+CHUNK_F32_TOL = {"cpu": F32_TOL, "cuda": 2e-3}  # SPEC section 4: tf32 where tensor cores run
+H, HV, K, V = 2, 4, 64, 128  # K != V (a transposed layout shows); sizes the CUDA backend takes
 NAN = float("nan")
 
 # ---------------------------------------------------------------------------------------------
@@ -126,7 +127,25 @@ def chunk_model(q, k, v, g, beta, scale, state, idx, cu, l2):
 
 
 # ---------------------------------------------------------------------------------------------
-# Helpers.
+# Helpers. Tests build their inputs on the CPU, call the adapters on `device` (copies, for CUDA) and
+# compare on the CPU.
+
+def _cuda() -> bool:
+    import gdn
+
+    return gdn.cuda_available()
+
+
+# The devices the adapters run on (the models run on the CPU in float64): parametrize("device", DEVICES).
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not _cuda(), reason="no CUDA device "
+                                                                "(gdn.cuda_available() is False)"))]
+
+
+def on(device, *xs):
+    """The tensors on `device` (the same objects on the CPU; None stays None)."""
+    ys = tuple(None if x is None else x.to(device) for x in xs)
+    return ys[0] if len(ys) == 1 else ys
+
 
 def rel(out, ref):
     out, ref = out.double(), ref.double()
@@ -174,8 +193,13 @@ def check_pool(after, before, ref, written, tol=F32_TOL):
 
 
 def _packed(gen, T, dtype=torch.float32):
-    mixed = torch.randn(T, 2 * H * K + HV * V, generator=gen).to(dtype)
+    """A packed projection mixed_qkv [T, 2 H K + HV V] and q, k, v as views of it."""
+    return _packed_views(torch.randn(T, 2 * H * K + HV * V, generator=gen).to(dtype), T)
+
+
+def _packed_views(mixed, T):
     q, k, v = torch.split(mixed, [H * K, H * K, HV * V], dim=-1)
+    assert q.data_ptr() == mixed.data_ptr()
     return mixed, q.view(1, T, H, K), k.view(1, T, H, K), v.view(1, T, HV, V)
 
 

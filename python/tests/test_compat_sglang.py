@@ -11,15 +11,16 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from compat_models import (  # noqa: E402
-    F32_TOL, BF16_TOL, H, HV, K, V, NAN, sglang_decode_model, chunk_model, rel, inputs, gate_params, ragged,
-    pool_of, check_pool, _gen, _gate_model,
+    BF16_TOL, CHUNK_F32_TOL, DEVICES, F32_TOL, H, HV, K, NAN, V, _gate_model, _gen, check_pool, chunk_model,
+    gate_params, inputs, on, pool_of, ragged, rel, sglang_decode_model,
 )
 from gdn.compat import sglang  # noqa: E402
 
 
 @pytest.mark.parametrize("inplace_update", [True, False])
 @pytest.mark.parametrize("output_h", [True, False])
-def test_sglang_chunk(rng, inplace_update, output_h):
+@pytest.mark.parametrize("device", DEVICES)
+def test_sglang_chunk(rng, device, inplace_update, output_h):
     """Extend on the pool in place: ragged lengths across chunk boundaries, a zero-length sequence,
     a negative (padding) index; o, the pool rows, and h (the state at each chunk's start)."""
     gen = _gen(rng)
@@ -28,72 +29,78 @@ def test_sglang_chunk(rng, inplace_update, output_h):
     T, N = int(cu[-1]), len(lens)
     q, k, v, _, _, g, beta = inputs(gen, (1, T), torch.bfloat16)
     pool = pool_of(gen, 9)
-    before = pool.clone()
     idx = torch.tensor([6, 2, -1, 0, 4], dtype=torch.int32)
     ro, rf, rh = chunk_model(q, k, v, g, beta, K ** -0.5, pool, idx, cu, True)
-    o, none, h = sglang.chunk_gated_delta_rule(q, k, v, g, beta, initial_state=pool, initial_state_indices=idx,
-                                               cu_seqlens=cu, head_first=False, use_qk_l2norm_in_kernel=True,
+    P = on(device, pool.clone())
+    o, none, h = sglang.chunk_gated_delta_rule(*on(device, q, k, v, g, beta), initial_state=P,
+                                               initial_state_indices=on(device, idx), cu_seqlens=on(device, cu),
+                                               head_first=False, use_qk_l2norm_in_kernel=True,
                                                inplace_update=inplace_update, output_h=output_h)
     assert none is None and o.dtype == q.dtype and o.shape == v.shape
-    assert rel(o, ro) <= BF16_TOL
+    assert rel(o.cpu(), ro) <= BF16_TOL
     if output_h:
         NT = sum((n + 63) // 64 for n in lens)
         assert h.shape == (1, NT, HV, V, K) and h.dtype == k.dtype
-        assert rel(h[0], rh) <= BF16_TOL
+        assert rel(h.cpu()[0], rh) <= BF16_TOL
     else:
         assert h is None
-    ref = before.double().clone()
+    ref = pool.double().clone()
     written = []
     if inplace_update:
         for n in range(N):
             if int(idx[n]) >= 0:
                 ref[int(idx[n])] = rf[n]
                 written.append(int(idx[n]))
-    check_pool(pool, before, ref, written, BF16_TOL)
+    check_pool(P.cpu(), pool, ref, written, BF16_TOL)
 
 
-def test_sglang_chunk_fixed_batch(rng):
+@pytest.mark.parametrize("device", DEVICES)
+def test_sglang_chunk_fixed_batch(rng, device):
     """A fixed [B, T] batch (no cu_seqlens): h is [B, ceil(T / 64), ...]."""
     gen = _gen(rng)
     B, T = 2, 100
     q, k, v, _, _, g, beta = inputs(gen, (B, T))
     pool = pool_of(gen, 3)
-    before = pool.clone()
     idx = torch.tensor([2, 0])
     ro, rf, rh = chunk_model(q, k, v, g, beta, 0.25, pool, idx, None, False)
-    o, _, h = sglang.chunk_gated_delta_rule(q, k, v, g, beta, 0.25, pool, idx)
+    P = on(device, pool.clone())
+    o, _, h = sglang.chunk_gated_delta_rule(*on(device, q, k, v, g, beta), 0.25, P, on(device, idx))
     assert h.shape == (B, 2, HV, V, K)
-    assert rel(o, ro) <= F32_TOL and rel(h.reshape(-1, HV, V, K), rh) <= F32_TOL
-    ref = before.double().clone()
+    tol = CHUNK_F32_TOL[device]
+    assert rel(o.cpu(), ro) <= tol and rel(h.cpu().reshape(-1, HV, V, K), rh) <= tol
+    ref = pool.double().clone()
     ref[2], ref[0] = rf[0], rf[1]
-    check_pool(pool, before, ref, [0, 2])
+    check_pool(P.cpu(), pool, ref, [0, 2], tol)
 
 
-def test_sglang_decode(rng):
+@pytest.mark.parametrize("device", DEVICES)
+def test_sglang_decode(rng, device):
     """Decode: one token per sequence, -1 padding (zero state in, nothing written, o computed);
     q / k / v strided views of the projection as SGLang passes them."""
     gen = _gen(rng)
     N, slots = 6, 10
     cu = torch.arange(N + 1, dtype=torch.int32)
     q, k, v, a, b, _, _ = inputs(gen, (1, N))
-    mixed = torch.cat([q.reshape(N, -1), k.reshape(N, -1), v.reshape(N, -1)], -1)
+    mixed = on(device, torch.cat([q.reshape(N, -1), k.reshape(N, -1), v.reshape(N, -1)], -1))
     qv, kv, vv = (x.view(1, N, -1, d) for x, d in zip(torch.split(mixed, [H * K, H * K, HV * V], -1), (K, K, V)))
     A_log, dt_bias = gate_params(gen)
     pool = pool_of(gen, slots)
-    before = pool.clone()
     idx = torch.tensor([4, -1, 9, 0, -1, 2], dtype=torch.int64)
     g, beta = _gate_model(a, b, A_log, dt_bias)
     ro, rp, _ = sglang_decode_model(q, k, v, g, beta, K ** -0.5, pool, idx, cu, True, False, None, None)
-    o = sglang.fused_sigmoid_gating_delta_rule_update(A_log, a[0], dt_bias, 1.0, 20.0, qv, kv, vv, b[0], pool, idx,
-                                                      use_qk_l2norm_in_kernel=True, cu_seqlens=cu)
+    P = on(device, pool.clone())
+    o = sglang.fused_sigmoid_gating_delta_rule_update(*on(device, A_log, a[0], dt_bias), 1.0, 20.0, qv, kv, vv,
+                                                      on(device, b[0]), P, on(device, idx),
+                                                      use_qk_l2norm_in_kernel=True, cu_seqlens=on(device, cu))
     assert o.shape == v.shape
-    assert rel(o, ro) <= F32_TOL
-    check_pool(pool, before, rp, [4, 9, 0, 2])
+    assert rel(o.cpu(), ro) <= F32_TOL
+    check_pool(P.cpu(), pool, rp, [4, 9, 0, 2])
 
 
 @pytest.mark.parametrize("disable_state_update", [True, False])
 @pytest.mark.parametrize("buffer_indices", [True, False])
-def test_sglang_target_verify(rng, disable_state_update, buffer_indices):
+@pytest.mark.parametrize("device", DEVICES)
+def test_sglang_target_verify(rng, device, disable_state_update, buffer_indices):
     """target_verify: ragged drafts (a zero-length padding sequence), the state after every token into
     the intermediate-states buffer [S, steps, HV, V, K] at the sequence's buffer row (-1: none), the
     pool left bitwise unchanged with disable_state_update; a softplus other than (1, 20)."""
@@ -105,28 +112,29 @@ def test_sglang_target_verify(rng, disable_state_update, buffer_indices):
     q, k, v, a, b, _, _ = inputs(gen, (1, T))
     A_log, dt_bias = gate_params(gen)
     pool = pool_of(gen, 8)
-    before = pool.clone()
     idx = torch.tensor([5, 1, -1, 7, 3], dtype=torch.int32)
     S = N + 2
     buf = torch.full((S, steps, HV, V, K), NAN)
-    buf_before = buf.clone()
     bidx = torch.tensor([2, 6, -1, 0, -1], dtype=torch.int32) if buffer_indices else None
     g, beta = _gate_model(a, b, A_log, dt_bias, 1.5, 10.0)
     ro, rp, rb = sglang_decode_model(q, k, v, g, beta, 0.3, pool, idx, cu, False, disable_state_update, buf,
                                      bidx if buffer_indices else torch.arange(N))
+    P, Bf = on(device, pool.clone(), buf)
     o = sglang.fused_sigmoid_gating_delta_rule_update(
-        A_log, a, dt_bias, 1.5, 10.0, q, k, v, b, pool, idx, scale=0.3, cu_seqlens=cu,
-        disable_state_update=disable_state_update, intermediate_states_buffer=buf, intermediate_state_indices=bidx,
-        cache_steps=steps)
-    assert rel(o, ro) <= F32_TOL
+        *on(device, A_log, a, dt_bias), 1.5, 10.0, *on(device, q, k, v, b), P, on(device, idx), scale=0.3,
+        cu_seqlens=on(device, cu), disable_state_update=disable_state_update, intermediate_states_buffer=Bf,
+        intermediate_state_indices=on(device, bidx), cache_steps=steps)
+    assert rel(o.cpu(), ro) <= F32_TOL
+    got = Bf.cpu().reshape(S * steps, -1)
     stored = torch.isfinite(rb.reshape(S * steps, -1)).all(-1)
-    assert stored.any() and rel(buf.reshape(S * steps, -1)[stored], rb.reshape(S * steps, -1)[stored]) <= F32_TOL
-    assert torch.isnan(buf.reshape(S * steps, -1)[~stored]).all() and torch.isnan(buf_before).all()
+    assert stored.any() and rel(got[stored], rb.reshape(S * steps, -1)[stored]) <= F32_TOL
+    assert torch.isnan(got[~stored]).all()
     written = [] if disable_state_update else [5, 1, 7, 3]
-    check_pool(pool, before, rp, written)
+    check_pool(P.cpu(), pool, rp, written)
 
 
-def test_sglang_no_pool(rng):
+@pytest.mark.parametrize("device", DEVICES)
+def test_sglang_no_pool(rng, device):
     """initial_state_source=None: every sequence starts from zeros and no state is written; the
     intermediate states still go to the buffer (row n without indices)."""
     gen = _gen(rng)
@@ -138,9 +146,12 @@ def test_sglang_no_pool(rng):
     none = torch.full((B,), -1)
     ro, _, rb = sglang_decode_model(q, k, v, g, beta, K ** -0.5, pool_of(gen, 1), none, None, True, True, buf,
                                     torch.arange(B))
-    o = sglang.fused_sigmoid_gating_delta_rule_update(A_log, a, dt_bias, 1.0, 20.0, q, k, v, b, None, None,
-                                                      use_qk_l2norm_in_kernel=True, intermediate_states_buffer=buf)
-    assert rel(o, ro) <= F32_TOL and rel(buf[:B], rb[:B]) <= F32_TOL and torch.isnan(buf[B]).all()
+    Bf = on(device, buf)
+    o = sglang.fused_sigmoid_gating_delta_rule_update(*on(device, A_log, a, dt_bias), 1.0, 20.0,
+                                                      *on(device, q, k, v, b), None, None,
+                                                      use_qk_l2norm_in_kernel=True, intermediate_states_buffer=Bf)
+    got = Bf.cpu()
+    assert rel(o.cpu(), ro) <= F32_TOL and rel(got[:B], rb[:B]) <= F32_TOL and torch.isnan(got[B]).all()
 
 
 def test_sglang_bad_arguments(rng):
