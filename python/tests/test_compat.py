@@ -23,31 +23,50 @@ from gdn.compat import _common, sglang, vllm  # noqa: E402
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("device", DEVICES)
 def test_low_precision_pools(rng, device, dtype):
+    """A bf16 / fp16 pool: updated in place (fp32 inside, one rounding on write) by the vLLM decode,
+    the SGLang decode and the SGLang extend (both paths) where gdn has 16-bit pools; else each
+    raises NotImplementedError naming the missing feature and the pool is untouched."""
     gen = _gen(rng)
     N = 3
-    q, k, v, a, b, _, _ = inputs(gen, (1, N))
+    q, k, v, a, b, g, beta = inputs(gen, (1, N))
     A_log, dt_bias = gate_params(gen)
     cu = torch.arange(N + 1)
     pool = pool_of(gen, 5, dtype)
     idx = torch.tensor([3, 0, 1])
     P = on(device, pool.clone())
-    args = on(device, A_log, a, b, dt_bias, q, k, v)
+    A_log_d, a_d, b_d, dt_d, q_d, k_d, v_d, g_d, beta_d, idx_d, cu_d = on(device, A_log, a, b, dt_bias, q, k, v, g,
+                                                                          beta, idx, cu)
+    calls = {
+        "vllm": lambda: vllm.fused_sigmoid_gating_delta_rule_update(A_log_d, a_d, b_d, dt_d, q_d, k_d, v_d,
+                                                                    initial_state=P, cu_seqlens=cu_d,
+                                                                    ssm_state_indices=idx_d)[0],
+        "sglang": lambda: sglang.fused_sigmoid_gating_delta_rule_update(A_log_d, a_d, dt_d, 1.0, 20.0, q_d, k_d, v_d,
+                                                                        b_d, P, idx_d, cu_seqlens=cu_d),
+        "sglang_chunk": lambda: sglang.chunk_gated_delta_rule(q_d, k_d, v_d, g_d, beta_d, None, P, idx_d, cu_d)[0],
+        "sglang_chunk_fast": lambda: sglang.chunk_gated_delta_rule(q_d, k_d, v_d, g_d, beta_d, None, P, idx_d, cu_d,
+                                                                   output_h=False)[0],
+    }
     if not _common._takes_pool_dtype(dtype):
-        with pytest.raises(NotImplementedError, match="bf16 / fp16 state pools are a gdn feature not in this build"):
-            vllm.fused_sigmoid_gating_delta_rule_update(*args, initial_state=P, cu_seqlens=on(device, cu),
-                                                        ssm_state_indices=on(device, idx))
-        A_log_d, a_d, b_d, dt_d, q_d, k_d, v_d = args
-        with pytest.raises(NotImplementedError, match="state pools"):
-            sglang.fused_sigmoid_gating_delta_rule_update(A_log_d, a_d, dt_d, 1.0, 20.0, q_d, k_d, v_d, b_d, P,
-                                                          on(device, idx), cu_seqlens=on(device, cu))
-        assert torch.equal(P.cpu(), pool)
+        for name, call in calls.items():
+            with pytest.raises(NotImplementedError, match="bf16 / fp16 state pools are a gdn feature not in this "
+                                                          "build"):
+                call()
+            assert torch.equal(P.cpu(), pool), name
         return
-    g, beta = _gate_model(a, b, A_log, dt_bias)
-    ro, rp = vllm_recurrent_model(q, k, v, g, beta, K ** -0.5, pool, True, cu, idx, None, False)
-    o, _ = vllm.fused_sigmoid_gating_delta_rule_update(*args, initial_state=P, cu_seqlens=on(device, cu),
-                                                       ssm_state_indices=on(device, idx))
-    assert rel(o.cpu()[0, [0, 2]], ro[0, [0, 2]]) <= F32_TOL
-    check_pool(P.cpu(), pool, rp, [3, 1], 5e-3)
+    gm, bm = _gate_model(a, b, A_log, dt_bias)
+    for name, call in calls.items():
+        P.copy_(on(device, pool))
+        chunk = name.startswith("sglang_chunk")
+        gg, bb = (g, beta) if chunk else (gm, bm)
+        ro, rp = vllm_recurrent_model(q, k, v, gg, bb, K ** -0.5, pool, True, cu, idx, None, False)
+        if name != "vllm":  # slot 0 is a real slot in SGLang (the vLLM model skips it): redo sequence 1
+            S, o1 = _step(pool[0].double(), _flat(q)[1], _flat(k)[1], _flat(v)[1], gg[0, 1], bb[0, 1], K ** -0.5,
+                          False)
+            ro[0, 1], rp[0] = o1, S
+        live = [0, 2] if name == "vllm" else [0, 1, 2]
+        o = call().cpu()
+        assert rel(o[0, live], ro[0, live]) <= CHUNK_F32_TOL[device], name
+        check_pool(P.cpu(), pool, rp, [int(idx[n]) for n in live], 5e-3)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -76,7 +76,7 @@ def chunk_gated_delta_rule(
         raise ValueError(f"The number of initial states is expected to be equal to the number of input sequences, "
                          f"i.e., {N} rather than {int(initial_state_indices.shape[0])}.")
     check_pool_dtype(op, "initial_state", initial_state)
-    scale = check_scale(op, scale, int(k.shape[-1]))
+    scale = float(k.shape[-1]) ** -0.5 if scale is None else float(scale)  # SGLang's chunk does not check it
     idx = None if initial_state_indices is None else initial_state_indices.contiguous()
     if initial_state is None and idx is not None:
         idx = None  # SGLang reads no state without a pool
