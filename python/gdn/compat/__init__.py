@@ -25,7 +25,10 @@ engine calls its own kernel:
     initial_state, inplace_final_state, cu_seqlens, ssm_state_indices, num_accepted_tokens,
     use_qk_l2norm_in_kernel, is_kda) -> (o, state)``. States V-major ``[.., HV, V, K]``; pool slot
     ``<= 0`` is padding (``NULL_BLOCK_ID = 0``); 2-D ``ssm_state_indices`` ``[N, T_max]`` with
-    ``num_accepted_tokens`` (padded with 1) read column ``num_accepted - 1`` and write column t.
+    ``num_accepted_tokens`` (padded with 1) read column ``num_accepted - 1`` and write column t;
+    ``fused_recurrent_gated_delta_rule_packed_decode(mixed_qkv, a, b, A_log, dt_bias, scale,
+    initial_state, out, ssm_state_indices, use_qk_l2norm_in_kernel) -> (out, state)`` (q / k / v
+    read as views of ``mixed_qkv``; padding gets o = 0).
 
 ``gdn.compat.sglang``:
     ``chunk_gated_delta_rule(q, k, v, g, beta, scale, initial_state, initial_state_indices,
@@ -34,8 +37,9 @@ engine calls its own kernel:
     ``fused_sigmoid_gating_delta_rule_update(A_log, a, dt_bias, softplus_beta, softplus_threshold,
     q, k, v, b, initial_state_source, initial_state_indices, scale, use_qk_l2norm_in_kernel,
     cu_seqlens, is_kda, disable_state_update, intermediate_states_buffer,
-    intermediate_state_indices, cache_steps, retrieve_parent_token) -> o``. Pool ``[slots, HV, V,
-    K]``; a negative index is padding.
+    intermediate_state_indices, cache_steps, retrieve_parent_token) -> o``;
+    ``fused_recurrent_gated_delta_rule_packed_decode`` as vLLM's. Pool ``[slots, HV, V, K]``; a
+    negative index is padding.
 
 Each module's docstring lists its conventions and the (few) differences from the engine, all on
 calls the engine does not make. Not supported, with NotImplementedError naming the missing gdn
