@@ -62,7 +62,7 @@ gdn::TokenStates token_state_ref(const char* op, DeviceCtx& dev, const Out& s, c
 void forward(In q, In k, In v, In g, In beta, Out o, In A_log, In dt_bias, In initial_state, In initial_indices,
              In initial_indices_host, Out final_state, In final_indices, In final_indices_host, bool final_is_initial,
              In initial_present, int64_t null_slot, Out token_states, In token_indices, In token_indices_host,
-             In num_accepted, In num_accepted_host, In cu_seqlens, In cu_seqlens_host, double scale, bool use_qk_l2norm,
+             In num_accepted, In num_accepted_host, In parents, In parents_host, In cu_seqlens, In cu_seqlens_host, double scale, bool use_qk_l2norm,
              bool state_v_first, bool fused_gate, bool recurrent, nb::handle workspace, uintptr_t stream,
              int num_threads) {
   const char* op = recurrent ? "fused_recurrent_gated_delta_rule" : "chunk_gated_delta_rule";
@@ -216,6 +216,30 @@ void forward(In q, In k, In v, In g, In beta, Out o, In A_log, In dt_bias, In in
     }
   } else if (num_accepted_host.is_valid()) {
     value_error(op, "num_accepted_tokens_cpu is given without num_accepted_tokens");
+  }
+  if (parents.is_valid()) {  // EAGLE trees: [N, T_max], T_max that of the token states
+    if (!token_states.is_valid()) value_error(op, "retrieve_parent_token is given without token_states");
+    gdn::TokenStates& ts = a.token_states;
+    dev.check("retrieve_parent_token", parents);
+    if (!to_index_type(parents.dtype(), &ts.parents_type))
+      type_error(op, "retrieve_parent_token has dtype ", dl_dtype_name(parents.dtype()), "; expected int32 or int64");
+    if (parents.ndim() != 2 || dim(parents, 0) != N || dim(parents, 1) != ts.max_tokens || !c_contiguous(parents))
+      value_error(op, "retrieve_parent_token has shape ", shape_str(parents), "; expected contiguous [N = ", N,
+                  ", T_max = ", ts.max_tokens, "]");
+    ts.parents = parents.data();
+    if (parents_host.is_valid()) {
+      check_host(op, "retrieve_parent_token_cpu", parents_host);
+      gdn::IndexType ht;
+      if (!to_index_type(parents_host.dtype(), &ht) || ht != ts.parents_type ||
+          shape_str(parents_host) != shape_str(parents) || !c_contiguous(parents_host))
+        value_error(op, "retrieve_parent_token_cpu is not a contiguous copy of retrieve_parent_token (",
+                    shape_str(parents), ", ", dl_dtype_name(parents.dtype()), ")");
+      ts.parents_host = parents_host.data();
+    } else if (dev.type == kDevCPU) {
+      ts.parents_host = ts.parents;
+    }
+  } else if (parents_host.is_valid()) {
+    value_error(op, "retrieve_parent_token_cpu is given without retrieve_parent_token");
   }
 
   ExecBuilder eb;
