@@ -224,8 +224,10 @@ void chunk_gated_delta_rule(const ForwardArgs& args, const Exec& exec);
 
 // The decode step: the token-by-token recurrence, for one or a few tokens per sequence (any
 // length works; the chunked forward is faster past a few tokens). Updates pool rows in place
-// when initial_state and final_state are the same pool. The CPU backend needs a workspace (one
-// K x V state per worker thread, for sequences without a final-state row); the CUDA backend none.
+// when initial_state and final_state are the same pool; with args.token_states also stores the
+// state after every token (speculative decoding's verify, see TokenStates). The CPU backend needs
+// a workspace (one K x V state per worker thread, for sequences without a final-state row); the
+// CUDA backend none.
 size_t recurrent_gated_delta_rule_workspace_size(const Problem& problem, const Exec& exec);
 void recurrent_gated_delta_rule(const ForwardArgs& args, const Exec& exec);
 

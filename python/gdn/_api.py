@@ -186,7 +186,8 @@ def decode_(q, k, v, g, beta, state, state_indices=None, *, scale=None, use_qk_l
       continues from the state after token ``retrieve_parent_token[n, t]`` (an earlier token whose
       state is stored) instead of token t - 1; a negative entry keeps the chain.
 
-    ``*_cpu`` arguments are host copies of device indices for validation (no device sync)."""
+    ``null_slot`` applies to the token states' indices too. ``*_cpu`` arguments are host copies of
+    device indices for validation (no device sync)."""
     return _engine("decode_", True, q, k, v, g, beta, state, state_indices, scale, use_qk_l2norm_in_kernel,
                    state_v_first, A_log, dt_bias, cu_seqlens, cu_seqlens_cpu, state_indices_cpu, out,
                    has_initial_state, null_slot, final_state_indices, final_state_indices_cpu,
