@@ -24,6 +24,17 @@ std::vector<SpecCase> spec_cases() {
         c.K = c.V = d;
         cases.push_back(c);
       }
+  for (Convention conv : {Convention::kVllm, Convention::kSglangGroups, Convention::kSglangDense})
+    for (int d : {128, 64}) {  // EAGLE trees
+      SpecCase c;
+      c.conv = conv;
+      c.K = c.V = d;
+      c.layout = d == 64 ? StateLayout::kVMajor : StateLayout::kKMajor;
+      c.max_tokens = 6;
+      c.tree = true;
+      c.disable_state_update = conv != Convention::kSglangGroups;
+      cases.push_back(c);
+    }
   SpecCase c;
   c.varlen = false;  // a fixed [N, T] batch: every sequence max_tokens long, padding with tokens
   cases.push_back(c);

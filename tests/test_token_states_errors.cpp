@@ -132,6 +132,19 @@ TEST_P(TokenStatesErrors, FinalStateRowAlsoATokenRow) {
                   {"final_state row " + std::to_string(R) + " of sequence 0 is also written by token_states"});
 }
 
+TEST_P(TokenStatesErrors, BadParents) {
+  SpecInputs s = inputs(Convention::kVllm, false);  // 4 tokens each
+  s.parents.assign(6 * 4, -1);
+  s.parents[0 * 4 + 2] = 2;
+  expect_rejected(s, nullptr, {"token_states.parents[0][2] is 2; expected a token before 2"});
+  s.parents[0 * 4 + 2] = 0;
+  s.token_indices[0 * 4 + 0] = -1;  // token 0's state is not stored: no parent to continue from
+  expect_rejected(s, nullptr,
+                  {"token_states.parents[0][2] is 0, but the state after token 0 of sequence 0 is not stored"});
+  expect_rejected(s, [](ForwardArgs& a) { a.token_states.pool.data = nullptr, a.token_states.num_accepted = nullptr; },
+                  {"token_states.parents is given without token_states.pool.data"});
+}
+
 TEST_P(TokenStatesErrors, MaskOnTokenStates) {
   const SpecInputs s = inputs(Convention::kSglangDense);
   static const uint8_t mask[6] = {1, 1, 1, 1, 1, 1};

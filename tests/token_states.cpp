@@ -21,9 +21,14 @@ std::string SpecCase::name() const {
                                              : "sglang_dense")
      << "_N" << N << "_M" << max_tokens << "_K" << K << "_V" << V << "_" << dtype_name(dtype)
      << (layout == StateLayout::kVMajor ? "_vmajor" : "") << (varlen ? "_varlen" : "_fixed")
-     << (conv != Convention::kVllm && !disable_state_update ? "_update" : "") << (int64_indices ? "_i64" : "");
+     << (conv != Convention::kVllm && !disable_state_update ? "_update" : "") << (int64_indices ? "_i64" : "")
+     << (tree ? "_tree" : "");
   return os.str();
 }
+
+namespace {
+int64_t written_row(const SpecInputs& s, int64_t n, int64_t t);
+}  // namespace
 
 SpecInputs make_spec_inputs(const SpecCase& c, std::mt19937_64& rng) {
   SpecInputs s;
@@ -82,6 +87,14 @@ SpecInputs make_spec_inputs(const SpecCase& c, std::mt19937_64& rng) {
   }
   s.pool.resize(s.pool_slots * head);
   for (float& x : s.pool) x = nd(rng);
+  // EAGLE trees: each token's parent drawn among the earlier tokens whose state is stored, or -1.
+  for (int64_t n = 0; n < N && c.tree; ++n)
+    for (int64_t t = 0; t < M; ++t) {
+      std::vector<int64_t> choices{-1};
+      for (int64_t p = 0; p < t; ++p)
+        if (written_row(s, n, p) >= 0) choices.push_back(p);
+      s.parents.push_back(choices[std::uniform_int_distribution<size_t>(0, choices.size() - 1)(rng)]);
+    }
   return s;
 }
 
@@ -163,6 +176,43 @@ void run_in_graph(Backend backend, Exec exec, const std::function<void(const Exe
 #endif
 }
 
+// EAGLE trees: o and the state after each token by the recurrence along the token's path from the
+// sequence's first token (its ancestors through the parents, then itself), one oracle run per token.
+void tree_oracle(const SpecInputs& s, const std::vector<double>& q, const std::vector<double>& k,
+                 const std::vector<double>& h0, std::vector<double>& o, std::vector<double>& hT,
+                 std::vector<double>& tok) {
+  const Inputs& in = s.in;
+  const int H = in.c.H, HV = in.c.HV, K = in.c.K, V = in.c.V;
+  const int64_t M = s.c.max_tokens, head = int64_t{HV} * K * V;
+  for (int64_t n = 0; n < s.c.N; ++n)
+    for (int64_t t = 0; t < s.lens[n]; ++t) {
+      std::vector<int64_t> path;  // global token indices, first token first
+      for (int64_t u = t; u >= 0;) {
+        path.insert(path.begin(), in.bounds[n] + u);
+        const int64_t p = u == 0 ? -1 : s.parents[n * M + u];
+        u = u == 0 ? -1 : (p < 0 ? u - 1 : p);
+      }
+      ref::Dims d = in.dims;
+      d.T = static_cast<int64_t>(path.size());
+      d.bounds = {0, d.T};
+      std::vector<double> pq, pk, pv, pg, pb;
+      for (int64_t x : path) {
+        pq.insert(pq.end(), q.begin() + x * H * K, q.begin() + (x + 1) * H * K);
+        pk.insert(pk.end(), k.begin() + x * H * K, k.begin() + (x + 1) * H * K);
+        pv.insert(pv.end(), in.vd.begin() + x * HV * V, in.vd.begin() + (x + 1) * HV * V);
+        pg.insert(pg.end(), in.gd.begin() + x * HV, in.gd.begin() + (x + 1) * HV);
+        pb.insert(pb.end(), in.betad.begin() + x * HV, in.betad.begin() + (x + 1) * HV);
+      }
+      const std::vector<double> ph0(h0.begin() + n * head, h0.begin() + (n + 1) * head);
+      std::vector<double> po, phT;
+      ref::recurrence(d, pq, pk, pv, pg, pb, ph0, 1.0 / std::sqrt(double(K)), po, phT);
+      const int64_t x = in.bounds[n] + t;
+      std::copy(po.end() - int64_t{HV} * V, po.end(), o.begin() + x * HV * V);
+      std::copy(phT.begin(), phT.end(), tok.begin() + x * head);
+      if (t + 1 == s.lens[n]) std::copy(phT.begin(), phT.end(), hT.begin() + n * head);
+    }
+}
+
 }  // namespace
 
 SpecOutputs run_spec(const SpecInputs& s, Backend backend, const std::function<void(ForwardArgs&)>& edit,
@@ -191,7 +241,7 @@ SpecOutputs run_spec(const SpecInputs& s, Backend backend, const std::function<v
   const bool i64 = c.int64_indices;
   const IndexType itype = i64 ? IndexType::kInt64 : IndexType::kInt32;
   const std::vector<uint8_t> tok_host = index_bytes(s.token_indices, i64), acc_host = index_bytes(s.num_accepted, i64),
-                             pool_idx_host = index_bytes(s.pool_indices, i64);
+                             pool_idx_host = index_bytes(s.pool_indices, i64), par_host = index_bytes(s.parents, i64);
   Buffer pool = upload_vec(backend, s.pool), buffer, tok, acc, pool_idx;
   StateRef pool_ref;
   pool_ref.data = pool.as<float>();
@@ -226,6 +276,13 @@ SpecOutputs run_spec(const SpecInputs& s, Backend backend, const std::function<v
       ts.pool.indices_host = host_copies ? tok_host.data() : nullptr;
       ts.pool.index_type = itype;
     }
+  }
+  Buffer par;
+  if (!s.parents.empty()) {
+    par = upload(backend, par_host);
+    ts.parents = par.data();
+    ts.parents_host = host_copies ? par_host.data() : nullptr;
+    ts.parents_type = itype;
   }
   Exec exec;
   exec.backend = backend;
@@ -273,6 +330,7 @@ void expect_spec_close(const SpecInputs& s, const SpecOutputs& out, Backend back
   ref::l2norm(q, c.K);
   ref::l2norm(k, c.K);
   ref::recurrence(in.dims, q, k, in.vd, in.gd, in.betad, h0, 1.0 / std::sqrt(double(c.K)), o, hT, &tok);
+  if (c.tree) tree_oracle(s, q, k, h0, o, hT, tok);
   const double tol = tolerance(c.dtype, backend);
   EXPECT_LE(ref::rel_rms_error(out.o.data(), o.data(), static_cast<int64_t>(o.size())), tol) << "o, " << c.name();
 

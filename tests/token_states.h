@@ -25,6 +25,7 @@ struct SpecCase {
   bool varlen = true;
   bool disable_state_update = true;  // SGLang: the pool rows are not written (else updated in place)
   bool int64_indices = false;
+  bool tree = false;  // EAGLE trees: random parents among the stored earlier tokens
   int N = 9;
   int max_tokens = 4;
   std::string name() const;
@@ -43,6 +44,7 @@ struct SpecInputs {
   int64_t buffer_slots = 0;
   std::vector<int64_t> token_indices;  // vLLM: [N, max_tokens]; SGLang groups: [N]; dense: empty
   std::vector<int64_t> num_accepted;   // vLLM: [N]
+  std::vector<int64_t> parents;        // tree: [N, max_tokens] (-1: the previous token)
 };
 
 SpecInputs make_spec_inputs(const SpecCase& c, std::mt19937_64& rng);

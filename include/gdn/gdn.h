@@ -101,8 +101,12 @@ struct StateRef {
 // be null; pool.data, num_slots, index_type and indices_host are as in StateRef, in the problem's
 // state layout. No two stored (n, t) may name one row; a row that sequence n reads must not be
 // written by another sequence, nor by final_state when that is the same pool.
+// EAGLE trees (parents, optional): token t >= 1 of sequence n continues from the state after token
+// parents[n][t] (in [0, t), and that token's state must be stored), not from the state after
+// token t - 1; a negative entry keeps the chain (column 0 is not read).
 // Without host copies (CUDA) the device clamps: a slot outside [0, num_slots) and a
-// num_accepted[n] outside [1, max_tokens] mean "none".
+// num_accepted[n] outside [1, max_tokens] mean "none"; a parent outside [0, t) or not stored keeps
+// the chain.
 struct TokenStates {
   StateRef pool;                            // data null: no per-token states (a plain decode step)
   int64_t max_tokens = 0;                   // T_max >= 1: the columns of 2-D indices, the steps of a buffer group
@@ -110,6 +114,9 @@ struct TokenStates {
   const void* num_accepted = nullptr;       // [N] on the backend's device, optional (see above)
   const void* num_accepted_host = nullptr;  // optional host copy, for validation (CUDA)
   IndexType num_accepted_type = IndexType::kInt32;
+  const void* parents = nullptr;       // [N, max_tokens] on the backend's device, optional (EAGLE trees)
+  const void* parents_host = nullptr;  // optional host copy, for validation (CUDA)
+  IndexType parents_type = IndexType::kInt32;
 };
 
 // What a call computes, shared by the forward, the decode step and the stages.
@@ -217,8 +224,10 @@ void chunk_gated_delta_rule(const ForwardArgs& args, const Exec& exec);
 
 // The decode step: the token-by-token recurrence, for one or a few tokens per sequence (any
 // length works; the chunked forward is faster past a few tokens). Updates pool rows in place
-// when initial_state and final_state are the same pool. The CPU backend needs a workspace (one
-// K x V state per worker thread, for sequences without a final-state row); the CUDA backend none.
+// when initial_state and final_state are the same pool; with args.token_states also stores the
+// state after every token (speculative decoding's verify, see TokenStates). The CPU backend needs
+// a workspace (one K x V state per worker thread, for sequences without a final-state row); the
+// CUDA backend none.
 size_t recurrent_gated_delta_rule_workspace_size(const Problem& problem, const Exec& exec);
 void recurrent_gated_delta_rule(const ForwardArgs& args, const Exec& exec);
 

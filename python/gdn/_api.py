@@ -162,7 +162,8 @@ def decode_(q, k, v, g, beta, state, state_indices=None, *, scale=None, use_qk_l
             state_v_first=False, A_log=None, dt_bias=None, cu_seqlens=None, cu_seqlens_cpu=None,
             state_indices_cpu=None, out=None, has_initial_state=None, null_slot=-1, final_state_indices=None,
             final_state_indices_cpu=None, num_accepted_tokens=None, num_accepted_tokens_cpu=None,
-            token_states=None, token_state_indices=None, token_state_indices_cpu=None, disable_state_update=False):
+            token_states=None, token_state_indices=None, token_state_indices_cpu=None, disable_state_update=False,
+            retrieve_parent_token=None, retrieve_parent_token_cpu=None):
     r"""Serving-engine decode step: the recurrence (one or a few tokens per sequence) with states in a
     pool, updated in place. Arguments as in :func:`prefill_`; typical shapes are q ``[N, 1, H, K]``
     (one token per sequence), ``[N, T, H, K]`` (T tokens each) or ``[1, total, H, K]`` with
@@ -181,14 +182,19 @@ def decode_(q, k, v, g, beta, state, state_indices=None, *, scale=None, use_qk_l
       ``[token_state_indices[n], t]`` (``[n, t]`` without indices, S = N; a negative index stores
       nothing); ``disable_state_update=True`` leaves the pool rows untouched.
       ``token_states`` may also be a pool ``[slots, HV, K, V]`` with 2-D ``token_state_indices``.
+    - EAGLE trees (either convention): ``retrieve_parent_token`` ``[N, T_max]``: token t >= 1
+      continues from the state after token ``retrieve_parent_token[n, t]`` (an earlier token whose
+      state is stored) instead of token t - 1; a negative entry keeps the chain.
 
-    ``*_cpu`` arguments are host copies of device indices for validation (no device sync)."""
+    ``null_slot`` applies to the token states' indices too. ``*_cpu`` arguments are host copies of
+    device indices for validation (no device sync)."""
     return _engine("decode_", True, q, k, v, g, beta, state, state_indices, scale, use_qk_l2norm_in_kernel,
                    state_v_first, A_log, dt_bias, cu_seqlens, cu_seqlens_cpu, state_indices_cpu, out,
                    has_initial_state, null_slot, final_state_indices, final_state_indices_cpu,
                    num_accepted_tokens=num_accepted_tokens, num_accepted_tokens_cpu=num_accepted_tokens_cpu,
                    token_states=token_states, token_state_indices=token_state_indices,
-                   token_state_indices_cpu=token_state_indices_cpu, disable_state_update=disable_state_update)
+                   token_state_indices_cpu=token_state_indices_cpu, disable_state_update=disable_state_update,
+                   retrieve_parent_token=retrieve_parent_token, retrieve_parent_token_cpu=retrieve_parent_token_cpu)
 
 
 chunk_gdn = chunk_gated_delta_rule

@@ -57,13 +57,14 @@ def run_forward(op, q, k, v, g, beta, *, scale, initial_state, output_final_stat
                 recurrent, has_initial_state=None, null_slot=-1, final_state_indices=None,
                 final_state_indices_cpu=None, token_states=None, token_state_indices=None,
                 token_state_indices_cpu=None, num_accepted_tokens=None, num_accepted_tokens_cpu=None,
-                disable_state_update=False):
+                disable_state_update=False, retrieve_parent_token=None, retrieve_parent_token_cpu=None):
     env = Env(q, "q")
     kind = env.kind
     for name, x in (("k", k), ("v", v), ("g", g), ("beta", beta), ("initial_state", initial_state),
                     ("cu_seqlens", cu_seqlens), ("state_indices", state_indices), ("A_log", A_log),
                     ("dt_bias", dt_bias), ("out", out), ("token_states", token_states),
-                    ("token_state_indices", token_state_indices), ("num_accepted_tokens", num_accepted_tokens)):
+                    ("token_state_indices", token_state_indices), ("num_accepted_tokens", num_accepted_tokens),
+                    ("retrieve_parent_token", retrieve_parent_token)):
         same_framework(kind, name, x)
     N = _check_shapes(op, q, k, v, g, beta, cu_seqlens)
     HV, K, V = int(v.shape[-2]), int(q.shape[-1]), int(v.shape[-1])
@@ -139,6 +140,8 @@ def run_forward(op, q, k, v, g, beta, *, scale, initial_state, output_final_stat
         token_state_indices_cpu = env.to_index_dtype_of(token_state_indices_cpu, token_state_indices)
     if num_accepted_tokens_cpu is not None and num_accepted_tokens is not None:
         num_accepted_tokens_cpu = env.to_index_dtype_of(num_accepted_tokens_cpu, num_accepted_tokens)
+    if retrieve_parent_token_cpu is not None and retrieve_parent_token is not None:
+        retrieve_parent_token_cpu = env.to_index_dtype_of(retrieve_parent_token_cpu, retrieve_parent_token)
 
     # States.
     initial_indices = final_indices = initial_indices_cpu = final_indices_cpu = None
@@ -211,7 +214,8 @@ def run_forward(op, q, k, v, g, beta, *, scale, initial_state, output_final_stat
         final_is_initial=final_is_initial, initial_state_present=has_initial_state, null_slot=int(null_slot),
         token_states=token_states, token_state_indices=token_state_indices,
         token_state_indices_cpu=token_state_indices_cpu, num_accepted_tokens=num_accepted_tokens,
-        num_accepted_tokens_cpu=num_accepted_tokens_cpu,
+        num_accepted_tokens_cpu=num_accepted_tokens_cpu, retrieve_parent_token=retrieve_parent_token,
+        retrieve_parent_token_cpu=retrieve_parent_token_cpu,
         cu_seqlens=cu_seqlens, cu_seqlens_cpu=cu_seqlens_cpu, scale=scale,
         use_qk_l2norm=bool(use_qk_l2norm), state_v_first=bool(state_v_first), fused_gate=fused_gate,
         recurrent=bool(recurrent))

@@ -56,6 +56,8 @@ FORWARD_ARGS = (
     Arg("token_state_indices_cpu", OPT_HOST_TENSOR),
     Arg("num_accepted_tokens", OPT_TENSOR),  # [N]: start from the token row num_accepted_tokens - 1
     Arg("num_accepted_tokens_cpu", OPT_HOST_TENSOR),
+    Arg("retrieve_parent_token", OPT_TENSOR),  # [N, T_max]: EAGLE trees, each token's parent (-1: the previous one)
+    Arg("retrieve_parent_token_cpu", OPT_HOST_TENSOR),
     Arg("cu_seqlens", OPT_TENSOR),  # [N + 1]
     Arg("cu_seqlens_cpu", OPT_HOST_TENSOR),
     Arg("scale", FLOAT),

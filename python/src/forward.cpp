@@ -13,9 +13,10 @@ gdn::TokenStates token_state_ref(const char* op, DeviceCtx& dev, const Out& s, c
                                  int64_t N, int64_t HV, int64_t K, int64_t V, bool v_major) {
   dev.check("token_states", s);
   const int64_t d2 = v_major ? V : K, d3 = v_major ? K : V;
-  const std::string expect = cat("[slots, HV, ", v_major ? "V, K" : "K, V", "] with [N, T_max] token_state_indices, or [S, ",
-                                 "T_max, HV, ", v_major ? "V, K" : "K, V", "] with [N] or no indices; HV = ", HV,
-                                 ", ", v_major ? "V, K" : "K, V", " = ", d2, ", ", d3);
+  const std::string expect =
+      cat("[slots, HV, ", v_major ? "V, K" : "K, V", "] with [N, T_max] token_state_indices, or [S, ", "T_max, HV, ",
+          v_major ? "V, K" : "K, V", "] with [N] or no indices; HV = ", HV, ", ", v_major ? "V, K" : "K, V", " = ", d2,
+          ", ", d3);
   if (!is_f32(s.dtype())) type_error(op, "token_states has dtype ", dl_dtype_name(s.dtype()), "; expected float32");
   const size_t nd = s.ndim();
   if ((nd != 4 && nd != 5) || dim(s, nd - 3) != HV || dim(s, nd - 2) != d2 || dim(s, nd - 1) != d3)
@@ -62,9 +63,9 @@ gdn::TokenStates token_state_ref(const char* op, DeviceCtx& dev, const Out& s, c
 void forward(In q, In k, In v, In g, In beta, Out o, In A_log, In dt_bias, In initial_state, In initial_indices,
              In initial_indices_host, Out final_state, In final_indices, In final_indices_host, bool final_is_initial,
              In initial_present, int64_t null_slot, Out token_states, In token_indices, In token_indices_host,
-             In num_accepted, In num_accepted_host, In cu_seqlens, In cu_seqlens_host, double scale, bool use_qk_l2norm,
-             bool state_v_first, bool fused_gate, bool recurrent, nb::handle workspace, uintptr_t stream,
-             int num_threads) {
+             In num_accepted, In num_accepted_host, In parents, In parents_host, In cu_seqlens, In cu_seqlens_host,
+             double scale, bool use_qk_l2norm, bool state_v_first, bool fused_gate, bool recurrent,
+             nb::handle workspace, uintptr_t stream, int num_threads) {
   const char* op = recurrent ? "fused_recurrent_gated_delta_rule" : "chunk_gated_delta_rule";
   DeviceCtx dev{op};
   dev.check("q", q);
@@ -182,8 +183,7 @@ void forward(In q, In k, In v, In g, In beta, Out o, In A_log, In dt_bias, In in
     const bool bytes = pd.bits == 8 && pd.lanes == 1 &&
                        (pd.code == static_cast<uint8_t>(nb::dlpack::dtype_code::Bool) ||
                         pd.code == static_cast<uint8_t>(nb::dlpack::dtype_code::UInt));
-    if (!bytes)
-      type_error(op, "initial_state_present has dtype ", dl_dtype_name(pd), "; expected bool or uint8");
+    if (!bytes) type_error(op, "initial_state_present has dtype ", dl_dtype_name(pd), "; expected bool or uint8");
     if (initial_present.ndim() != 1 || dim(initial_present, 0) != N || (N > 1 && initial_present.stride(0) != 1))
       value_error(op, "initial_state_present has shape ", shape_str(initial_present), "; expected [N = ", N,
                   "] contiguous");
@@ -216,6 +216,30 @@ void forward(In q, In k, In v, In g, In beta, Out o, In A_log, In dt_bias, In in
     }
   } else if (num_accepted_host.is_valid()) {
     value_error(op, "num_accepted_tokens_cpu is given without num_accepted_tokens");
+  }
+  if (parents.is_valid()) {  // EAGLE trees: [N, T_max], T_max that of the token states
+    if (!token_states.is_valid()) value_error(op, "retrieve_parent_token is given without token_states");
+    gdn::TokenStates& ts = a.token_states;
+    dev.check("retrieve_parent_token", parents);
+    if (!to_index_type(parents.dtype(), &ts.parents_type))
+      type_error(op, "retrieve_parent_token has dtype ", dl_dtype_name(parents.dtype()), "; expected int32 or int64");
+    if (parents.ndim() != 2 || dim(parents, 0) != N || dim(parents, 1) != ts.max_tokens || !c_contiguous(parents))
+      value_error(op, "retrieve_parent_token has shape ", shape_str(parents), "; expected contiguous [N = ", N,
+                  ", T_max = ", ts.max_tokens, "]");
+    ts.parents = parents.data();
+    if (parents_host.is_valid()) {
+      check_host(op, "retrieve_parent_token_cpu", parents_host);
+      gdn::IndexType ht;
+      if (!to_index_type(parents_host.dtype(), &ht) || ht != ts.parents_type ||
+          shape_str(parents_host) != shape_str(parents) || !c_contiguous(parents_host))
+        value_error(op, "retrieve_parent_token_cpu is not a contiguous copy of retrieve_parent_token (",
+                    shape_str(parents), ", ", dl_dtype_name(parents.dtype()), ")");
+      ts.parents_host = parents_host.data();
+    } else if (dev.type == kDevCPU) {
+      ts.parents_host = ts.parents;
+    }
+  } else if (parents_host.is_valid()) {
+    value_error(op, "retrieve_parent_token_cpu is given without retrieve_parent_token");
   }
 
   ExecBuilder eb;

@@ -177,3 +177,50 @@ def test_spec_decode_bad_args(rng):
                     token_states=np.zeros((3, 1, HV, K, V), np.float32))
     with pytest.raises(ValueError, match="num_accepted_tokens needs"):
         gdn.decode_(q, k, v, g, beta, pool, idx1, cu_seqlens=kw["cu_seqlens"], num_accepted_tokens=idx1)
+
+
+@pytest.mark.parametrize("vllm", [True, False])
+def test_eagle_tree(rng, vllm):
+    """retrieve_parent_token: each token continues from its parent's state; the oracle runs the
+    recurrence along each token's path from the sequence's first token."""
+    N, M = 4, 5
+    padding, lens, cu, (q, k, v, g, beta) = _batch(rng, N, M, True)
+    parents = np.full((N, M), -1, np.int32)
+    for n in range(N):
+        for t in range(1, M):
+            parents[n, t] = rng.integers(-1, t)  # -1: the previous token
+    pool = rng.standard_normal((1 + N * M, HV, K, V)).astype(np.float32)
+    before = pool.copy()
+    if vllm:
+        idx = (1 + rng.permutation(N * M)).reshape(N, M).astype(np.int32)
+        idx[padding] = 0
+        acc = np.where(padding, 1, rng.integers(1, M + 1, size=N)).astype(np.int32)
+        read = [-1 if padding[n] else int(idx[n, acc[n] - 1]) for n in range(N)]
+        o = gdn.decode_(q, k, v, g, beta, pool, idx, cu_seqlens=cu, null_slot=0, num_accepted_tokens=acc,
+                        retrieve_parent_token=parents)
+    else:
+        read = list(range(N))
+        buf = np.full((N, M, HV, K, V), np.nan, np.float32)
+        o = gdn.decode_(q, k, v, g, beta, pool, np.arange(N, dtype=np.int32), cu_seqlens=cu, token_states=buf,
+                        disable_state_update=True, retrieve_parent_token=parents)
+        np.testing.assert_array_equal(pool, before)
+    flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
+    qf, kf, vf, gf, bf, of = (flat(x) for x in (q, k, v, g, beta, o))
+    for n, s in enumerate(_starts(lens)):
+        h0 = before[read[n]:read[n] + 1] if read[n] >= 0 else None
+        for t in range(lens[n]):
+            path, u = [], t
+            while u >= 0:
+                path.insert(0, s + u)
+                u = -1 if u == 0 else (u - 1 if parents[n, u] < 0 else int(parents[n, u]))
+            ro, rh = recurrence(qf[path], kf[path], vf[path], gf[path], bf[path], initial_state=h0)
+            assert rel_err(of[s + t], ro[-1]) <= F32_TOL, (n, t)
+            got = pool[idx[n, t]] if vllm else buf[n, t]
+            if not vllm or idx[n, t] > 0:
+                assert rel_err(got, rh[0]) <= F32_TOL, (n, t)
+    fixed = make_inputs(rng, (N, M), H, HV, K, V)  # M tokens each
+    bad = parents.copy()
+    bad[0, 2] = 2
+    with pytest.raises(ValueError, match=r"parents\[0\]\[2\] is 2; expected a token before 2"):
+        gdn.decode_(*fixed, pool, np.arange(N, dtype=np.int32), token_states=np.zeros((N, M, HV, K, V), np.float32),
+                    retrieve_parent_token=bad)

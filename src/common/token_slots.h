@@ -42,5 +42,15 @@ GDN_HOST_DEVICE inline int64_t read_column(const TokenStates& ts, const void* nu
   return a >= 1 && a <= ts.max_tokens ? a - 1 : -1;
 }
 
+// EAGLE trees: the row holding the state that token t (0-based, >= 1) of sequence n continues
+// from, when that is not the state in hand (the parent is not t - 1); else -1 (keep the chain:
+// also for a negative parent, a parent outside [0, t) and a parent whose state is not stored).
+GDN_HOST_DEVICE inline int64_t parent_row(const TokenStates& ts, const void* indices, const void* parents, int64_t n,
+                                          int64_t t) {
+  if (parents == nullptr || t < 1 || t >= ts.max_tokens) return -1;
+  const int64_t p = load(parents, ts.parents_type, n * ts.max_tokens + t);
+  return p >= 0 && p < t - 1 ? token_row(ts, indices, n, p) : -1;
+}
+
 }  // namespace slots
 }  // namespace gdn

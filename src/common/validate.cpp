@@ -279,6 +279,7 @@ void check_token_states(const char* op, Operation operation, const ForwardArgs& 
   const Problem& p = a.problem;
   if (ts.pool.data == nullptr) {
     if (ts.num_accepted != nullptr) fail(op, "token_states.num_accepted is given without token_states.pool.data");
+    if (ts.parents != nullptr) fail(op, "token_states.parents is given without token_states.pool.data");
     return;
   }
   if (operation != Operation::kDecode)
@@ -296,8 +297,11 @@ void check_token_states(const char* op, Operation operation, const ForwardArgs& 
            "initial_state is given with token_states.num_accepted; expected null (the initial state is read from "
            "token_states.pool)");
   }
+  if (ts.parents != nullptr && ts.parents_type != IndexType::kInt32 && ts.parents_type != IndexType::kInt64)
+    fail(op, "token_states.parents_type is invalid; expected kInt32 or kInt64");
   const void* idx = host_view(ts.pool.indices, ts.pool.indices_host, backend);
   const void* acc = host_view(ts.num_accepted, ts.num_accepted_host, backend);
+  const void* par = host_view(ts.parents, ts.parents_host, backend);
   const void* cu = host_view(p.cu_seqlens, p.cu_seqlens_host, backend);
   for (int64_t n = 0; n < p.num_seqs; ++n) {
     const int64_t len = host_len(p, cu, n);
@@ -310,10 +314,22 @@ void check_token_states(const char* op, Operation operation, const ForwardArgs& 
         fail(op, "token_states.num_accepted[", n, "] is ", na, "; expected in [1, max_tokens = ", ts.max_tokens, "]");
       column = na - 1;
     }
-    if (idx == nullptr || ts.pool.indices == nullptr) continue;
-    // Every column when the lengths are unknown (CUDA without cu_seqlens_host).
-    for (int64_t t = 0; t < (len < 0 ? ts.max_tokens : len); ++t) check_token_index(op, ts, idx, n, t);
-    if (column >= 0) check_token_index(op, ts, idx, n, column);
+    if (idx != nullptr && ts.pool.indices != nullptr) {
+      // Every column when the lengths are unknown (CUDA without cu_seqlens_host).
+      for (int64_t t = 0; t < (len < 0 ? ts.max_tokens : len); ++t) check_token_index(op, ts, idx, n, t);
+      if (column >= 0) check_token_index(op, ts, idx, n, column);
+    }
+    // EAGLE trees: a parent precedes its token, and its state is stored (read back from the pool).
+    for (int64_t t = 1; par != nullptr && t < len; ++t) {
+      const int64_t pt = read_index(par, n * ts.max_tokens + t, ts.parents_type);
+      if (pt >= t)
+        fail(op, "token_states.parents[", n, "][", t, "] is ", pt, "; expected a token before ", t,
+             " (or negative: the previous token)");
+      if (pt >= 0 && pt < t - 1 && (ts.pool.indices == nullptr || idx != nullptr) &&
+          slots::token_row(ts, idx, n, pt) < 0)
+        fail(op, "token_states.parents[", n, "][", t, "] is ", pt, ", but the state after token ", pt, " of sequence ",
+             n, " is not stored (its index is none); expected a stored parent");
+    }
   }
   // The aliasing checks need the rows and the lengths on the host.
   if ((ts.pool.indices != nullptr && idx == nullptr) || (p.cu_seqlens != nullptr && cu == nullptr)) return;

@@ -101,6 +101,10 @@ void recurrent_gated_delta_rule(const ForwardArgs& a, const Exec& exec) {
     const TokenStates& ts = a.token_states;
     float k[kMaxDim], q[kMaxDim], v[kMaxDim], o[kMaxDim];
     for (int64_t t = seqs.begin(n); t < seqs.end(n); ++t) {
+      // EAGLE trees: continue from the parent's stored state rather than the previous token's.
+      const int64_t parent =
+          ts.pool.data ? slots::parent_row(ts, ts.pool.indices, ts.parents, n, t - seqs.begin(n)) : -1;
+      if (parent >= 0) std::memcpy(S, ts.pool.data + (parent * HV + hv) * head_elems, head_elems * sizeof(float));
       load_row(a.k.data, t * a.k.stride_token + hk * a.k.stride_head, p.dtype, K, k);
       load_row(a.q.data, t * a.q.stride_token + hk * a.q.stride_head, p.dtype, K, q);
       load_row(a.v.data, t * a.v.stride_token + hv * a.v.stride_head, p.dtype, V, v);

@@ -133,6 +133,12 @@ __device__ __forceinline__ int64_t token_row(const DecodeArgs& a, int64_t n, int
   return a.ts.pool.data ? slots::token_row(a.ts, a.ts.pool.indices, n, t) : -1;
 }
 
+// EAGLE trees: the row of token_states that token t (>= 1) of sequence n continues from, or -1
+// (keep the state in hand).
+__device__ __forceinline__ int64_t parent_row(const DecodeArgs& a, int64_t n, int64_t t) {
+  return a.ts.parents && a.ts.pool.data ? slots::parent_row(a.ts, a.ts.pool.indices, a.ts.parents, n, t) : -1;
+}
+
 // Token range of sequence n, raw (loaded ahead), then clamped to [0, T] at the use.
 struct Span {
   int64_t b, e;

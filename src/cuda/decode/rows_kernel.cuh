@@ -84,6 +84,13 @@ __global__ void __launch_bounds__(W * 32, kRowsBlocksPerSm) decode_rows_kernel(D
   }
   for (int64_t t = span.b; t < span.e; ++t) {
     const int64_t snap = token_row(a, n, t - span.b);  // where the state after this token goes (or -1)
+    // EAGLE trees: this thread's part of the parent token's state, which this thread stored itself.
+    const int64_t parent = parent_row(a, n, t - span.b);
+    if (parent >= 0) {
+      const float* src = part_of(a.ts.pool.data, parent);
+#pragma unroll
+      for (int r = 0; r < RW; ++r) s[r] = *reinterpret_cast<const float4*>(src + r * V);
+    }
     // The token's inputs (raw bits, converted at the use): q, k by all threads, v and the gates by
     // each lane for its columns.
     uint32_t qk_bits[(2 * K + W * 32 - 1) / (W * 32)];

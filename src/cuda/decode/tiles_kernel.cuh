@@ -190,6 +190,17 @@ __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(De
         const bool last = t + 1 == span.e;
         const int64_t snap_row = token_row(a, it.n, t - span.b);  // token_states row of this token's state
         float* snap = snap_row >= 0 ? tile_of(a.ts.pool.data, snap_row, it) : nullptr;
+        // EAGLE trees: the parent token's state into the tile, each lane the pieces that it stored
+        // itself (global offset goff / soff of the pass pieces), so no other lane is involved.
+        const int64_t parent = parent_row(a, it.n, t - span.b);
+        if (parent >= 0) {
+          const float* src = tile_of(a.ts.pool.data, parent, it);
+#pragma unroll 1
+          for (int pa = 0; pa < CH / (KMAJ ? 4 : 8); ++pa)
+#pragma unroll
+            for (int pb = 0; pb < (KMAJ ? 4 : 8); ++pb)
+              st(pa, pb, *reinterpret_cast<const float4*>(src + (KMAJ ? goff(4 * pa + pb) : soff(pa, pb))));
+        }
         Tok<K> x_next = x;
         if (!last) x_next = load_tok<K>(a, t + 1, it.hv, it.v0, lane);  // in flight during this token
 
