@@ -77,8 +77,10 @@ def vllm_recurrent_model(q, k, v, g, beta, scale, state, inplace, cu, idx, nat, 
     return o.reshape(v.shape), ht
 
 
-def sglang_decode_model(q, k, v, g, beta, scale, pool, idx, cu, l2, disable, buf, buf_idx):
-    """SGLang's fused sigmoid-gating recurrent kernel: o, the pool and the buffer after the call."""
+def sglang_decode_model(q, k, v, g, beta, scale, pool, idx, cu, l2, disable, buf, buf_idx, parents=None):
+    """SGLang's fused sigmoid-gating recurrent kernel: o, the pool and the buffer after the call.
+    With parents (EAGLE trees) and a buffer row, token t >= 1 starts from the buffered state of
+    token parents[n, t]."""
     B, T = q.shape[:2]
     N = B if cu is None else len(cu) - 1
     qf, kf, vf = _flat(q), _flat(k), _flat(v)
@@ -92,6 +94,8 @@ def sglang_decode_model(q, k, v, g, beta, scale, pool, idx, cu, l2, disable, buf
         S = pool[i].double() if i >= 0 else torch.zeros(pool.shape[1:], dtype=torch.float64)
         c = int(buf_idx[n]) if buf is not None else -1
         for t in range(eos - bos):
+            if parents is not None and t > 0 and c >= 0:
+                S = buf_after[c, int(parents[n, t])]
             S, o[bos + t] = _step(S, qf[bos + t], kf[bos + t], vf[bos + t], gf[bos + t], bf[bos + t], scale, l2)
             if c >= 0:
                 buf_after[c, t] = S

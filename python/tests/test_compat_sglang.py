@@ -134,6 +134,42 @@ def test_sglang_target_verify(rng, device, disable_state_update, buffer_indices)
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_sglang_tree_verify(rng, device):
+    """EAGLE tree verify: each draft token continues from its parent's buffered state; a sequence
+    without a buffer row (-1) ignores its parents (the chain); ragged drafts and -1 pool padding;
+    parents given for more columns than the buffer has steps (the extra ones are not read)."""
+    gen = _gen(rng)
+    lens = [4, 3, 0, 4, 2]
+    N, steps = len(lens), 4
+    cu = ragged(gen, lens)
+    T = int(cu[-1])
+    q, k, v, a, b, _, _ = inputs(gen, (1, T))
+    A_log, dt_bias = gate_params(gen)
+    pool = pool_of(gen, 8)
+    idx = torch.tensor([5, 1, -1, 7, -1], dtype=torch.int32)
+    buf = torch.full((N + 1, steps, HV, V, K), NAN)
+    bidx = torch.tensor([2, 0, -1, -1, 4], dtype=torch.int32)
+    parents = torch.tensor([[-1, 0, 0, 1, 0], [-1, 0, 0, 0, 0], [-1, 0, 0, 0, 0], [-1, 0, 1, 1, 0],
+                            [-1, 0, 0, 0, 0]], dtype=torch.int64)
+    g, beta = _gate_model(a, b, A_log, dt_bias)
+    ro, rp, rb = sglang_decode_model(q, k, v, g, beta, K ** -0.5, pool, idx, cu, True, True, buf, bidx, parents)
+    P, Bf = on(device, pool.clone(), buf)
+    o = sglang.fused_sigmoid_gating_delta_rule_update(
+        *on(device, A_log, a, dt_bias), 1.0, 20.0, *on(device, q, k, v, b), P, on(device, idx),
+        use_qk_l2norm_in_kernel=True, cu_seqlens=on(device, cu), disable_state_update=True,
+        intermediate_states_buffer=Bf, intermediate_state_indices=on(device, bidx), cache_steps=steps,
+        retrieve_parent_token=on(device, parents))
+    assert rel(o.cpu(), ro) <= F32_TOL
+    got, ref = Bf.cpu().reshape((N + 1) * steps, -1), rb.reshape((N + 1) * steps, -1)
+    stored = torch.isfinite(ref).all(-1)
+    assert stored.any() and rel(got[stored], ref[stored]) <= F32_TOL and torch.isnan(got[~stored]).all()
+    check_pool(P.cpu(), pool, rp, [])
+    # The chain and the tree differ (the test can tell them apart).
+    chain, _, _ = sglang_decode_model(q, k, v, g, beta, K ** -0.5, pool, idx, cu, True, True, buf, bidx)
+    assert rel(chain, ro) > 1e-2
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_sglang_no_pool(rng, device):
     """initial_state_source=None: every sequence starts from zeros and no state is written; the
     intermediate states still go to the buffer (row n without indices)."""
@@ -160,9 +196,10 @@ def test_sglang_bad_arguments(rng):
     A_log, dt_bias = gate_params(gen)
     pool = pool_of(gen, 4)
     idx = torch.tensor([1])
-    with pytest.raises(NotImplementedError, match="retrieve_parent_token .* not a gdn feature"):
+    with pytest.raises(ValueError, match="retrieve_parent_token has shape"):
         sglang.fused_sigmoid_gating_delta_rule_update(A_log, a, dt_bias, 1.0, 20.0, q, k, v, b, pool, idx,
-                                                      retrieve_parent_token=torch.zeros(1, 3, dtype=torch.int64))
+                                                      intermediate_states_buffer=torch.zeros(1, 3, HV, V, K),
+                                                      retrieve_parent_token=torch.zeros(3, dtype=torch.int64))
     with pytest.raises(NotImplementedError, match="is_kda"):
         sglang.fused_sigmoid_gating_delta_rule_update(A_log, a, dt_bias, 1.0, 20.0, q, k, v, b, pool, idx, is_kda=True)
     with pytest.raises(ValueError, match="initial_state_indices .* is required"):

@@ -42,8 +42,9 @@ engine calls its own kernel:
     negative index is padding.
 
 Each module's docstring lists its conventions and the (few) differences from the engine, all on
-calls the engine does not make. Not supported, with NotImplementedError naming the missing gdn
-feature: SGLang's ``retrieve_parent_token`` (EAGLE tree parents), KDA (``is_kda``), vLLM's
-per-value beta, and bf16 / fp16 state pools on a gdn build without 16-bit pools."""
+calls the engine does not make. SGLang's ``retrieve_parent_token`` (EAGLE tree verify) maps to
+gdn's token parents. Not supported, with NotImplementedError naming the missing gdn feature: KDA
+(``is_kda``), vLLM's per-value beta, and bf16 / fp16 state pools on a gdn build without 16-bit
+pools."""
 
 __all__ = ["vllm", "sglang"]

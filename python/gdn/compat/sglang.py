@@ -16,9 +16,11 @@ Differences, all on calls SGLang does not make:
   ``initial_state`` without ``initial_state_indices`` is a dense ``[N, HV, V, K]`` array.
 - decode: without ``intermediate_state_indices`` sequence n uses buffer row n.
 
-Not supported (NotImplementedError): ``retrieve_parent_token`` (EAGLE tree verify: gdn's
-multi-token decode continues each token from the previous one; a parent per token is not a gdn
-feature yet) and ``is_kda``."""
+EAGLE tree verify (``retrieve_parent_token`` ``[N, T]``): token t >= 1 of a sequence with a
+buffer row continues from the state after token ``retrieve_parent_token[n, t]`` (read back from
+the buffer), not from token t - 1; without a buffer row the parents are not read (the chain).
+
+Not supported (NotImplementedError): ``is_kda`` (KDA's per-key gates)."""
 
 from __future__ import annotations
 
@@ -144,7 +146,8 @@ def fused_sigmoid_gating_delta_rule_update(
     ``initial_state_indices[n]`` (negative: zeros) and, unless ``disable_state_update``, writes its
     final state there. ``intermediate_states_buffer`` ``[S, steps, HV, V, K]`` (pool dtype) takes
     the state after each token at ``[intermediate_state_indices[n], t]``; ``cache_steps`` is
-    accepted and, as in SGLang, the step stride is ``buffer.shape[1]``.
+    accepted and, as in SGLang, the step stride is ``buffer.shape[1]``. ``retrieve_parent_token``
+    ``[N, T]`` (EAGLE trees): see the module.
 
     Returns o ``[B, T, HV, V]`` in q's dtype."""
     op = "sglang.fused_sigmoid_gating_delta_rule_update"
@@ -152,10 +155,6 @@ def fused_sigmoid_gating_delta_rule_update(
     if is_kda:
         raise NotImplementedError(f"gdn.compat.{op}: is_kda=True (KDA's per-key gates) is not the gated delta rule; "
                                   "gdn does not implement it")
-    if retrieve_parent_token is not None:
-        raise NotImplementedError(f"gdn.compat.{op}: retrieve_parent_token (EAGLE tree verify, a parent token per "
-                                  "token) is not supported: gdn's multi-token decode continues each token from the "
-                                  "previous one; tree parents are not a gdn feature yet")
     scale = check_scale(op, scale, int(k.shape[-1]))
     N = num_seqs(q, cu_seqlens)
     g, beta, A_log, dt_bias = gates(gate_as_v(op, "a", a, v), gate_as_v(op, "b", b, v), A_log, dt_bias,
@@ -173,14 +172,16 @@ def fused_sigmoid_gating_delta_rule_update(
             raise ValueError(f"gdn.compat.{op}: initial_state_indices ([N] pool rows) is required with "
                              "initial_state_source")
         idx = first_rows(op, "initial_state_indices", idx, N)
-    buf, buf_idx = intermediate_states_buffer, None
+    buf, buf_idx, parents = intermediate_states_buffer, None, None
     if buf is not None and intermediate_state_indices is not None:
         buf_idx = first_rows(op, "intermediate_state_indices", intermediate_state_indices, N)
     elif buf is not None:
         buf = buf[:N]  # row n for sequence n (a view; gdn checks that there are N rows)
+    if buf is not None and retrieve_parent_token is not None:
+        parents = _parents(op, retrieve_parent_token, N, int(buf.shape[1]), buf_idx)
     return _api.decode_(q, k, v, g, beta, pool, idx, scale=scale, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
                         state_v_first=True, A_log=A_log, dt_bias=dt_bias, cu_seqlens=cu_seqlens,
-                        token_states=buf, token_state_indices=buf_idx,
+                        token_states=buf, token_state_indices=buf_idx, retrieve_parent_token=parents,
                         disable_state_update=bool(disable_state_update) or initial_state_source is None)
 
 
@@ -203,3 +204,20 @@ def fused_recurrent_gated_delta_rule_packed_decode(
     Returns ``(out, initial_state)``."""
     return packed_decode("sglang.fused_recurrent_gated_delta_rule_packed_decode", -1, mixed_qkv, a, b, A_log,
                          dt_bias, scale, initial_state, out, ssm_state_indices, use_qk_l2norm_in_kernel)
+
+
+def _parents(op, retrieve_parent_token, N, steps, buf_idx):
+    """SGLang's tree parents as gdn takes them, ``[N, steps]``: SGLang reads a parent only for steps
+    >= 1 of a sequence whose states are cached (buffer index >= 0) and otherwise continues the
+    chain, which is gdn's -1."""
+    if retrieve_parent_token.ndim != 2:
+        raise ValueError(f"gdn.compat.{op}: retrieve_parent_token has shape {tuple(retrieve_parent_token.shape)}; "
+                         "expected [N, T]")
+    par = first_rows(op, "retrieve_parent_token", retrieve_parent_token, N)
+    if par.shape[1] >= steps:
+        par = par[:, :steps]
+    else:  # columns past the given ones: tokens past the buffer's steps, stored nowhere
+        par = torch.cat([par, par.new_full((N, steps - par.shape[1]), -1)], 1)
+    if buf_idx is not None:
+        par = torch.where((buf_idx >= 0)[:, None], par, par.new_full((), -1))
+    return par.contiguous()
