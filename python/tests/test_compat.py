@@ -1,9 +1,12 @@
 """gdn.compat, both engines: 16-bit pools (updated in place where gdn has them, a clear
 NotImplementedError where it has not), the packed decode (q / k / v views of mixed_qkv, o into
 out), and item 6's Python side for gdn's own ops: q, k, v as strided views of one packed
-projection and o into a caller's strided buffer, with no copy (checked with the profiler)."""
+projection and o into a caller's strided buffer, with no copy (checked with the profiler); and
+each adapter's signature against the engine's, written out from the engines' code."""
 
 from __future__ import annotations
+
+import inspect
 
 import pytest
 
@@ -150,3 +153,51 @@ def test_packed_decode(rng, device, engine, dtype):
     pad = [n for n in range(B) if n not in live]
     assert torch.equal(o[pad], torch.zeros_like(o[pad]))
     check_pool(P.cpu(), pool, rp, [int(idx[n]) for n in live], tol)
+
+
+# ---------------------------------------------------------------------------------------------
+# The signatures: the engines' parameter names, order and defaults (as in their code), written out
+# here; gdn's own extras may only follow as keyword-only parameters.
+
+_E = inspect.Parameter.empty
+_PACKED = [("mixed_qkv", _E), ("a", _E), ("b", _E), ("A_log", _E), ("dt_bias", _E), ("scale", _E),
+           ("initial_state", _E), ("out", _E), ("ssm_state_indices", _E), ("use_qk_l2norm_in_kernel", False)]
+ENGINE_SIGNATURES = {
+    "vllm.chunk_gated_delta_rule": [
+        ("q", _E), ("k", _E), ("v", _E), ("g", _E), ("beta", _E), ("scale", None), ("initial_state", None),
+        ("output_final_state", False), ("cu_seqlens", None), ("chunk_indices", None), ("chunk_offsets", None),
+        ("use_qk_l2norm_in_kernel", False), ("core_attn_out", None)],
+    "vllm.fused_recurrent_gated_delta_rule": [
+        ("q", _E), ("k", _E), ("v", _E), ("g", _E), ("beta", None), ("scale", None), ("initial_state", None),
+        ("inplace_final_state", True), ("cu_seqlens", None), ("ssm_state_indices", None),
+        ("num_accepted_tokens", None), ("use_qk_l2norm_in_kernel", False)],
+    "vllm.fused_sigmoid_gating_delta_rule_update": [
+        ("A_log", _E), ("a", _E), ("b", _E), ("dt_bias", _E), ("q", _E), ("k", _E), ("v", _E), ("beta", 1.0),
+        ("threshold", 20.0), ("scale", None), ("initial_state", None), ("inplace_final_state", True),
+        ("cu_seqlens", None), ("ssm_state_indices", None), ("num_accepted_tokens", None),
+        ("use_qk_l2norm_in_kernel", False), ("is_kda", False)],
+    "vllm.fused_recurrent_gated_delta_rule_packed_decode": _PACKED,
+    "sglang.chunk_gated_delta_rule": [
+        ("q", _E), ("k", _E), ("v", _E), ("g", _E), ("beta", _E), ("scale", None), ("initial_state", None),
+        ("initial_state_indices", None), ("cu_seqlens", None), ("head_first", False),
+        ("use_qk_l2norm_in_kernel", False), ("inplace_update", True)],
+    "sglang.fused_sigmoid_gating_delta_rule_update": [
+        ("A_log", _E), ("a", _E), ("dt_bias", _E), ("softplus_beta", _E), ("softplus_threshold", _E), ("q", _E),
+        ("k", _E), ("v", _E), ("b", _E), ("initial_state_source", _E), ("initial_state_indices", _E), ("scale", None),
+        ("use_qk_l2norm_in_kernel", False), ("cu_seqlens", None), ("is_kda", False), ("disable_state_update", False),
+        ("intermediate_states_buffer", None), ("intermediate_state_indices", None), ("cache_steps", None),
+        ("retrieve_parent_token", None)],
+    "sglang.fused_recurrent_gated_delta_rule_packed_decode": _PACKED,
+}
+
+
+@pytest.mark.parametrize("name", sorted(ENGINE_SIGNATURES))
+def test_engine_signatures(name):
+    module, fn = name.split(".")
+    params = list(inspect.signature(getattr({"vllm": vllm, "sglang": sglang}[module], fn)).parameters.values())
+    want = ENGINE_SIGNATURES[name]
+    got = [(p.name, p.default) for p in params[: len(want)]]
+    assert got == want
+    assert all(p.kind == p.POSITIONAL_OR_KEYWORD for p in params[: len(want)])
+    assert all(p.kind == p.KEYWORD_ONLY for p in params[len(want):]), params[len(want):]
+    assert fn in {"vllm": vllm, "sglang": sglang}[module].__all__
