@@ -6,6 +6,7 @@
 #include <limits>
 #include <numeric>
 #include <sstream>
+#include <stdexcept>
 
 #include "common/host_dtype.h"
 
@@ -30,11 +31,12 @@ std::string Case::name() const {
   os << "N" << lens.size() << "_T";
   int64_t T = 0;
   for (int64_t l : lens) T += l;
-  os << T << "_H" << H << "_HV" << HV << "_K" << K << "_V" << V << "_" << dtype_name(dtype) << (l2norm ? "_l2" : "")
+  os << T << "_H" << H << "_HV" << HV << "_K" << K << "_V" << V << "_" << dtype_name(dtype)
+     << (qk_dtype ? std::string("_qk") + dtype_name(*qk_dtype) : "") << (l2norm ? "_l2" : "")
      << (layout == StateLayout::kVMajor ? "_vmajor" : "") << (pool ? "_pool" : "") << (initial_state ? "_h0" : "")
      << (fused_gate ? "_fused" : "") << "_g" << int(gate) << "x" << gate_factor << "_b" << int(beta)
-     << (strided ? "_strided" + std::to_string(o_pad) : "") << (sparse_final ? "_sparsefinal" : "") << (serving ? "_serving" : "")
-     << (threads ? "_threads" + std::to_string(threads) : "");
+     << (strided ? "_strided" + std::to_string(o_pad) : "") << (sparse_final ? "_sparsefinal" : "")
+     << (serving ? "_serving" : "") << (threads ? "_threads" + std::to_string(threads) : "");
   return os.str();
 }
 
@@ -72,8 +74,9 @@ Inputs make_inputs(const Case& c, std::mt19937_64& rng) {
     normalize_rows(q, c.K);
     normalize_rows(k, c.K);
   }
-  in.qd = round_to(q, c.dtype);
-  in.kd = round_to(k, c.dtype);
+  const DType qk_dtype = c.qk_dtype.value_or(c.dtype);
+  in.qd = round_to(q, qk_dtype);
+  in.kd = round_to(k, qk_dtype);
   in.vd = round_to(v, c.dtype);
 
   const DType gate_dtype = c.gate_in_input_dtype ? c.dtype : DType::kFloat32;
@@ -121,6 +124,7 @@ Inputs make_inputs(const Case& c, std::mt19937_64& rng) {
   }
 
   if (c.strided) {
+    if (c.qk_dtype && *c.qk_dtype != c.dtype) throw std::logic_error("a strided case has one dtype (no qk_dtype)");
     // One fused row per token: [q (H K) | k (H K) | v (HV V)], as a projection would produce.
     const int64_t row = 2 * int64_t{c.H} * c.K + int64_t{c.HV} * c.V;
     std::vector<double> fused(T * row);
@@ -138,8 +142,8 @@ Inputs make_inputs(const Case& c, std::mt19937_64& rng) {
     in.v_off = 2 * int64_t{c.H} * c.K;
     in.o_stride_token = int64_t{c.HV} * c.V + c.o_pad;
   } else {
-    in.q = encode(in.qd, c.dtype);
-    in.k = encode(in.kd, c.dtype);
+    in.q = encode(in.qd, qk_dtype);
+    in.k = encode(in.kd, qk_dtype);
     in.v = encode(in.vd, c.dtype);
     in.o_stride_token = int64_t{c.HV} * c.V;
   }
@@ -242,6 +246,7 @@ Problem problem_of(const Case& c) {
   p.head_k = c.K;
   p.head_v = c.V;
   p.dtype = c.dtype;
+  p.qk_dtype = c.qk_dtype;
   p.gate_dtype = c.gate_in_input_dtype ? c.dtype : DType::kFloat32;
   p.use_qk_l2norm = c.l2norm;
   p.state_layout = c.layout;
@@ -402,9 +407,14 @@ double tolerance(DType dtype, Backend backend) {
   return backend == Backend::kCUDA ? 2e-3 : 1e-4;
 }
 
+double tolerance(const Case& c, Backend backend) {
+  const double tol = tolerance(c.dtype, backend);
+  return c.qk_dtype ? std::max(tol, tolerance(*c.qk_dtype, backend)) : tol;
+}
+
 void expect_close(const Inputs& in, const Expected& ref, const Outputs& out, Backend backend, const char* what) {
   const Case& c = in.c;
-  const double tol = tolerance(c.dtype, backend);
+  const double tol = tolerance(c, backend);
   const double err_o = ref::rel_rms_error(out.o.data(), ref.o.data(), static_cast<int64_t>(ref.o.size()));
   EXPECT_LE(err_o, tol) << what << " o on " << backend_name(backend) << ", case " << c.name();
   if (!c.final_state) return;

@@ -28,20 +28,11 @@ bool valid_dtype(DType d) { return d == DType::kFloat32 || d == DType::kFloat16 
 // How a backend's entry reads in a message: "CPU", "CUDA".
 const char* backend_label(Backend backend) { return backend == Backend::kCUDA ? "CUDA" : "CPU"; }
 
-// The table's head sizes in words: "a multiple of 16 in [16, 256]" or "one of 64, 128, 256".
+// The table's head sizes in words: "an integer in [1, 256] on the CPU backend".
 std::string head_sizes_expected(const Capabilities& caps) {
   std::ostringstream os;
-  const int n = caps.num_head_sizes;
-  bool progression = n > 3;
-  for (int i = 0; progression && i < n; ++i) progression = caps.head_sizes[i] == (i + 1) * caps.head_sizes[0];
-  if (progression) {
-    os << "a multiple of " << caps.head_sizes[0] << " in [" << caps.head_sizes[0] << ", " << caps.head_sizes[n - 1]
-       << "]";
-  } else {
-    os << "one of ";
-    for (int i = 0; i < n; ++i) os << (i ? ", " : "") << caps.head_sizes[i];
-  }
-  os << " on the " << backend_label(caps.backend) << " backend";
+  os << "an integer in [" << caps.min_head_size << ", " << caps.max_head_size << "] on the "
+     << backend_label(caps.backend) << " backend";
   return os.str();
 }
 
@@ -161,7 +152,8 @@ void check_state(const char* op, const char* name, const StateRef& s, const Prob
   if (s.index_type != IndexType::kInt32 && s.index_type != IndexType::kInt64)
     fail(op, name, ".index_type is invalid; expected kInt32 or kInt64");
   if (s.null_slot < -1 || s.null_slot >= s.num_slots)
-    fail(op, name, ".null_slot is ", s.null_slot, "; expected -1 (none) or a row in [0, num_slots = ", s.num_slots, ")");
+    fail(op, name, ".null_slot is ", s.null_slot, "; expected -1 (none) or a row in [0, num_slots = ", s.num_slots,
+         ")");
   if (s.indices == nullptr) {
     if (s.num_slots < p.num_seqs)
       fail(op, name, ".num_slots is ", s.num_slots, "; expected at least N = ", p.num_seqs,
@@ -193,6 +185,7 @@ int64_t max_num_chunks(int64_t num_tokens, int64_t num_seqs) {
 Problem normalize_problem(const Problem& p) {
   Problem out = p;
   if (out.scale == 0.0f) out.scale = 1.0f / std::sqrt(static_cast<float>(p.head_k));
+  if (!out.qk_dtype) out.qk_dtype = p.dtype;
   return out;
 }
 
@@ -225,6 +218,18 @@ bool supports(const Problem& p, Backend backend, Operation op, std::string* why)
   if (!caps.has_head_size(p.head_v))
     return reject(why, "head_v (V = ", p.head_v, ") is unsupported; expected ", head_sizes_expected(caps));
   if (!dtype_supported(caps, p.dtype, why)) return false;
+  if (p.qk_dtype && *p.qk_dtype != p.dtype) {
+    if (!valid_dtype(*p.qk_dtype) || !caps.has_dtype(*p.qk_dtype))
+      return reject(why, "qk_dtype is ", valid_dtype(*p.qk_dtype) ? dtype_name(*p.qk_dtype) : "invalid",
+                    "; expected one of ", dtypes_expected(caps));
+    if (!caps.mixed_qk_dtype)
+      return reject(why, "qk_dtype (", dtype_name(*p.qk_dtype), ") differs from dtype (", dtype_name(p.dtype),
+                    "); expected the same dtype on the ", backend_label(backend), " backend");
+    // The stages pass q and k on in the input dtype (chunk_fwd_o reads q, k and writes o in it).
+    if (op == Operation::kStages)
+      return reject(why, "qk_dtype (", dtype_name(*p.qk_dtype), ") differs from dtype (", dtype_name(p.dtype),
+                    "); expected the same dtype for a stage");
+  }
   const bool gate_ok = p.gate_dtype == DType::kFloat32 || (caps.gates_in_dtype && p.gate_dtype == p.dtype);
   if (!gate_ok)
     return reject(why, "gate_dtype is ", valid_dtype(p.gate_dtype) ? dtype_name(p.gate_dtype) : "invalid",
