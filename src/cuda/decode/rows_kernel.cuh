@@ -87,8 +87,8 @@ __global__ void __launch_bounds__(W * 32, kRowsBlocksPerSm) decode_rows_kernel(D
 #pragma unroll
     for (int i = 0; i < (2 * K + W * 32 - 1) / (W * 32); ++i) {
       const int d = tid + W * 32 * i;
-      qk_bits[i] = d < K ? ld_raw(a.q, a.dt, t * a.q_st + hk * a.q_sh + d)
-                         : (d < 2 * K ? ld_raw(a.k, a.dt, t * a.k_st + hk * a.k_sh + (d - K)) : 0u);
+      qk_bits[i] = d < K ? ld_raw(a.q, a.qk_dt, t * a.q_st + hk * a.q_sh + d)
+                         : (d < 2 * K ? ld_raw(a.k, a.qk_dt, t * a.k_st + hk * a.k_sh + (d - K)) : 0u);
     }
     uint32_t v_bits[NVL];
 #pragma unroll
@@ -100,7 +100,7 @@ __global__ void __launch_bounds__(W * 32, kRowsBlocksPerSm) decode_rows_kernel(D
 #pragma unroll
     for (int i = 0; i < (2 * K + W * 32 - 1) / (W * 32); ++i) {
       const int d = tid + W * 32 * i;
-      if (d < 2 * K) qk_raw[d / K][d % K] = raw_f(qk_bits[i], a.dt);
+      if (d < 2 * K) qk_raw[d / K][d % K] = raw_f(qk_bits[i], a.qk_dt);
     }
     __syncthreads();
     // Norms and q . k, by every warp (the same sums; no block barrier needed for them).

@@ -194,8 +194,8 @@ __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(De
         float sq = 0.f, sk = 0.f, qk = 0.f;
 #pragma unroll
         for (int m = 0; m < K / 32; ++m) {
-          qf[m] = raw_f(x.q[m], a.dt);
-          kf[m] = raw_f(x.k[m], a.dt);
+          qf[m] = raw_f(x.q[m], a.qk_dt);
+          kf[m] = raw_f(x.k[m], a.qk_dt);
           sq += qf[m] * qf[m];
           sk += kf[m] * kf[m];
           qk += qf[m] * kf[m];
