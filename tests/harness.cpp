@@ -32,7 +32,8 @@ std::string Case::name() const {
   int64_t T = 0;
   for (int64_t l : lens) T += l;
   os << T << "_H" << H << "_HV" << HV << "_K" << K << "_V" << V << "_" << dtype_name(dtype)
-     << (qk_dtype ? std::string("_qk") + dtype_name(*qk_dtype) : "") << (l2norm ? "_l2" : "")
+     << (qk_dtype ? std::string("_qk") + dtype_name(*qk_dtype) : "")
+     << (o_dtype ? std::string("_o") + dtype_name(*o_dtype) : "") << (l2norm ? "_l2" : "")
      << (layout == StateLayout::kVMajor ? "_vmajor" : "") << (pool ? "_pool" : "") << (initial_state ? "_h0" : "")
      << (fused_gate ? "_fused" : "") << "_g" << int(gate) << "x" << gate_factor << "_b" << int(beta)
      << (strided ? "_strided" + std::to_string(o_pad) : "") << (sparse_final ? "_sparsefinal" : "")
@@ -247,6 +248,7 @@ Problem problem_of(const Case& c) {
   p.head_v = c.V;
   p.dtype = c.dtype;
   p.qk_dtype = c.qk_dtype;
+  p.o_dtype = c.o_dtype;
   p.gate_dtype = c.gate_in_input_dtype ? c.dtype : DType::kFloat32;
   p.use_qk_l2norm = c.l2norm;
   p.state_layout = c.layout;
@@ -306,7 +308,8 @@ Outputs run(const Inputs& in, Backend backend, Op op) {
 
   // o: NaN everywhere (padding of a strided o too), so an unwritten element fails.
   const int64_t o_elems = std::max<int64_t>(T, 1) * in.o_stride_token;
-  Buffer ob = upload(backend, encode(std::vector<double>(o_elems, std::nan("")), c.dtype));
+  const DType o_dtype = c.o_dtype.value_or(c.dtype);
+  Buffer ob = upload(backend, encode(std::vector<double>(o_elems, std::nan("")), o_dtype));
   a.o = {ob.data(), in.o_stride_token, c.V};
 
   // States: a pool updated in place, or a dense initial array and a NaN-filled final array.
@@ -377,12 +380,12 @@ Outputs run(const Inputs& in, Backend backend, Op op) {
   out.o.resize(T * c.HV * c.V);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t i = 0; i < int64_t{c.HV} * c.V; ++i)
-      out.o[t * c.HV * c.V + i] = load_as_float(o_bytes.data(), t * in.o_stride_token + i, c.dtype);
+      out.o[t * c.HV * c.V + i] = load_as_float(o_bytes.data(), t * in.o_stride_token + i, o_dtype);
   // A strided o's padding must stay untouched (NaN).
   if (c.strided)
     for (int64_t t = 0; t < T; ++t)
       for (int64_t i = int64_t{c.HV} * c.V; i < in.o_stride_token; ++i)
-        if (!std::isnan(load_as_float(o_bytes.data(), t * in.o_stride_token + i, c.dtype)))
+        if (!std::isnan(load_as_float(o_bytes.data(), t * in.o_stride_token + i, o_dtype)))
           ADD_FAILURE() << "o padding was written at token " << t;
   const Buffer* states = c.pool ? &s_in : &s_out;
   if (c.final_state) {
@@ -408,8 +411,10 @@ double tolerance(DType dtype, Backend backend) {
 }
 
 double tolerance(const Case& c, Backend backend) {
-  const double tol = tolerance(c.dtype, backend);
-  return c.qk_dtype ? std::max(tol, tolerance(*c.qk_dtype, backend)) : tol;
+  double tol = tolerance(c.dtype, backend);
+  for (const std::optional<DType>& d : {c.qk_dtype, c.o_dtype})
+    if (d) tol = std::max(tol, tolerance(*d, backend));
+  return tol;
 }
 
 void expect_close(const Inputs& in, const Expected& ref, const Outputs& out, Backend backend, const char* what) {

@@ -70,7 +70,8 @@ struct Case {
   bool varlen = true;  // false: fixed-length batch (all lens equal), cu_seqlens null
   int H = 2, HV = 4, K = 64, V = 64;
   DType dtype = DType::kFloat32;
-  std::optional<DType> qk_dtype;  // q and k in another dtype than v/o (Problem::qk_dtype); not with strided
+  std::optional<DType> qk_dtype;  // q and k in another dtype than v (Problem::qk_dtype); not with strided
+  std::optional<DType> o_dtype;   // o in another dtype than v (Problem::o_dtype)
   bool gate_in_input_dtype = false;
   bool l2norm = true;
   StateLayout layout = StateLayout::kKMajor;
@@ -145,7 +146,7 @@ void expect_close(const Inputs& in, const Expected& ref, const Outputs& out, Bac
 
 // SPEC section 4 bounds for a dtype and backend.
 double tolerance(DType dtype, Backend backend);
-// The bound of a case: that of its coarser input dtype when q/k and v differ.
+// The bound of a case: that of its coarsest dtype when q/k, v and o differ.
 double tolerance(const Case& c, Backend backend);
 
 inline bool backend_ready(Backend b) { return b == Backend::kCPU || cuda_available(); }

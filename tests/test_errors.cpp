@@ -137,10 +137,12 @@ TEST_P(Errors, UnsupportedHeadSize) {
   expect_rejected(GetParam(), [](Fixture& f) { f.a.problem.head_v = -3; }, {"head_v (V = -3) is unsupported"});
 }
 
-// q/k in a dtype outside the table, and mixed dtypes on a stage.
+// q/k or o in a dtype outside the table.
 TEST_P(Errors, BadQkDtype) {
   expect_rejected(GetParam(), [](Fixture& f) { f.a.problem.qk_dtype = static_cast<DType>(9); },
                   {"qk_dtype is invalid; expected one of float32, float16, bfloat16"});
+  expect_rejected(GetParam(), [](Fixture& f) { f.a.problem.o_dtype = static_cast<DType>(-1); },
+                  {"o_dtype is invalid; expected one of float32, float16, bfloat16"});
 }
 
 // The rejection names the table's values, in the words gdn::supports gives.
@@ -351,7 +353,7 @@ TEST(Capabilities, TableStatesTheBackends) {
 #endif
   for (int d = -1; d <= 512; ++d) EXPECT_EQ(cuda.has_head_size(d), d >= 1 && d <= 256) << "CUDA head size " << d;
   for (const Capabilities* c : {&cpu, &cuda}) {
-    EXPECT_TRUE(c->mixed_qk_dtype);
+    EXPECT_TRUE(c->mixed_dtypes);
     for (DType d : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) EXPECT_TRUE(c->has_dtype(d));
     EXPECT_FALSE(c->has_dtype(static_cast<DType>(7)));
     for (StateLayout l : {StateLayout::kKMajor, StateLayout::kVMajor}) EXPECT_TRUE(c->has_state_layout(l));

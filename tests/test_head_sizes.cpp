@@ -1,7 +1,7 @@
 // Every head size and input-dtype mix that flash-linear-attention's forward accepts (issue 12,
 // item 8): K and V anywhere in the capability table's [min_head_size, max_head_size], not only
-// the sizes with fast kernels, and q/k in another dtype than v (Problem::qk_dtype), for the
-// chunked forward and the decode step against the double-precision recurrence.
+// the sizes with fast kernels, and q/k (and o) in another dtype than v (Problem::qk_dtype,
+// o_dtype), for the chunked forward and the decode step against the double-precision recurrence.
 #include <functional>
 
 #include "harness.h"
@@ -76,6 +76,23 @@ std::vector<Case> head_size_cases() {
         c.V = kv.second;
         c.lens = {150, 1, 64};
       });
+  // fla's fused_recurrent returns o in q's dtype: fp32 q, k and o around fp16 or bf16 v.
+  for (DType v : {DType::kFloat16, DType::kBFloat16})
+    for (const auto& kv : {std::pair<int, int>{128, 128}, {64, 64}, {60, 100}})
+      add([&](Case& c) {
+        c.qk_dtype = c.o_dtype = DType::kFloat32;
+        c.dtype = v;
+        c.K = kv.first;
+        c.V = kv.second;
+        c.pool = true;
+        c.layout = kv.first == 64 ? StateLayout::kVMajor : StateLayout::kKMajor;
+        c.lens = {1, 2, 1, 70};
+      });
+  add([](Case& c) {  // o alone in another dtype: fp32 inputs, bf16 o
+    c.o_dtype = DType::kBFloat16;
+    c.K = c.V = 128;
+    c.lens = {100, 3};
+  });
   add([](Case& c) {
     c.qk_dtype = DType::kFloat32;
     c.dtype = DType::kFloat16;
@@ -147,7 +164,8 @@ INSTANTIATE_TEST_SUITE_P(CUDA, HeadSizes,
 
 // The stage operations and l2norm take the general sizes too (the CPU's padded rows, the CUDA
 // stages' masked columns); test_stages.cpp runs each stage against its oracle at these sizes.
-// Mixed dtypes are the composed forward's: a stage rejects them, naming both dtypes.
+// Mixed dtypes are the composed forward's and the decode step's: a stage rejects them, naming
+// both dtypes.
 TEST(HeadSizesTable, StagesRejectMixedDtypes) {
   Problem p;
   p.head_k = 60;
@@ -160,6 +178,10 @@ TEST(HeadSizesTable, StagesRejectMixedDtypes) {
   EXPECT_EQ(why, "qk_dtype (float32) differs from dtype (bfloat16); expected the same dtype for a stage");
   p.qk_dtype = DType::kBFloat16;  // the same dtype, spelled out
   EXPECT_TRUE(supports(p, Backend::kCPU, Operation::kStages, &why)) << why;
+  p.o_dtype = DType::kFloat16;
+  EXPECT_TRUE(supports(p, Backend::kCPU, Operation::kDecode, &why)) << why;
+  EXPECT_FALSE(supports(p, Backend::kCPU, Operation::kStages, &why));
+  EXPECT_EQ(why, "o_dtype (float16) differs from dtype (bfloat16); expected the same dtype for a stage");
 }
 
 }  // namespace

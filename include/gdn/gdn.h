@@ -90,11 +90,14 @@ struct Problem {
   int num_v_heads = 0;             // HV, a multiple of H
   int head_k = 0;                  // K: any in capabilities(backend) [min_head_size, max_head_size]
   int head_v = 0;                  // V: likewise, independently of K
-  DType dtype = DType::kBFloat16;  // v and o (and q, k unless qk_dtype is set)
+  DType dtype = DType::kBFloat16;  // v (and q, k, o unless qk_dtype / o_dtype are set)
   // q and k when they come in another dtype than v (fla's tests pass fp32 q/k with fp16 v).
   // Unset: dtype. Each backend reads q/k in their own dtype and computes in fp32: nothing is
-  // rounded to the other dtype (o is written in dtype).
+  // rounded to another dtype on the way in.
   std::optional<DType> qk_dtype;
+  // o when it is written in another dtype than v (fla's fused_recurrent returns o in q's dtype).
+  // Unset: dtype. o is rounded once, to this dtype, when it is written.
+  std::optional<DType> o_dtype;
   DType gate_dtype = DType::kFloat32;  // g and beta: kFloat32 or dtype
   float scale = 0.0f;                  // 0: K^-0.5
   bool use_qk_l2norm = false;          // q, k <- x / sqrt(sum(x^2) + 1e-6) in fp32
@@ -113,6 +116,8 @@ struct Problem {
 };
 // The dtype of q and k: problem.qk_dtype, or problem.dtype when it is unset.
 inline DType qk_dtype_of(const Problem& problem) { return problem.qk_dtype.value_or(problem.dtype); }
+// The dtype of o: problem.o_dtype, or problem.dtype when it is unset.
+inline DType o_dtype_of(const Problem& problem) { return problem.o_dtype.value_or(problem.dtype); }
 
 // Where and how a call runs.
 struct Exec {
@@ -145,7 +150,7 @@ struct Capabilities {
   int min_head_size = 0;
   int max_head_size = 0;
   bool dtypes[3] = {};          // by DType: q, k, v and o storage
-  bool mixed_qk_dtype = false;  // q/k may come in another dtype of `dtypes` than v/o (Problem::qk_dtype)
+  bool mixed_dtypes = false;    // q/k and o may come in other dtypes of `dtypes` than v (qk_dtype, o_dtype)
   bool gates_in_dtype = false;  // g and beta may come in the input dtype (float32 always works)
   bool state_layouts[2] = {};   // by StateLayout
   bool operations[4] = {};      // by Operation
@@ -163,7 +168,7 @@ const Capabilities& capabilities(Backend backend);
 
 // True when `backend` can run `op` on problems of this kind: it is built in, and the head sizes,
 // dtypes and state layout are in its table (for kStages also: use_qk_l2norm and fused_gate off,
-// and q/k in dtype).
+// and q, k, o in dtype).
 // Otherwise false, with the reason in *why (when given) in the words a rejected call would use.
 // Counts, boundaries and pointers are not looked at: the call itself validates those.
 bool supports(const Problem& problem, Backend backend, Operation op = Operation::kForward, std::string* why = nullptr);
@@ -180,7 +185,7 @@ struct ForwardArgs {
   ConstTensor beta;                // [T, HV]     gate_dtype: in [0, 2] (or `b` with fused_gate)
   const float* A_log = nullptr;    // [HV] fp32, fused_gate only
   const float* dt_bias = nullptr;  // [HV] fp32, fused_gate only
-  MutTensor o;                     // [T, HV, V]  dtype
+  MutTensor o;                     // [T, HV, V]  o_dtype (dtype when unset)
   StateRef initial_state;
   StateRef final_state;
 };

@@ -61,7 +61,7 @@ def chunk_gated_delta_rule(
         state_indices_cpu: optional host copy of state_indices (validated on the host).
         inplace_final_state: write the final states back into ``initial_state`` (pool rows, or the
             dense fp32 array) in place; the returned final state is then ``initial_state`` itself.
-        out: preallocated ``o`` (the shape and dtype of v); written and returned.
+        out: preallocated ``o`` (the shape of v; any float dtype, v's by default); written and returned.
 
     Returns:
         ``(o, final_state)``: o ``[B, T, HV, V]`` in v's dtype (as fla's); final_state or None.
@@ -106,7 +106,8 @@ def fused_recurrent_gated_delta_rule(
     ``fla.ops.gated_delta_rule.fused_recurrent_gated_delta_rule`` (fla 0.6). Arguments as in
     :func:`chunk_gated_delta_rule`; ``g`` defaults to 0 (no decay) and ``beta`` to 1. Per-key and
     per-value gates (``gk``, ``gv``) are not supported. Also takes ``cu_seqlens_cpu``,
-    ``state_indices``, ``state_indices_cpu``, ``inplace_final_state`` and ``out`` (keywords)."""
+    ``state_indices``, ``state_indices_cpu``, ``inplace_final_state`` and ``out`` (keywords).
+    As fla's, o comes back in q's dtype (which differs from v's when q/k are, e.g., fp32 and v fp16)."""
     if gk is not None or gv is not None:
         raise ValueError("gdn.fused_recurrent_gated_delta_rule: gk / gv (per-key or per-value gates) are not "
                          "supported; expected g [B, T, HV]")

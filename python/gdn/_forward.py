@@ -160,7 +160,9 @@ def run_forward(op, q, k, v, g, beta, *, scale, initial_state, output_final_stat
         if output_final_state:
             final_state = env.empty((N, HV, V, K) if state_v_first else (N, HV, K, V), "float32")
 
-    o = out if out is not None else env.empty(_shape(v), like=v)  # v's dtype, as fla's chunked o
+    # o's dtype as fla's: v's for the chunked form, q's for the recurrence (they differ when q/k
+    # come in another dtype than v).
+    o = out if out is not None else env.empty(_shape(v), like=q if recurrent else v)
 
     args = sig.pack_op_args(
         q=q, k=k, v=v, g=g, beta=beta, o=o, A_log=A_log, dt_bias=dt_bias, initial_state=initial_state,

@@ -108,8 +108,8 @@ def test_bad_dtypes(rng):
         gdn.chunk_gated_delta_rule(q.astype(np.float64), k, v, g, beta)
     with pytest.raises(TypeError, match="g has dtype"):
         gdn.chunk_gated_delta_rule(q, k, v, g.astype(np.int32), beta)
-    with pytest.raises(TypeError, match=r"o has dtype float16; expected float32 \(that of v\)"):
-        gdn.chunk_gated_delta_rule(q, k, v, g, beta, out=np.zeros(v.shape, np.float16))
+    with pytest.raises(TypeError, match=r"o has dtype float64; expected float32, float16 or bfloat16"):
+        gdn.chunk_gated_delta_rule(q, k, v, g, beta, out=np.zeros(v.shape, np.float64))
     with pytest.raises(TypeError, match="cu_seqlens has dtype"):
         gdn.chunk_gated_delta_rule(q, k, v, g, beta, cu_seqlens=np.array([0, 64], np.float32))
     with pytest.raises(TypeError, match="state .* has dtype float16"):  # an in-place pool must be fp32 already

@@ -50,10 +50,15 @@ def check(fn, q, k, v, g, beta, h0, l2norm_in_kernel, device, tol):
     if not l2norm_in_kernel:  # as fla's tests: normalize outside, in fp32, then round to the dtype
         q = torch.nn.functional.normalize(q.float(), p=2, dim=-1).to(q.dtype)
         k = torch.nn.functional.normalize(k.float(), p=2, dim=-1).to(k.dtype)
-    out = torch.full(v.shape, float("nan"), dtype=v.dtype, device=device)
+    # o in fla's dtype: v's for the chunked form, q's for the recurrence; also into a NaN-filled out=.
+    o_dtype = q.dtype if fn is gdn.fused_recurrent_gated_delta_rule else v.dtype
     o, ht = fn(q, k, v, g, beta=beta, scale=1.0, initial_state=h0.clone(), output_final_state=True,
-               use_qk_l2norm_in_kernel=l2norm_in_kernel, out=out)
-    assert o.dtype == v.dtype and o.shape == v.shape and ht.dtype == F32
+               use_qk_l2norm_in_kernel=l2norm_in_kernel)
+    assert o.dtype == o_dtype and o.shape == v.shape and ht.dtype == F32
+    out = torch.full(v.shape, float("nan"), dtype=o_dtype, device=device)
+    o2, _ = fn(q, k, v, g, beta=beta, scale=1.0, initial_state=h0.clone(), use_qk_l2norm_in_kernel=l2norm_in_kernel,
+               out=out)
+    assert o2 is out and torch.equal(o2, o)
     ro, rh = torch_recurrence(q, k, v, g, beta, scale=1.0, initial_state=h0, use_qk_l2norm=l2norm_in_kernel)
     assert torch_rel_err(o, ro) <= tol, f"o: {torch_rel_err(o, ro):.2e} > {tol}"
     assert torch_rel_err(ht, rh) <= tol, f"final state: {torch_rel_err(ht, rh):.2e} > {tol}"
@@ -88,7 +93,7 @@ def test_independent_head_sizes(device, fn, K, V, dtype):
 
 
 # Mixed input dtypes as fla's test_fused_recurrent passes them: q, k fp32 and v (and beta) in fp16
-# or bf16; o comes back in v's dtype, held to the bound of the coarser dtype.
+# or bf16; o comes back in fla's dtype (check()), held to the bound of the coarser dtype.
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("fn", list(FUNCTIONS))
 @pytest.mark.parametrize("D", [32, 64, 100, 128])

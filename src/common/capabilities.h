@@ -15,8 +15,9 @@
 //         (src/cuda/stages/, which mask the columns past V) and the general decode kernel
 //         (src/cuda/decode/general_kernel.cuh). The choice is made in src/cuda/backend.cu and
 //         decode_heuristics.
-// Both: every dtype for q/k/v/o, q/k in another dtype than v/o (Problem::qk_dtype; not for the
-// stage operations), gates in float32 or the input dtype, both state layouts, every operation.
+// Both: every dtype for q/k/v/o, q/k and o in other dtypes than v (Problem::qk_dtype, o_dtype; not
+// for the stage operations), gates in float32 or the input dtype, both state layouts, every
+// operation.
 #pragma once
 
 #include "gdn/gdn.h"
@@ -30,7 +31,7 @@ inline Capabilities cpu_capabilities() {
   c.built = true;
   c.min_head_size = 1;
   c.max_head_size = 256;
-  c.mixed_qk_dtype = true;
+  c.mixed_dtypes = true;
   c.dtypes[static_cast<int>(DType::kFloat32)] = true;
   c.dtypes[static_cast<int>(DType::kFloat16)] = true;
   c.dtypes[static_cast<int>(DType::kBFloat16)] = true;
@@ -49,7 +50,7 @@ inline Capabilities cuda_capabilities() {
 #endif
   c.min_head_size = 1;
   c.max_head_size = 256;
-  c.mixed_qk_dtype = true;
+  c.mixed_dtypes = true;
   c.dtypes[static_cast<int>(DType::kFloat32)] = true;
   c.dtypes[static_cast<int>(DType::kFloat16)] = true;
   c.dtypes[static_cast<int>(DType::kBFloat16)] = true;

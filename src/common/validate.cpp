@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "common/capabilities.h"
 
@@ -186,6 +187,7 @@ Problem normalize_problem(const Problem& p) {
   Problem out = p;
   if (out.scale == 0.0f) out.scale = 1.0f / std::sqrt(static_cast<float>(p.head_k));
   if (!out.qk_dtype) out.qk_dtype = p.dtype;
+  if (!out.o_dtype) out.o_dtype = p.dtype;
   return out;
 }
 
@@ -218,16 +220,20 @@ bool supports(const Problem& p, Backend backend, Operation op, std::string* why)
   if (!caps.has_head_size(p.head_v))
     return reject(why, "head_v (V = ", p.head_v, ") is unsupported; expected ", head_sizes_expected(caps));
   if (!dtype_supported(caps, p.dtype, why)) return false;
-  if (p.qk_dtype && *p.qk_dtype != p.dtype) {
-    if (!valid_dtype(*p.qk_dtype) || !caps.has_dtype(*p.qk_dtype))
-      return reject(why, "qk_dtype is ", valid_dtype(*p.qk_dtype) ? dtype_name(*p.qk_dtype) : "invalid",
-                    "; expected one of ", dtypes_expected(caps));
-    if (!caps.mixed_qk_dtype)
-      return reject(why, "qk_dtype (", dtype_name(*p.qk_dtype), ") differs from dtype (", dtype_name(p.dtype),
+  // q/k and o in dtypes of their own (fla passes fp32 q/k with fp16 v; its fused_recurrent
+  // returns o in q's dtype).
+  for (const auto& [name, d] :
+       {std::pair<const char*, std::optional<DType>>{"qk_dtype", p.qk_dtype}, {"o_dtype", p.o_dtype}}) {
+    if (!d || *d == p.dtype) continue;
+    if (!valid_dtype(*d) || !caps.has_dtype(*d))
+      return reject(why, name, " is ", valid_dtype(*d) ? dtype_name(*d) : "invalid", "; expected one of ",
+                    dtypes_expected(caps));
+    if (!caps.mixed_dtypes)
+      return reject(why, name, " (", dtype_name(*d), ") differs from dtype (", dtype_name(p.dtype),
                     "); expected the same dtype on the ", backend_label(backend), " backend");
-    // The stages pass q and k on in the input dtype (chunk_fwd_o reads q, k and writes o in it).
+    // The stages pass q, k and o in the input dtype (chunk_fwd_o reads q, k and writes o in it).
     if (op == Operation::kStages)
-      return reject(why, "qk_dtype (", dtype_name(*p.qk_dtype), ") differs from dtype (", dtype_name(p.dtype),
+      return reject(why, name, " (", dtype_name(*d), ") differs from dtype (", dtype_name(p.dtype),
                     "); expected the same dtype for a stage");
   }
   const bool gate_ok = p.gate_dtype == DType::kFloat32 || (caps.gates_in_dtype && p.gate_dtype == p.dtype);

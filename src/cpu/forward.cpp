@@ -41,7 +41,7 @@ void forward_task(const ForwardArgs& a, const Sequences& seqs, int64_t n, int hk
   // K, V: the head sizes; Kp, Vp: the row widths of the chunk buffers (chunk.h).
   const int K = p.head_k, V = p.head_v, Kp = padded(K), Vp = padded(V), HV = p.num_v_heads;
   const int ratio = heads_per_task(p);
-  const DType qk_dtype = qk_dtype_of(p);
+  const DType qk_dtype = qk_dtype_of(p), o_dtype = o_dtype_of(p);
   const int64_t head_elems = int64_t{Kp} * Vp;
 
   for (int r = 0; r < ratio; ++r)
@@ -94,7 +94,7 @@ void forward_task(const ForwardArgs& a, const Sequences& seqs, int64_t n, int hk
       }
       gemm<Shape::kLowerA>(C, Vp, C, P, C, s.u, Vp, qS, Vp, true);
       for (int i = 0; i < rows; ++i)
-        store_row(a.o.data, (t0 + i) * a.o.stride_token + hv * a.o.stride_head, p.dtype, V, qS + i * Vp, p.scale);
+        store_row(a.o.data, (t0 + i) * a.o.stride_token + hv * a.o.stride_head, o_dtype, V, qS + i * Vp, p.scale);
 
       chunk_state_update(S, s.kT, s.u, s.G, Kp, Vp, s.vd);
     }

@@ -72,7 +72,7 @@ void recurrent_gated_delta_rule(const ForwardArgs& a, const Exec& exec) {
   const Problem& p = a.problem;
   const Sequences seqs(p);
   const int K = p.head_k, V = p.head_v, H = p.num_qk_heads, HV = p.num_v_heads;
-  const DType qk_dtype = qk_dtype_of(p);
+  const DType qk_dtype = qk_dtype_of(p), o_dtype = o_dtype_of(p);
   const int64_t head_elems = int64_t{K} * V;
   float* scratch = static_cast<float*>(exec.workspace);  // [threads, K, V]
   parallel_for(p.num_seqs * HV, resolve_num_threads(exec.num_threads), [&](int thread, int64_t task) {
@@ -101,7 +101,7 @@ void recurrent_gated_delta_rule(const ForwardArgs& a, const Exec& exec) {
         token_k_major(S, K, V, k, q, v, std::exp(g), beta, o);
       else
         token_v_major(S, K, V, k, q, v, std::exp(g), beta, o);
-      store_row(a.o.data, t * a.o.stride_token + hv * a.o.stride_head, p.dtype, V, o, p.scale);
+      store_row(a.o.data, t * a.o.stride_token + hv * a.o.stride_head, o_dtype, V, o, p.scale);
     }
   });
 }

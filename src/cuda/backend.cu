@@ -2,7 +2,8 @@
 // stages.cu) and the composed forward, which takes the tensor-core path (fwd_fast.cu) for
 // bf16/fp16 inputs with K = V = 128 or 64 (q/k in the dtype of v) and otherwise chains the exact
 // stage kernels: fp32 inputs, every other head size in [1, 256] (the stages mask the columns past
-// V) and q/k in another dtype than v (each is read in its own dtype; the work is fp32).
+// V) and q/k or o in another dtype than v (each is read or written in its own dtype; the work is
+// fp32).
 #include "backend.h"
 #include "cuda/chunk/fwd_fast.cuh"
 #include "cuda/stages/l2norm.cuh"
@@ -34,8 +35,11 @@ void check_dims(const char* op, const Problem& p) {
                 " unsupported on the CUDA backend; expected [1, 256]");
 }
 
-// The tensor-core forward reads q, k and v in one dtype: with q/k in another, the exact path runs.
-bool takes_fast_path(const Problem& p) { return qk_dtype_of(p) == p.dtype && fast_path_supported(p); }
+// The tensor-core forward reads q, k, v and writes o in one dtype: with q/k or o in another, the
+// exact path runs.
+bool takes_fast_path(const Problem& p) {
+  return qk_dtype_of(p) == p.dtype && o_dtype_of(p) == p.dtype && fast_path_supported(p);
+}
 
 TensorView tv(const ConstTensor& t) { return TensorView{t.data, t.stride_token, t.stride_head}; }
 
@@ -126,7 +130,7 @@ void exact_forward(const ForwardArgs& f, const Exec& exec) {
   run_solve_tril(c, ws.L, ws.A);
   run_w_u(c, k, v, DType::kFloat32, beta, DType::kFloat32, G, ws.A, ws.w, ws.u);
   run_fwd_h(c, k, DType::kFloat32, ws.w, ws.u, G, f.initial_state, f.final_state, ws.h, ws.v_new);
-  run_fwd_o(c, q, k, DType::kFloat32, ws.v_new, ws.h, G, f.o.data, f.o.stride_token, f.o.stride_head, p.dtype);
+  run_fwd_o(c, q, k, DType::kFloat32, ws.v_new, ws.h, G, f.o.data, f.o.stride_token, f.o.stride_head, o_dtype_of(p));
 }
 
 }  // namespace

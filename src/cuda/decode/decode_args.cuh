@@ -21,8 +21,9 @@ struct DecodeArgs {
   int64_t v_st, v_sh;
   void* o;  // [T, HV, V]
   int64_t o_st, o_sh;
-  DType dt;        // v and o
+  DType dt;        // v
   DType qk_dt;     // q and k (Problem::qk_dtype: the dtype of v unless set)
+  DType o_dt;      // o (Problem::o_dtype: the dtype of v unless set)
   int K, V;        // head sizes (the general kernel; the others are instantiated for theirs)
   GateArgs gates;  // g, beta: [T, HV]; A_log, dt_bias: [HV] (fused gates)
   const void* cu;  // [N + 1] or null

@@ -12,7 +12,7 @@
 // Per token:  S = e^g S;  v' = beta (v - S^T k);  S += k v'^T;  o = scale S^T q  (SPEC section 1),
 // with q, k loaded once per token into shared memory (l2-normalized when asked), and the two sums
 // over rows (S^T k before the update, S^T q after it) as per-warp partial sums reduced across the
-// 8 warps through shared memory. q/k are read in their own dtype (DecodeArgs::qk_dt), v and o in dt.
+// 8 warps through shared memory. q/k are read in their own dtype (DecodeArgs::qk_dt), v in dt, o written in o_dt.
 // Sequences with no tokens copy their state through; pool rows outside [0, num_slots) read as
 // zeros and are not written; cu_seqlens is clamped to [0, T] per sequence (decode_args.cuh).
 #pragma once
@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(kGeneralWarps * 32) decode_general_kernel(Deco
       float o = 0.f;
 #pragma unroll
       for (int w = 0; w < W; ++w) o += red_q[w][lane];
-      store_dt(a.o, a.dt, t * a.o_st + hv * a.o_sh + j, a.scale * o);
+      store_dt(a.o, a.o_dt, t * a.o_st + hv * a.o_sh + j, a.scale * o);
     }
   }
 

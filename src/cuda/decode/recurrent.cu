@@ -85,6 +85,7 @@ DecodeArgs make_decode_args(const ForwardArgs& f) {
   a.o_sh = f.o.stride_head;
   a.dt = p.dtype;
   a.qk_dt = qk_dtype_of(p);
+  a.o_dt = o_dtype_of(p);
   a.K = p.head_k;
   a.V = p.head_v;
   a.gates = make_gates(f);

@@ -263,7 +263,7 @@ __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(De
               qs = qv[e];
               vs = vp[e];
             }
-          store_dt(a.o, a.dt, ob + 4 * c + kp, a.scale * (decay * qs + vs * kq));
+          store_dt(a.o, a.o_dt, ob + 4 * c + kp, a.scale * (decay * qs + vs * kq));
           // Pass 2: decay S + k v'^T, to global memory after the last token, else back to the tile.
           auto update = [&](auto to_global) {
 #pragma unroll UA
@@ -325,7 +325,7 @@ __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(De
               qs = qv[i];
               vs = vp[i];
             }
-          store_dt(a.o, a.dt, ob + lane, a.scale * (decay * qs + vs * kq));
+          store_dt(a.o, a.o_dt, ob + lane, a.scale * (decay * qs + vs * kq));
           auto update = [&](auto to_global) {  // pass 2, as in the K-major branch
 #pragma unroll UA
             for (int jj = 0; jj < K / 32; ++jj) {
