@@ -84,20 +84,13 @@ struct StateRef {
 
 // What a call computes, shared by the forward, the decode step and the stages.
 struct Problem {
-  int64_t num_tokens = 0;          // T: tokens of all sequences, packed
-  int64_t num_seqs = 0;            // N
-  int num_qk_heads = 0;            // H
-  int num_v_heads = 0;             // HV, a multiple of H
-  int head_k = 0;                  // K: any in capabilities(backend) [min_head_size, max_head_size]
-  int head_v = 0;                  // V: likewise, independently of K
-  DType dtype = DType::kBFloat16;  // v (and q, k, o unless qk_dtype / o_dtype are set)
-  // q and k when they come in another dtype than v (fla's tests pass fp32 q/k with fp16 v).
-  // Unset: dtype. Each backend reads q/k in their own dtype and computes in fp32: nothing is
-  // rounded to another dtype on the way in.
-  std::optional<DType> qk_dtype;
-  // o when it is written in another dtype than v (fla's fused_recurrent returns o in q's dtype).
-  // Unset: dtype. o is rounded once, to this dtype, when it is written.
-  std::optional<DType> o_dtype;
+  int64_t num_tokens = 0;              // T: tokens of all sequences, packed
+  int64_t num_seqs = 0;                // N
+  int num_qk_heads = 0;                // H
+  int num_v_heads = 0;                 // HV, a multiple of H
+  int head_k = 0;                      // K: any in capabilities(backend) [min_head_size, max_head_size]
+  int head_v = 0;                      // V: likewise, independently of K
+  DType dtype = DType::kBFloat16;      // v (and q, k, o unless qk_dtype / o_dtype are set)
   DType gate_dtype = DType::kFloat32;  // g and beta: kFloat32 or dtype
   float scale = 0.0f;                  // 0: K^-0.5
   bool use_qk_l2norm = false;          // q, k <- x / sqrt(sum(x^2) + 1e-6) in fp32
@@ -113,6 +106,13 @@ struct Problem {
   // so that malformed boundaries can never cause an out-of-bounds access (see docs/api.md).
   const void* cu_seqlens_host = nullptr;
   IndexType cu_seqlens_type = IndexType::kInt32;
+  // q and k when they come in another dtype than v (fla's tests pass fp32 q/k with fp16 v).
+  // Unset: dtype. Each backend reads q/k in their own dtype and computes in fp32: nothing is
+  // rounded to another dtype on the way in.
+  std::optional<DType> qk_dtype;
+  // o when it is written in another dtype than v (fla's fused_recurrent returns o in q's dtype).
+  // Unset: dtype. o is rounded once, to this dtype, when it is written.
+  std::optional<DType> o_dtype;
 };
 // The dtype of q and k: problem.qk_dtype, or problem.dtype when it is unset.
 inline DType qk_dtype_of(const Problem& problem) { return problem.qk_dtype.value_or(problem.dtype); }
