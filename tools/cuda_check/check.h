@@ -48,12 +48,13 @@ struct Case {
   DType dt = DType::kBFloat16;
   bool gate_in_dtype = false;
   bool l2 = true, fused = true, vmajor = false, pool = true, pad = false;
-  bool decode = false;       // recurrent_gated_delta_rule instead of the chunked forward
-  bool stages = false;       // run the stage API chain (no l2norm / fusion)
-  bool idx32 = false;        // int32 cu_seqlens and pool indices (else int64)
-  bool oob = false;          // also pool indices >= num_slots (read as zeros / not written)
-  bool fwd_o_after = false;  // the tensor-core forward with fwd_o after fwd_h (no overlap)
-  bool fuse_o = false;       // the tensor-core forward with o computed in the chain (cfg.fuse_o)
+  bool decode = false;        // recurrent_gated_delta_rule instead of the chunked forward
+  bool stages = false;        // run the stage API chain (no l2norm / fusion)
+  bool idx32 = false;         // int32 cu_seqlens and pool indices (else int64)
+  bool oob = false;           // also pool indices >= num_slots (read as zeros / not written)
+  bool fwd_o_after = false;   // the tensor-core forward with fwd_o after fwd_h (no overlap)
+  bool fuse_o = false;        // the tensor-core forward with o computed in the chain (cfg.fuse_o)
+  bool bulk_overlap = false;  // ... with bulk stores and late signals beside fwd_o (cfg.bulk_overlap)
   double tol = 5e-3;
   float gscale = 1.f;
 };
@@ -73,7 +74,7 @@ struct BenchOptions {
 // One prefill case of bench/cases.txt (its heads, gates and lengths; K = V = 128, bf16); `label`
 // names it in the output. The variant: the library's choices, or the same with fwd_o after fwd_h
 // (the A/B row of the overlap, "NAME/seq"), or with o computed in the chain ("NAME/fused").
-enum class PrefillVariant { kDefault, kOAfter, kFusedO };
+enum class PrefillVariant { kDefault, kOAfter, kFusedO, kBulkOverlap };
 void bench_prefill(const tools::PrefillCase& c, const std::string& label, PrefillVariant variant, BenchOptions& o);
 // The decode step for N sequences (one token each) of the benchmark shape, against the copy rate.
 void bench_decode(int64_t N, bool vmajor, BenchOptions& o);

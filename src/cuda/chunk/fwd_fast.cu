@@ -19,7 +19,9 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
   __nv_bfloat16* u = c.take<__nv_bfloat16>(T * HV * D);
   // The per-chunk hand-off to fwd_o (none when the chain computes o itself).
   const bool to_fwd_o = !cfg.fuse_o;
-  __nv_bfloat16* v_new = c.take<__nv_bfloat16>(to_fwd_o ? T * HV * D : 0);
+  // v_new: token rows (D = 64) or one 64-row image per chunk and slice (D = 128, fwd_v_image).
+  const int64_t v_rows = D == 128 ? mc * kChunkSize : T;
+  __nv_bfloat16* v_new = c.take<__nv_bfloat16>(to_fwd_o ? v_rows * HV * D : 0);
   __nv_bfloat16* h = c.take<__nv_bfloat16>(to_fwd_o ? mc * HV * D * D : 0);
   int* ready = c.take<int>(to_fwd_o ? mc * HV : 0);
   // The split's part states and summaries (split.cuh): [N, P_max, HV, D, D] fp32 each.
@@ -74,6 +76,7 @@ void check_config(const Problem& p, const ChunkForwardConfig& cfg) {
                 "; got fwd_h_slice_width = " + std::to_string(w) + ", fwd_h_stages = " + std::to_string(st));
   if (cfg.overlap_o && !wgmma)
     throw Error("fast_forward: overlap_o needs the wgmma fwd_h (D = 128), which signals fwd_o; D = 64 runs it after");
+  if (cfg.bulk_overlap && !wgmma) throw Error("fast_forward: bulk_overlap needs the wgmma chain (D = 128)");
   if (cfg.fuse_o && (!wgmma || cfg.overlap_o))
     throw Error(
         "fast_forward: fuse_o needs the wgmma chain (D = 128) and overlap_o off (there is no fwd_o to overlap)");

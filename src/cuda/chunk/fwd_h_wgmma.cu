@@ -7,12 +7,12 @@
 // v0 of V). The fp32 state slice lives TRANSPOSED in registers as a wgmma accumulator,
 //   S^T [64 (vv) x 128 (kk)]  (m64n128: 64 floats per thread),
 // and per chunk (rows i < len of tokens t0 .. t0 + len - 1):
-//   h_c       = S                                  -> b.h [gc][hv][kk][v0 + vv]   (bf16, K-major)
+//   h_c       = S                                  -> b.h image [gc][hv][slice]   (bf16 [kk][vv])
 //   v_new^T   = u^T - S^T w^T                      wgmma m64n64k16 x 8 (k = kk):
 //               A = bf16(S^T) from registers (accumulator -> A fragment: same lanes, no shuffles),
 //               B = w [token][kk] in shared memory (K-major B), scale-a = -1, accumulator
 //               initialised with u^T (ldmatrix.trans of the u tile)
-//                                                  -> b.v_new [t][hv][v0 + vv]     (bf16)
+//                                                  -> b.v_new image [gc][hv][slice] (bf16 [t][vv])
 //   S^T       = exp(G_last) S^T + vs^T k           wgmma m64n128k16 x 4 (k = tokens):
 //               A = vs^T = bf16(v_new^T diag(exp(G_last - G_i) r_i)) from the v_new^T
 //               accumulators, B = k [token][kk] in shared memory read MN-major (trans-b)
@@ -60,11 +60,16 @@ constexpr int kD = 128;         // head dim (K = V)
 constexpr int kBV = 64;         // V slice per block (the wgmma M)
 
 // What the chain kernel does besides carrying the state:
-//   kStore:   stores h_c and v_new per chunk for fwd_o (and signals b.ready when fwd_o overlaps);
+//   kStore:   stores h_c and v_new per chunk for fwd_o and signals b.ready (fwd_o overlaps);
+//   kStoreBulk: the same stores, each chunk's h and v_new staging leaving by one bulk copy (TMA)
+//             issued by thread 0 instead of every thread's 16-byte loads and stores (12 pairs
+//             per thread and chunk); with b.ready (cfg.bulk_overlap), thread 0 signals chunk
+//             c - 2 at chunk c, once its copies are complete (cp.async.bulk.wait_group 2), so
+//             that the release never waits for the stores of the chunk just computed;
 //   kSummary: the split's summary pass (below); stores nothing per chunk;
 //   kFusedO:  a second warpgroup computes o on chip (chain_o.cuh); nothing per chunk goes to
 //             global memory but o, and fwd_o does not run.
-enum class ChainMode { kStore, kSummary, kFusedO };
+enum class ChainMode { kStore, kStoreBulk, kSummary, kFusedO };
 
 // kFusedO's additions: the q ring beside w and k, and the o staging (kChainOStride-element rows).
 template <int ST, bool kFused>
@@ -101,6 +106,7 @@ template <int ST, ChainMode kMode, typename TO>
 __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     chunk_fwd_h_wgmma_kernel(FastBufs b, SplitBufs sp, StateRef init, StateRef fin, bool kmajor, OutRef out) {
   constexpr bool kSummary = kMode == ChainMode::kSummary, kFused = kMode == ChainMode::kFusedO;
+  constexpr bool kBulk = kMode == ChainMode::kStoreBulk, kStores = kMode == ChainMode::kStore || kBulk;
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __trap();  // wgmma needs sm_90a; the library is built for it only
 #else
@@ -244,9 +250,15 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     wgmma_wait<0>();
     cp_async_wait<ST - 2>();
     fence_proxy_async();  // this thread's landed cp.async writes -> visible to wgmma (async proxy)
-    __syncthreads();      // B1: chunk c complete for all; h staging holds h_c; stage (c - 1) % ST free
+    if (kBulk && tid == 0) bulk_wait_read<0>();  // v_new_{c-1}'s staging read: rewritten after B1
+    __syncthreads();  // B1: chunk c complete for all; h staging holds h_c; stage (c - 1) % ST free
     if (kMode == ChainMode::kStore && c > 0 && tid == 0 && b.ready)
       signal_release(b.ready + (gc - 1) * HV + hv);  // h, v_new of c - 1 stored
+    if (kBulk && c > 1 && tid == 0 && b.ready) {
+      bulk_wait<2>();  // chunk c - 2's two bulk groups are complete (c - 1's may be in flight)
+      fence_proxy_async_global();
+      signal_release(b.ready + (gc - 2) * HV + hv);
+    }
 
     // acc = u^T: acc[4 j + 2 hh + e] = u[token 8 j + 2 t + e][v0 + 16 warp + g + 8 hh], j < 8.
     float acc[32];
@@ -308,15 +320,17 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     const float dl = __expf(float(g_last));
 #pragma unroll
     for (int i = 0; i < 64; ++i) st[i] *= dl;
-    // h_c -> workspace (K-major [kk][vv], 16-byte pieces), then the next prefetch.
-    if (kMode == ChainMode::kStore) {
-      __nv_bfloat16* hg = b.h + (gc * HV + hv) * DD + v0;
-      const char* hs = reinterpret_cast<const char*>(sm.h);
-#pragma unroll
-      for (int it = 0; it < kD * kBV / 8 / 128; ++it) {
-        const int p = tid + 128 * it, kk = p / 8, ch = p % 8;
-        *reinterpret_cast<uint4*>(hg + int64_t(kk) * kD + ch * 8) = *reinterpret_cast<const uint4*>(hs + sw128(kk, ch));
+    // h_c -> workspace: the staging's image (fwd_h_image), then the next prefetch.
+    if constexpr (kBulk) {
+      if (tid == 0) {
+        bulk_store(b.h + fwd_h_image(gc, hv, v0 / kBV, HV), smem_u32(sm.h), kD * kBV * 2);
+        bulk_commit();
       }
+    } else if constexpr (kStores) {
+      uint4* hg = reinterpret_cast<uint4*>(b.h + fwd_h_image(gc, hv, v0 / kBV, HV));
+      const uint4* hs = reinterpret_cast<const uint4*>(sm.h);
+#pragma unroll
+      for (int it = 0; it < kD * kBV / 8 / 128; ++it) hg[tid + 128 * it] = hs[tid + 128 * it];
     }
     {
       const int64_t cn = c + ST - 1;
@@ -364,17 +378,21 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
         stsm_x4_t(vs + sw128(16 * ks + lrow, lch), vn[0], vn[1], vn[2], vn[3]);
       }
     }
-    if constexpr (kFused) fence_proxy_async();  // the v staging -> the o warpgroup's wgmma
-    __syncthreads();                            // B2: v staging complete; every thread's reads of the h staging done
-    if (kMode == ChainMode::kStore) {
-      const char* vsp = reinterpret_cast<const char*>(sm.v[0]);
-#pragma unroll
-      for (int it = 0; it < kC * kBV / 8 / 128; ++it) {
-        const int p = tid + 128 * it, i = p / 8, ch = p % 8;
-        if (i < len)
-          *reinterpret_cast<uint4*>(b.v_new + ((t0 + i) * HV + hv) * kD + v0 + ch * 8) =
-              *reinterpret_cast<const uint4*>(vsp + sw128(i, ch));
+    if constexpr (kFused || kBulk) fence_proxy_async();  // the v staging -> wgmma of the o warpgroup / TMA
+    // (kBulk: the h staging's bulk read is done before B2: stage_state rewrites it after B2.)
+    if (kBulk && tid == 0) bulk_wait_read<0>();
+    __syncthreads();  // B2: v staging complete; every thread's reads of the h staging done
+    // v_new (rows past len: zeros) -> workspace: the staging's image (fwd_v_image).
+    if constexpr (kBulk) {
+      if (tid == 0) {
+        bulk_store(b.v_new + fwd_v_image(gc, hv, v0 / kBV, HV), smem_u32(sm.v[0]), kC * kBV * 2);
+        bulk_commit();
       }
+    } else if constexpr (kStores) {
+      uint4* vg = reinterpret_cast<uint4*>(b.v_new + fwd_v_image(gc, hv, v0 / kBV, HV));
+      const uint4* vsp = reinterpret_cast<const uint4*>(sm.v[0]);
+#pragma unroll
+      for (int it = 0; it < kC * kBV / 8 / 128; ++it) vg[tid + 128 * it] = vsp[tid + 128 * it];
     }
     wgmma_wait<0>();
 #pragma unroll
@@ -383,6 +401,13 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     if (++s == ST) s = 0;
   }
   cp_async_wait<0>();
+  if (kBulk && tid == 0) {
+    bulk_wait<0>();  // the staging stays allocated until the copies are done
+    if (b.ready) {   // the last two chunks
+      fence_proxy_async_global();
+      for (int64_t c = nch > 2 ? nch - 2 : 0; c < nch; ++c) signal_release(b.ready + (c0 + c) * HV + hv);
+    }
+  }
   if (kMode == ChainMode::kStore && nch > 0 && b.ready) {
     __syncthreads();  // the last chunk's v_new stores
     if (tid == 0) signal_release(b.ready + (c0 + nch - 1) * HV + hv);
@@ -438,6 +463,13 @@ void launch_wg(const FastBufs& b, const SplitBufs& sp, const ForwardArgs& f, cud
 
 void launch_fwd_h_wgmma(const FastBufs& b, const SplitBufs& sp, const ForwardArgs& f, const ChunkForwardConfig& cfg,
                         cudaStream_t s) {
+  if (!cfg.fuse_o && (!b.ready || cfg.bulk_overlap)) {  // h and v_new leave by bulk copies
+    if (cfg.fwd_h_stages == 4)
+      launch_wg<4, ChainMode::kStoreBulk>(b, sp, f, s);
+    else
+      launch_wg<2, ChainMode::kStoreBulk>(b, sp, f, s);
+    return;
+  }
   if (cfg.fuse_o) {  // 3 stages and the o warpgroup: ~211 KB, one block per SM
     if (f.problem.dtype == DType::kFloat16)
       launch_wg<3, ChainMode::kFusedO, __half>(b, sp, f, s);
