@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "cuda/core/common.cuh"
+#include "cuda/core/device.h"  // DeviceProps (host code: tests/test_heuristics.cpp includes this header)
 
 namespace gdn {
 namespace cuda {
