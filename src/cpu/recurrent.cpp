@@ -1,7 +1,10 @@
 // The decode step on the CPU: the recurrence itself, token by token, one task per
 // (sequence, value head). The state is worked on in place in its own layout, so a decode step
 // reads each state row once and writes it once.
+#include <cstring>
+
 #include "backend.h"
+#include "common/token_slots.h"
 #include "cpu/common.h"
 #include "cpu/gemm.h"
 
@@ -62,6 +65,22 @@ void token_v_major(float* S, int K, int V, const float* k, const float* q, const
   }
 }
 
+// Value head hv of sequence n's initial state: a token_states row (num_accepted), an
+// initial_state row, or null (zeros).
+const float* initial_head(const ForwardArgs& a, int64_t n, int hv, int64_t head_elems) {
+  const TokenStates& ts = a.token_states;
+  int64_t row = -1;
+  const float* data = a.initial_state.data;
+  if (ts.num_accepted != nullptr) {
+    const int64_t c = slots::read_column(ts, ts.num_accepted, n);
+    row = c < 0 ? -1 : slots::token_row(ts, ts.pool.indices, n, c);
+    data = ts.pool.data;
+  } else {
+    row = state_row(a.initial_state, n);
+  }
+  return row >= 0 ? data + (row * a.problem.num_v_heads + hv) * head_elems : nullptr;
+}
+
 }  // namespace
 
 size_t recurrent_gated_delta_rule_workspace_size(const Problem& p, int num_threads) {
@@ -80,14 +99,19 @@ void recurrent_gated_delta_rule(const ForwardArgs& a, const Exec& exec) {
     const int hv = static_cast<int>(task % HV), hk = hv / (HV / H);
     // Work in the final row when there is one (in place when it is also the initial row),
     // otherwise in the thread's state of the workspace.
-    const int64_t in_row = state_row(a.initial_state, n), out_row = state_row(a.final_state, n);
+    const int64_t out_row = state_row(a.final_state, n);
     float* S = out_row >= 0 ? a.final_state.data + (out_row * HV + hv) * head_elems : scratch + thread * head_elems;
-    const float* init = in_row >= 0 ? a.initial_state.data + (in_row * HV + hv) * head_elems : nullptr;
+    const float* init = initial_head(a, n, hv, head_elems);
     if (init != S) {
       for (int64_t i = 0; i < head_elems; ++i) S[i] = init ? init[i] : 0.0f;
     }
+    const TokenStates& ts = a.token_states;
     float k[kMaxDim], q[kMaxDim], v[kMaxDim], o[kMaxDim];
     for (int64_t t = seqs.begin(n); t < seqs.end(n); ++t) {
+      // EAGLE trees: continue from the parent's stored state rather than the previous token's.
+      const int64_t parent =
+          ts.pool.data ? slots::parent_row(ts, ts.pool.indices, ts.parents, n, t - seqs.begin(n)) : -1;
+      if (parent >= 0) std::memcpy(S, ts.pool.data + (parent * HV + hv) * head_elems, head_elems * sizeof(float));
       load_row(a.k.data, t * a.k.stride_token + hk * a.k.stride_head, qk_dtype, K, k);
       load_row(a.q.data, t * a.q.stride_token + hk * a.q.stride_head, qk_dtype, K, q);
       load_row(a.v.data, t * a.v.stride_token + hv * a.v.stride_head, p.dtype, V, v);
@@ -102,6 +126,9 @@ void recurrent_gated_delta_rule(const ForwardArgs& a, const Exec& exec) {
       else
         token_v_major(S, K, V, k, q, v, std::exp(g), beta, o);
       store_row(a.o.data, t * a.o.stride_token + hv * a.o.stride_head, o_dtype, V, o, p.scale);
+      // The state after this token, in the state's layout as it is.
+      const int64_t snap = ts.pool.data ? slots::token_row(ts, ts.pool.indices, n, t - seqs.begin(n)) : -1;
+      if (snap >= 0) std::memcpy(ts.pool.data + (snap * HV + hv) * head_elems, S, head_elems * sizeof(float));
     }
   });
 }

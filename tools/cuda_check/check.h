@@ -55,6 +55,11 @@ struct Case {
   bool fwd_o_after = false;   // the tensor-core forward with fwd_o after fwd_h (no overlap)
   bool fuse_o = false;        // the tensor-core forward with o computed in the chain (cfg.fuse_o)
   bool bulk_overlap = false;  // ... with bulk stores and late signals beside fwd_o (cfg.bulk_overlap)
+  // > 0 (with decode): speculative decoding's verify in vLLM's convention, max_tokens = spec_tokens
+  // (lens <= it): the pool's rows named per token by 2-D indices (row 0 the null slot), the state
+  // after every token stored, the initial state read through num_accepted; with oob also indices
+  // and num_accepted out of range (no host copies: clamped on the device).
+  int spec_tokens = 0;
   double tol = 5e-3;
   float gscale = 1.f;
 };
@@ -78,6 +83,10 @@ enum class PrefillVariant { kDefault, kOAfter, kFusedO, kBulkOverlap };
 void bench_prefill(const tools::PrefillCase& c, const std::string& label, PrefillVariant variant, BenchOptions& o);
 // The decode step for N sequences (one token each) of the benchmark shape, against the copy rate.
 void bench_decode(int64_t N, bool vmajor, BenchOptions& o);
+// Speculative decoding's verify: N sequences of T tokens with the state after every token stored
+// (vLLM: pool rows by 2-D indices, the initial state through num_accepted; sglang: the pool row
+// read, a dense buffer written), against the copy rate counting one state read and T writes.
+void bench_spec_decode(int64_t N, int T, bool vmajor, bool sglang, BenchOptions& o);
 
 }  // namespace check
 }  // namespace gdn

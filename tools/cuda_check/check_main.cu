@@ -126,6 +126,9 @@ int main(int argc, char** argv) {
     if (only_case.empty())
       for (int64_t n : {1, 64, 256, 1024, 4096})
         for (bool vm : {true, false}) check::bench_decode(n, vm, bo);
+    if (only_case.empty())
+      for (bool sglang : {false, true})
+        for (bool vm : {true, false}) check::bench_spec_decode(256, 4, vm, sglang, bo);
     if (bo.json) {
       std::fprintf(bo.json, "]\n");
       std::fclose(bo.json);

@@ -15,6 +15,11 @@
 // 8 warps through shared memory. q/k are read in their own dtype (DecodeArgs::qk_dt), v in dt, o written in o_dt.
 // Sequences with no tokens copy their state through; pool rows outside [0, num_slots) read as
 // zeros and are not written; cu_seqlens is clamped to [0, T] per sequence (decode_args.cuh).
+// Per-token states (TokenStates, speculative decoding's verify) as the other decode kernels: the
+// initial state from initial_state or a token_states row through num_accepted, the state after
+// every token into its token_states row, and for EAGLE trees the parent token's state reloaded
+// before a token. Each thread stores and reloads only its own elements, so no barrier is needed
+// between a token's store and a later token's reload.
 #pragma once
 
 #include <cstdint>
@@ -49,22 +54,40 @@ __global__ void __launch_bounds__(kGeneralWarps * 32) decode_general_kernel(Deco
   const int j = v0 + lane;
   const bool col = j < V;
   const int64_t KV = int64_t(K) * V;
-  // Element (i, j) of a state row in its layout.
-  auto at = [&](int i) -> int64_t { return kmaj ? int64_t(i) * V + j : int64_t(j) * K + i; };
+  // Element (i, j) of a state in its layout (K * V <= 65536: a 32-bit offset, so that the offsets
+  // that the compiler keeps for the token loop's loads and stores take one register each).
+  auto at = [&](int i) -> int { return kmaj ? i * V + j : j * K + i; };
 
-  const int64_t in_row = row_checked(a.init, row_raw(a.init, n));
+  const int64_t in_row = read_checked(a, read_raw(a, n));
   const int64_t out_row = row_checked(a.fin, row_raw(a.fin, n));
   const Span span = span_checked(a, span_raw(a, n));
+  // This thread's elements of a state (rows warp + 8 r < K of column j) from or to row `row` of a pool.
+  auto load_state = [&](float* s, const float* data, int64_t row) {
+    const float* src = data + (row * a.HV + hv) * KV;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int i = warp + W * r;
+      if (col && i < K) s[r] = src[at(i)];
+    }
+  };
+  auto store_state = [&](const float* s, float* data, int64_t row) {
+    float* dst = data + (row * a.HV + hv) * KV;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int i = warp + W * r;
+      if (col && i < K) dst[at(i)] = s[r];
+    }
+  };
 
   float s[R];
-  const float* src = in_row >= 0 ? a.init.data + (in_row * a.HV + hv) * KV : nullptr;
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const int i = warp + W * r;
-    s[r] = src && col && i < K ? src[at(i)] : 0.f;
-  }
+  for (int r = 0; r < R; ++r) s[r] = 0.f;
+  if (in_row >= 0) load_state(s, read_data(a), in_row);
 
   for (int64_t t = span.b; t < span.e; ++t) {
+    // EAGLE trees: continue from the parent token's stored state (this thread's own elements).
+    const int64_t parent = parent_row(a, n, t - span.b);
+    if (parent >= 0) load_state(s, a.ts.pool.data, parent);
     __syncthreads();     // the previous token's readers of qs, ks, red_k and red_q are done
     const int hi = tid;  // one element of q and of k per thread (K <= KT <= 256 = blockDim)
     if (hi < KT) {
@@ -119,16 +142,11 @@ __global__ void __launch_bounds__(kGeneralWarps * 32) decode_general_kernel(Deco
       for (int w = 0; w < W; ++w) o += red_q[w][lane];
       store_dt(a.o, a.o_dt, t * a.o_st + hv * a.o_sh + j, a.scale * o);
     }
+    const int64_t snap = token_row(a, n, t - span.b);  // token_states row of the state after this token
+    if (snap >= 0) store_state(s, a.ts.pool.data, snap);
   }
 
-  if (out_row >= 0 && col) {
-    float* dst = a.fin.data + (out_row * a.HV + hv) * KV;
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int i = warp + W * r;
-      if (i < K) dst[at(i)] = s[r];
-    }
-  }
+  if (out_row >= 0) store_state(s, a.fin.data, out_row);
 }
 
 }  // namespace decode
