@@ -262,6 +262,19 @@ std::vector<Case> correctness_cases(bool quick) {
       c.idx32 = vm;
       cases.push_back(c);
     }
+  for (bool vm : {false, true}) {  // the general decode kernel's per-token states
+    Case c;
+    c.name = std::string("verify bf16 100x60 ") + (vm ? "vmajor" : "kmajor");
+    for (int n = 0; n < 40; ++n) c.lens.push_back(n % 9 == 4 ? 0 : 1 + n % 4);
+    c.K = 100;
+    c.V = 60;
+    c.vmajor = vm;
+    c.decode = true;
+    c.spec_tokens = 4;
+    c.oob = vm;
+    c.idx32 = !vm;
+    cases.push_back(c);
+  }
   if (!quick) {
     {
       Case c;
