@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -69,6 +70,8 @@ struct Case {
   bool varlen = true;  // false: fixed-length batch (all lens equal), cu_seqlens null
   int H = 2, HV = 4, K = 64, V = 64;
   DType dtype = DType::kFloat32;
+  std::optional<DType> qk_dtype;  // q and k in another dtype than v (Problem::qk_dtype); not with strided
+  std::optional<DType> o_dtype;   // o in another dtype than v (Problem::o_dtype)
   bool gate_in_input_dtype = false;
   bool l2norm = true;
   StateLayout layout = StateLayout::kKMajor;
@@ -104,8 +107,8 @@ struct Inputs {
   int64_t q_off = 0, k_off = 0, v_off = 0, stride_qk = 0, stride_v = 0;
   std::vector<double> qd, kd, vd, gd, betad;  // as the kernel sees them (before l2norm / fusion)
   std::vector<float> A_log, dt_bias;
-  std::vector<float> state0;     // [slots, HV, ...] in the case's layout
-  std::vector<int32_t> indices;  // [N] when pooled (the read slots of a serving case)
+  std::vector<float> state0;           // [slots, HV, ...] in the case's layout
+  std::vector<int32_t> indices;        // [N] when pooled (the read slots of a serving case)
   std::vector<int32_t> final_indices;  // [N] serving: the write slots (0 for the padding)
   std::vector<uint8_t> present;        // [N] serving: the initial state's present mask
   int64_t slots = 0;
@@ -143,6 +146,8 @@ void expect_close(const Inputs& in, const Expected& ref, const Outputs& out, Bac
 
 // SPEC section 4 bounds for a dtype and backend.
 double tolerance(DType dtype, Backend backend);
+// The bound of a case: that of its coarsest dtype when q/k, v and o differ.
+double tolerance(const Case& c, Backend backend);
 
 inline bool backend_ready(Backend b) { return b == Backend::kCPU || cuda_available(); }
 

@@ -112,33 +112,39 @@ inline void load_gates(const Problem& p, const ConstTensor& g, const ConstTensor
   *beta_out = spec::fused_beta(bv);
 }
 
-// Copies a [K, V] state between a pool row of either layout and a K-major scratch buffer.
-inline void load_state(const float* src, StateLayout layout, int K, int V, float* S) {
+// Copies a [K, V] state between a pool row of either layout and a K-major scratch S [Kp, Vp]
+// (Kp >= K, Vp >= V: the padded widths of the chunk buffers, cpu/chunk.h); the padding is zero.
+inline void load_state(const float* src, StateLayout layout, int K, int V, int Kp, int Vp, float* S) {
+  if (Kp != K || Vp != V)
+    for (int64_t i = 0; i < int64_t{Kp} * Vp; ++i) S[i] = 0.0f;
   if (layout == StateLayout::kKMajor) {
-    for (int64_t i = 0; i < int64_t{K} * V; ++i) S[i] = src[i];
+    for (int i = 0; i < K; ++i)
+      for (int j = 0; j < V; ++j) S[i * Vp + j] = src[i * V + j];
   } else {
     for (int j = 0; j < V; ++j)
-      for (int i = 0; i < K; ++i) S[i * V + j] = src[j * K + i];
+      for (int i = 0; i < K; ++i) S[i * Vp + j] = src[j * K + i];
   }
 }
 // State of value head hv of sequence n from the initial-state array or pool (zeros when the
-// sequence has none), into a K-major scratch S [K, V].
+// sequence has none), into a K-major scratch S [Kp, Vp].
 inline void load_initial_state(const StateRef& init, int64_t n, int hv, int HV, StateLayout layout, int K, int V,
-                               float* S) {
+                               int Kp, int Vp, float* S) {
   const int64_t row = state_row(init, n), head_elems = int64_t{K} * V;
   if (row >= 0) {
-    load_state(init.data + (row * HV + hv) * head_elems, layout, K, V, S);
+    load_state(init.data + (row * HV + hv) * head_elems, layout, K, V, Kp, Vp, S);
   } else {
-    for (int64_t i = 0; i < head_elems; ++i) S[i] = 0.0f;
+    for (int64_t i = 0; i < int64_t{Kp} * Vp; ++i) S[i] = 0.0f;
   }
 }
 
-inline void store_state(const float* S, StateLayout layout, int K, int V, float* dst) {
+// The first K rows and V columns of a K-major scratch S [.., Vp] into a pool row of either layout.
+inline void store_state(const float* S, int Vp, StateLayout layout, int K, int V, float* dst) {
   if (layout == StateLayout::kKMajor) {
-    for (int64_t i = 0; i < int64_t{K} * V; ++i) dst[i] = S[i];
+    for (int i = 0; i < K; ++i)
+      for (int j = 0; j < V; ++j) dst[i * V + j] = S[i * Vp + j];
   } else {
     for (int j = 0; j < V; ++j)
-      for (int i = 0; i < K; ++i) dst[j * K + i] = S[i * V + j];
+      for (int i = 0; i < K; ++i) dst[j * K + i] = S[i * Vp + j];
   }
 }
 
