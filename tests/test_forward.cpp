@@ -209,6 +209,60 @@ std::vector<Case> forward_cases() {
       c.lens = {1, 2, 1, 1, 3, 1, 4, 1, 1, 2, 1, 1};
     });
   }
+  // bf16 / fp16 state pools and padded row strides (the padding must stay bitwise unchanged):
+  // serving pools for prefill and decode batches, both layouts, the decode kernels' two families
+  // (K = V = 128: rows; 64 and 256: tiles), dense initial / final arrays, a sparse final array,
+  // and the tensor-core forward with its split (CUDA: through the fp32 copy of the rows).
+  for (DType sd : {DType::kBFloat16, DType::kFloat16, DType::kFloat32})
+    for (StateLayout layout : {StateLayout::kKMajor, StateLayout::kVMajor}) {
+      const int pad = sd == DType::kFloat32 ? 4 : 8;  // 16 bytes
+      add([&](Case& c) {
+        c.pool = c.serving = true;
+        c.state_dtype = sd;
+        c.row_pad = pad;
+        c.layout = layout;
+        c.lens = {65, 0, 1, 130, 20, 64, 7, 3};
+      });
+      add([&](Case& c) {
+        c.pool = c.serving = true;
+        c.state_dtype = sd;
+        c.row_pad = 3 * pad;
+        c.layout = layout;
+        c.K = c.V = 128;
+        c.dtype = DType::kBFloat16;
+        c.lens = {1, 2, 1, 1, 3, 1, 4, 1, 1, 2, 1, 1};
+      });
+    }
+  for (int d : {64, 256})
+    add([&](Case& c) {
+      c.pool = c.serving = true;
+      c.state_dtype = DType::kBFloat16;
+      c.row_pad = 8;
+      c.H = 1, c.HV = 2, c.K = d, c.V = d == 64 ? 256 : 64;
+      c.dtype = DType::kBFloat16;
+      c.lens = {1, 3, 1, 0, 2, 1};
+    });
+  add([](Case& c) {
+    c.state_dtype = DType::kFloat16;
+    c.row_pad = 8;
+    c.dtype = DType::kFloat16;
+    c.K = c.V = 64;
+    c.lens = {70, 1, 0, 3};
+  });
+  add([](Case& c) {
+    c.state_dtype = DType::kBFloat16;
+    c.sparse_final = true;
+    c.layout = StateLayout::kVMajor;
+    c.lens = {5, 1, 70, 3, 2, 9, 1, 64};
+  });
+  add([](Case& c) {
+    c.pool = c.serving = true;
+    c.state_dtype = DType::kBFloat16;
+    c.row_pad = 8;
+    c.H = 1, c.HV = 2, c.K = c.V = 128;
+    c.dtype = DType::kBFloat16;
+    c.lens = {6000, 700, 1, 0};
+  });
   add([](Case& c) {  // with the split (CUDA): a part 0 from a masked or padded state
     c.pool = c.serving = true;
     c.H = 1, c.HV = 2, c.K = c.V = 128;

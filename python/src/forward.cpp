@@ -101,20 +101,25 @@ void forward(In q, In k, In v, In g, In beta, Out o, In A_log, In dt_bias, In in
     value_error(op, "A_log / dt_bias are given but the fused gate is off (use_gate_in_kernel=False)");
   }
 
+  gdn::DType sdt = gdn::DType::kFloat32;  // the state pools' dtype: that of the state arrays
+  bool sdt_set = false;
   if (final_is_initial)
-    a.final_state = state_ref(op, dev, "state (initial_state, updated in place)", final_state, final_indices,
-                              final_indices_host, N, HV, K, V, state_v_first, "state_indices", "state_indices_cpu");
+    a.final_state =
+        state_ref(op, dev, "state (initial_state, updated in place)", final_state, final_indices, final_indices_host, N,
+                  HV, K, V, state_v_first, "state_indices", "state_indices_cpu", &sdt, &sdt_set);
   else
     a.final_state = state_ref(op, dev, "final_state", final_state, final_indices, final_indices_host, N, HV, K, V,
-                              state_v_first, "final_state_indices", "final_state_indices_cpu");
+                              state_v_first, "final_state_indices", "final_state_indices_cpu", &sdt, &sdt_set);
   if (final_is_initial) {
     if (!final_state.is_valid()) value_error(op, "the in-place state update needs a state (pool)");
     if (initial_state.is_valid()) value_error(op, "initial_state must be None for the in-place state update");
     a.initial_state = a.final_state;
   } else {
     a.initial_state = state_ref(op, dev, "initial_state", initial_state, initial_indices, initial_indices_host, N, HV,
-                                K, V, state_v_first, "state_indices", "state_indices_cpu");
+                                K, V, state_v_first, "state_indices", "state_indices_cpu", &sdt, &sdt_set);
   }
+
+  p.state_dtype = a.problem.state_dtype = sdt;
 
   // Serving pools: the null slot (padding) on both, the present mask (has_initial_state) on the
   // initial state only: a sequence without one starts from zeros and still writes its final state.
@@ -127,8 +132,7 @@ void forward(In q, In k, In v, In g, In beta, Out o, In A_log, In dt_bias, In in
     const bool bytes = pd.bits == 8 && pd.lanes == 1 &&
                        (pd.code == static_cast<uint8_t>(nb::dlpack::dtype_code::Bool) ||
                         pd.code == static_cast<uint8_t>(nb::dlpack::dtype_code::UInt));
-    if (!bytes)
-      type_error(op, "initial_state_present has dtype ", dl_dtype_name(pd), "; expected bool or uint8");
+    if (!bytes) type_error(op, "initial_state_present has dtype ", dl_dtype_name(pd), "; expected bool or uint8");
     if (initial_present.ndim() != 1 || dim(initial_present, 0) != N || (N > 1 && initial_present.stride(0) != 1))
       value_error(op, "initial_state_present has shape ", shape_str(initial_present), "; expected [N = ", N,
                   "] contiguous");

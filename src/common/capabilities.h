@@ -7,8 +7,10 @@
 //         row buffer in src/cpu/stages.cpp).
 //   CUDA: K and V each 64, 128 or 256 (the kernels are instantiated for those sizes only:
 //         src/cuda/decode/recurrent.cu, src/cuda/stages/stages.cu, src/cuda/backend.cu).
-// Both: every dtype for q/k/v/o, gates in float32 or the input dtype, both state layouts, every
-// operation.
+// Both: every dtype for q/k/v/o, gates in float32 or the input dtype, both state layouts, state
+// pools in float32, float16 and bfloat16 (fp32 arithmetic, one rounding on write: src/cpu/common.h;
+// CUDA: the decode kernels natively, the tensor-core forward through an fp32 copy of the rows in
+// its workspace, src/cuda/chunk/state_copy.cu), every operation.
 #pragma once
 
 #include "gdn/gdn.h"
@@ -27,6 +29,7 @@ inline Capabilities cpu_capabilities() {
   c.gates_in_dtype = true;
   c.state_layouts[static_cast<int>(StateLayout::kKMajor)] = true;
   c.state_layouts[static_cast<int>(StateLayout::kVMajor)] = true;
+  for (bool& d : c.state_dtypes) d = true;
   for (bool& op : c.operations) op = true;
   return c;
 }
@@ -44,6 +47,7 @@ inline Capabilities cuda_capabilities() {
   c.gates_in_dtype = true;
   c.state_layouts[static_cast<int>(StateLayout::kKMajor)] = true;
   c.state_layouts[static_cast<int>(StateLayout::kVMajor)] = true;
+  for (bool& d : c.state_dtypes) d = true;
   for (bool& op : c.operations) op = true;
   return c;
 }

@@ -42,7 +42,8 @@ void forward_task(const ForwardArgs& a, const Sequences& seqs, int64_t n, int hk
   const int64_t head_elems = int64_t{K} * V;
 
   for (int r = 0; r < ratio; ++r)
-    load_initial_state(a.initial_state, n, hk * ratio + r, HV, p.state_layout, K, V, s.S + r * head_elems);
+    load_initial_state(a.initial_state, p.state_dtype, n, hk * ratio + r, HV, p.state_layout, K, V,
+                       s.S + r * head_elems);
 
   float* k = s.X;          // [C, K]
   float* q = s.X + C * K;  // [C, K]
@@ -100,8 +101,8 @@ void forward_task(const ForwardArgs& a, const Sequences& seqs, int64_t n, int hk
   const int64_t out_row = state_row(a.final_state, n);
   if (out_row >= 0)
     for (int r = 0; r < ratio; ++r)
-      store_state(s.S + r * head_elems, p.state_layout, K, V,
-                  a.final_state.data + (out_row * HV + hk * ratio + r) * head_elems);
+      store_state(s.S + r * head_elems, p.state_layout, K, V, a.final_state.data,
+                  state_offset(a.final_state, out_row, hk * ratio + r, HV, head_elems), p.state_dtype);
 }
 
 }  // namespace

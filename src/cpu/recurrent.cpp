@@ -71,13 +71,18 @@ void recurrent_gated_delta_rule(const ForwardArgs& a, const Exec& exec) {
   parallel_for(p.num_seqs * HV, resolve_num_threads(exec.num_threads), [&](int thread, int64_t task) {
     const int64_t n = task / HV;
     const int hv = static_cast<int>(task % HV), hk = hv / (HV / H);
-    // Work in the final row when there is one (in place when it is also the initial row),
-    // otherwise in the thread's state of the workspace.
+    // An fp32 pool: work in the final row when there is one (in place when it is also the initial
+    // row). Otherwise (no final row, or a bf16 / fp16 pool) in the thread's fp32 state of the
+    // workspace, converted from the initial row and rounded once into the final row at the end.
     const int64_t in_row = state_row(a.initial_state, n), out_row = state_row(a.final_state, n);
-    float* S = out_row >= 0 ? a.final_state.data + (out_row * HV + hv) * head_elems : scratch + thread * head_elems;
-    const float* init = in_row >= 0 ? a.initial_state.data + (in_row * HV + hv) * head_elems : nullptr;
-    if (init != S) {
-      for (int64_t i = 0; i < head_elems; ++i) S[i] = init ? init[i] : 0.0f;
+    const int64_t in_off = in_row >= 0 ? state_offset(a.initial_state, in_row, hv, HV, head_elems) : 0;
+    const int64_t out_off = out_row >= 0 ? state_offset(a.final_state, out_row, hv, HV, head_elems) : 0;
+    const bool in_pool = out_row >= 0 && p.state_dtype == DType::kFloat32;
+    float* S = in_pool ? static_cast<float*>(a.final_state.data) + out_off : scratch + thread * head_elems;
+    if (in_row < 0) {
+      for (int64_t i = 0; i < head_elems; ++i) S[i] = 0.0f;
+    } else if (!in_pool || a.initial_state.data != a.final_state.data || in_off != out_off) {
+      load_row(a.initial_state.data, in_off, p.state_dtype, static_cast<int>(head_elems), S);
     }
     float k[kMaxDim], q[kMaxDim], v[kMaxDim], o[kMaxDim];
     for (int64_t t = seqs.begin(n); t < seqs.end(n); ++t) {
@@ -96,6 +101,8 @@ void recurrent_gated_delta_rule(const ForwardArgs& a, const Exec& exec) {
         token_v_major(S, K, V, k, q, v, std::exp(g), beta, o);
       store_row(a.o.data, t * a.o.stride_token + hv * a.o.stride_head, p.dtype, V, o, p.scale);
     }
+    if (out_row >= 0 && !in_pool)
+      store_row(a.final_state.data, out_off, p.state_dtype, static_cast<int>(head_elems), S, 1.0f);
   });
 }
 

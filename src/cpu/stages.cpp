@@ -142,7 +142,7 @@ void chunk_fwd_h(const Problem& p, const StageBuffers& b, const Exec& exec) {
   int64_t* offsets = chunk_offsets(exec.workspace);
   fill_chunk_offsets(seqs, offsets);
   for_each_sequence_head(p, exec, [&](ChunkScratch& s, int64_t n, int hv) {
-    load_initial_state(b.initial_state, n, hv, HV, p.state_layout, K, V, s.S);
+    load_initial_state(b.initial_state, p.state_dtype, n, hv, HV, p.state_layout, K, V, s.S);
     float* w = s.X + 2 * C * K;
     int64_t chunk = offsets[n];
     for (int64_t t0 = seqs.begin(n); t0 < seqs.end(n); t0 += C, ++chunk) {
@@ -160,7 +160,9 @@ void chunk_fwd_h(const Problem& p, const StageBuffers& b, const Exec& exec) {
       chunk_state_update(s.S, s.kT, s.u, s.G, K, V, s.vd);
     }
     const int64_t out_row = state_row(b.final_state, n);
-    if (out_row >= 0) store_state(s.S, p.state_layout, K, V, b.final_state.data + (out_row * HV + hv) * head_elems);
+    if (out_row >= 0)
+      store_state(s.S, p.state_layout, K, V, b.final_state.data,
+                  state_offset(b.final_state, out_row, hv, HV, head_elems), p.state_dtype);
   });
 }
 

@@ -48,11 +48,13 @@ struct Case {
   DType dt = DType::kBFloat16;
   bool gate_in_dtype = false;
   bool l2 = true, fused = true, vmajor = false, pool = true, pad = false;
-  bool decode = false;       // recurrent_gated_delta_rule instead of the chunked forward
-  bool stages = false;       // run the stage API chain (no l2norm / fusion)
-  bool idx32 = false;        // int32 cu_seqlens and pool indices (else int64)
-  bool oob = false;          // also pool indices >= num_slots (read as zeros / not written)
-  bool fwd_o_after = false;  // the tensor-core forward with fwd_o after fwd_h (no overlap)
+  bool decode = false;          // recurrent_gated_delta_rule instead of the chunked forward
+  bool stages = false;          // run the stage API chain (no l2norm / fusion)
+  bool idx32 = false;           // int32 cu_seqlens and pool indices (else int64)
+  bool oob = false;             // also pool indices >= num_slots (read as zeros / not written)
+  bool fwd_o_after = false;     // the tensor-core forward with fwd_o after fwd_h (no overlap)
+  DType sdt = DType::kFloat32;  // the state pool's element type
+  int row_pad = 0;              // pool rows HV K V + row_pad elements apart
   double tol = 5e-3;
   float gscale = 1.f;
 };
@@ -73,8 +75,10 @@ struct BenchOptions {
 // names it in the output. fwd_o_after: the tensor-core forward with fwd_o after fwd_h (the A/B row
 // of the overlap).
 void bench_prefill(const tools::PrefillCase& c, const std::string& label, bool fwd_o_after, BenchOptions& o);
-// The decode step for N sequences (one token each) of the benchmark shape, against the copy rate.
-void bench_decode(int64_t N, bool vmajor, BenchOptions& o);
+// The decode step for N sequences (one token each) of the benchmark shape, against the copy rate,
+// on a state pool of `state_dtype` (GB/s counts the state bytes moved: one read and one write of
+// every state, in the pool's element size).
+void bench_decode(int64_t N, bool vmajor, DType state_dtype, BenchOptions& o);
 
 }  // namespace check
 }  // namespace gdn

@@ -47,7 +47,10 @@ __device__ __forceinline__ float warp_transpose_sum(float (&x)[32]) {
 // Not persistent: the whole state's loads are issued at the block's start; two blocks per SM
 // (4 warps: 219 registers K-major, 253 V-major) keep up to 128 KB of loads in flight, as
 // flash-linear-attention's one-warp programs do.
-template <int W, bool KMAJ>
+// TS: the pool's element type. A bf16 / fp16 pool moves half the bytes (a lane loads 8 bytes per
+// row instead of 16) and is converted to fp32 in registers; the state is rounded once, at the
+// store after the last token.
+template <int W, bool KMAJ, typename TS>
 __global__ void __launch_bounds__(W * 32, kRowsBlocksPerSm) decode_rows_kernel(DecodeArgs a) {
   constexpr int K = 128, V = 128, RW = K / W;
   static_assert(KMAJ || RW == 32, "V-major rows: 32 rows per warp (one per lane after the sums)");
@@ -65,15 +68,17 @@ __global__ void __launch_bounds__(W * 32, kRowsBlocksPerSm) decode_rows_kernel(D
 
   float4 s[RW];  // s[r]: row row0 + r, columns 4 lane..4 lane + 3 (row stride 128 = K = V in both layouts)
   {
-    const float* src = rin >= 0 ? a.init.data + (rin * a.HV + hv) * KV + row0 * V + 4 * lane : nullptr;
+    const TS* src =
+        rin >= 0 ? static_cast<const TS*>(a.init.data) + state_offset(a.init, rin, hv, a.HV, KV) + row0 * V + 4 * lane
+                 : nullptr;
 #pragma unroll
-    for (int r = 0; r < RW; ++r)
-      s[r] = src ? __ldcs(reinterpret_cast<const float4*>(src + r * V)) : make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int r = 0; r < RW; ++r) s[r] = src ? ld_state4(src + r * V) : make_float4(0.f, 0.f, 0.f, 0.f);
   }
-  float* out = rfin >= 0 ? a.fin.data + (rfin * a.HV + hv) * KV + row0 * V + 4 * lane : nullptr;
+  TS* out = rfin >= 0 ? static_cast<TS*>(a.fin.data) + state_offset(a.fin, rfin, hv, a.HV, KV) + row0 * V + 4 * lane
+                      : nullptr;
   auto store_state = [&]() {
 #pragma unroll
-    for (int r = 0; r < RW; ++r) __stcs(reinterpret_cast<float4*>(out + r * V), s[r]);
+    for (int r = 0; r < RW; ++r) st_state4(out + r * V, s[r]);
   };
   const Span span = span_checked(a, span_raw(a, n));
   if (span.b == span.e) {  // no tokens: the final state is the initial state

@@ -32,6 +32,11 @@
 // Sequences with no tokens copy their state through; pool rows outside [0, num_slots) read as
 // zeros (zero-filled tile) and are not written; cu_seqlens is clamped to [0, T] per sequence.
 // The state pools must be 16-byte aligned (float4 accesses).
+//
+// bf16 / fp16 pools (TS): the ring keeps fp32 tiles (a tile stays in the slot between the tokens
+// of a multi-token item and is rounded only when it leaves). A 16-bit tile is copied, 8 bytes a
+// lane per chunk, into the upper half of its slot, and expanded to fp32 in place once it has
+// arrived (expand_tile: fp32 chunk q overwrites only 16-bit chunks below q, already read).
 #pragma once
 
 #include <cstddef>
@@ -74,8 +79,9 @@ __device__ __forceinline__ Item item_of(int64_t j, int HV) {
   return it;
 }
 
-template <int K, int V, bool KMAJ>
+template <int K, int V, bool KMAJ, typename TS>
 __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(DecodeArgs a) {
+  constexpr bool kWide = std::is_same_v<TS, float>;  // fp32 pool: cp.async straight into the fp32 tile
   constexpr int W = tiles_warps(K), P = tiles_stages(K);
   static_assert(P >= 2, "a warp computes in one ring slot: at least one more must be in flight");
   // Distance (in items of this warp) of the tile copy that the loop starts next: the prologue
@@ -110,9 +116,14 @@ __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(De
   auto soff = [&](int pa, int pb) -> int {
     return KMAJ ? 128 * (4 * pa + pb) + 4 * lane : (8 * (lane / 8) + pb) * K + 32 * pa + 4 * (lane % 8);
   };
-  auto tile_of = [&](float* data, int64_t row, const Item& it) -> float* {
-    return data + (row * a.HV + it.hv) * KV + (KMAJ ? int64_t(it.v0) : int64_t(it.v0) * K);
+  // The tile's first element in pool s (of type TS).
+  auto tile_of = [&](const StateRef& s, int64_t row, const Item& it) -> TS* {
+    return static_cast<TS*>(s.data) + state_offset(s, row, it.hv, a.HV, KV) +
+           (KMAJ ? int64_t(it.v0) : int64_t(it.v0) * K);
   };
+  // A 16-bit tile's chunk c of this lane (4 elements, 8 bytes) while in flight: in the slot's upper
+  // half, 16-bit chunk 32 c + lane.
+  auto raw_of = [&](float* slot_base, int c) -> float* { return slot_base + TILE / 2 + 64 * c + 2 * lane; };
   // Starts the copy of item j's initial tile into ring slot `slot` (zeros when it has no row) and
   // closes one cp.async group (possibly empty: the group count stays one per item).
   auto issue = [&](int64_t j, int slot, int64_t raw_row) {
@@ -120,12 +131,22 @@ __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(De
       float* dst = ring + slot * TILE + 4 * lane;
       const int64_t row = row_checked(a.init, raw_row);
       if (row >= 0) {
-        const float* src = tile_of(a.init.data, row, item_of<SL>(j, a.HV));
+        const TS* src = tile_of(a.init, row, item_of<SL>(j, a.HV));
 #pragma unroll 8
-        for (int c = 0; c < CH; ++c) cp_async16(dst + 128 * c, src + goff(c), 16);
+        for (int c = 0; c < CH; ++c) {
+          if constexpr (kWide)
+            cp_async16(dst + 128 * c, src + goff(c), 16);
+          else
+            cp_async8(raw_of(ring + slot * TILE, c), src + goff(c), 8);
+        }
       } else {
 #pragma unroll 8
-        for (int c = 0; c < CH; ++c) *reinterpret_cast<float4*>(dst + 128 * c) = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int c = 0; c < CH; ++c) {
+          if constexpr (kWide)
+            *reinterpret_cast<float4*>(dst + 128 * c) = make_float4(0.f, 0.f, 0.f, 0.f);
+          else
+            *reinterpret_cast<uint2*>(raw_of(ring + slot * TILE, c)) = make_uint2(0u, 0u);
+        }
       }
     }
     cp_async_commit();
@@ -170,17 +191,36 @@ __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(De
     __syncwarp();            // and the chunks that other lanes copied are visible to this lane
 
     float* tile = ring + slot * TILE;
+    if constexpr (!kWide) {
+      // Expand the 16-bit tile to fp32 in place, 8 chunks per lane at a time: all of a group's
+      // 16-bit chunks are read (into registers) before any of its fp32 chunks is written, and a
+      // write of fp32 chunk q lands on 16-bit chunks 2 q - TILE / 4 (+1) < q, read in this or an
+      // earlier group; later groups' chunks are above every q written so far.
+      constexpr int G = 8;
+      static_assert(CH % G == 0, "whole groups of chunks");
+#pragma unroll 1
+      for (int c0 = 0; c0 < CH; c0 += G) {
+        uint2 raw[G];
+#pragma unroll
+        for (int g = 0; g < G; ++g) raw[g] = *reinterpret_cast<const uint2*>(raw_of(tile, c0 + g));
+        __syncwarp();
+#pragma unroll
+        for (int g = 0; g < G; ++g)
+          *reinterpret_cast<float4*>(tile + 128 * (c0 + g) + 4 * lane) = state4_to_f<TS>(raw[g]);
+        __syncwarp();
+      }
+    }
     // Piece (a, b) of the tile, read and written back between tokens.
     auto ld = [&](int pa, int pb) -> float4 { return *reinterpret_cast<const float4*>(tile + soff(pa, pb)); };
     auto st = [&](int pa, int pb, float4 r) { *reinterpret_cast<float4*>(tile + soff(pa, pb)) = r; };
     const Span span = span_checked(a, span_cur);
     const int64_t fin_row = row_checked(a.fin, fin_raw);
-    float* out = fin_row >= 0 ? tile_of(a.fin.data, fin_row, it) : nullptr;
+    TS* out = fin_row >= 0 ? tile_of(a.fin, fin_row, it) : nullptr;
     if (span.b == span.e) {  // no tokens: the final state is the initial state
       if (out) {
 #pragma unroll 8
         for (int c = 0; c < CH; ++c)
-          __stcs(reinterpret_cast<float4*>(out + goff(c)), *reinterpret_cast<const float4*>(tile + 128 * c + 4 * lane));
+          st_state4(out + goff(c), *reinterpret_cast<const float4*>(tile + 128 * c + 4 * lane));
       }
     } else {
       Tok<K> x = tok_cur;
@@ -276,7 +316,7 @@ __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(De
                 const float4 r = make_float4(fmaf(kk[e], vp[0], s.x * decay), fmaf(kk[e], vp[1], s.y * decay),
                                              fmaf(kk[e], vp[2], s.z * decay), fmaf(kk[e], vp[3], s.w * decay));
                 if constexpr (decltype(to_global)::value)
-                  __stcs(reinterpret_cast<float4*>(out + goff(4 * u + e)), r);
+                  st_state4(out + goff(4 * u + e), r);
                 else
                   st(u, e, r);
               }
@@ -336,8 +376,7 @@ __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(De
                 const float4 r = make_float4(fmaf(k4.x, vp[i], s.x * decay), fmaf(k4.y, vp[i], s.y * decay),
                                              fmaf(k4.z, vp[i], s.z * decay), fmaf(k4.w, vp[i], s.w * decay));
                 if constexpr (decltype(to_global)::value)
-                  __stcs(reinterpret_cast<float4*>(out + soff(jj, i)),
-                         r);  // same offset in the tile and in global memory
+                  st_state4(out + soff(jj, i), r);  // same offset in the tile and in global memory
                 else
                   st(jj, i, r);
               }
