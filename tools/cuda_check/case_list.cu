@@ -170,8 +170,7 @@ std::vector<Case> correctness_cases(bool quick) {
       cases.push_back(c);
       // The same on bf16 / fp16 pools with padded rows (the decode kernels' 16-bit paths).
       for (DType sdt : {DType::kBFloat16, DType::kFloat16}) {
-        c.name =
-            std::string("decode pool ") + dtype_name(sdt) + " " + std::to_string(kd) + (vm ? " vmajor" : " kmajor");
+        c.name = std::string("decode pool ") + dtype_str(sdt) + " " + std::to_string(kd) + (vm ? " vmajor" : " kmajor");
         c.sdt = sdt;
         c.row_pad = 8;
         cases.push_back(c);
@@ -182,7 +181,7 @@ std::vector<Case> correctness_cases(bool quick) {
   for (DType sdt : {DType::kBFloat16, DType::kFloat16})
     for (int kd : {64, 128}) {
       Case c;
-      c.name = std::string("prefill pool ") + dtype_name(sdt) + " " + std::to_string(kd);
+      c.name = std::string("prefill pool ") + dtype_str(sdt) + " " + std::to_string(kd);
       c.lens = {70, 1, 0, 200};
       c.K = c.V = kd;
       c.sdt = sdt;

@@ -34,6 +34,11 @@ namespace check {
 // ---- device_io.cu ----------------------------------------------------------------------------
 // x rounded to the storage dtype (the value the device will read).
 float round_to(DType dtype, float x);
+// The dtype's name and element size (the tool links the CUDA backend alone, not gdn::dtype_name).
+inline const char* dtype_str(DType d) {
+  return d == DType::kFloat32 ? "float32" : d == DType::kFloat16 ? "float16" : "bfloat16";
+}
+inline size_t dtype_bytes(DType d) { return d == DType::kFloat32 ? 4 : 2; }
 // rows x row_len host floats as dtype on the device, rows `stride` elements apart (the gaps zero).
 void* upload(const std::vector<float>& x, DType dtype, int64_t rows, int64_t row_len, int64_t stride);
 std::vector<float> download(const void* device, DType dtype, int64_t rows, int64_t row_len, int64_t stride);

@@ -199,7 +199,7 @@ void bench_decode(int64_t N, bool vmajor, DType state_dtype, BenchOptions& o) {
   in.p.state_layout = vmajor ? StateLayout::kVMajor : StateLayout::kKMajor;
   in.p.state_dtype = state_dtype;
   const int64_t slots = 2 * N;
-  const size_t es = dtype_size(state_dtype);
+  const size_t es = dtype_bytes(state_dtype);
   const size_t sbytes = size_t(slots) * kBHV * kBK * kBV * es;
   void* S;
   CK(cudaMalloc(&S, sbytes));
@@ -224,7 +224,7 @@ void bench_decode(int64_t N, bool vmajor, DType state_dtype, BenchOptions& o) {
       median_ms(in.st, 20, [&] { CK(cudaMemcpyAsync(c1, c0, bytes / 2, cudaMemcpyDeviceToDevice, in.st)); });
   const double gbps = bytes / (med * 1e6), cbps = bytes / (copy_ms * 1e6);
   const char* layout = vmajor ? "vmajor" : "kmajor";
-  const char* sname = dtype_name(state_dtype);
+  const char* sname = dtype_str(state_dtype);
   std::printf("decode N=%-5lld %s %-8s %.4f ms  %.0f GB/s  copy %.0f GB/s  (%.0f%%)\n", (long long)N, layout, sname,
               med, gbps, cbps, 100 * gbps / cbps);
   char fields[320];
