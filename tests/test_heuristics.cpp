@@ -48,10 +48,26 @@ TEST(Heuristics, TensorParallelSlicesSplit) {
   EXPECT_EQ(64, tp4.split_chunks_per_part);
   EXPECT_EQ(8, tp4.split_max_parts);
   EXPECT_EQ(4, tp4.fwd_h_stages);
-  EXPECT_TRUE(tp4.overlap_o);
+  EXPECT_TRUE(tp4.fuse_o);  // 128 chain blocks: o in the chain
+  EXPECT_FALSE(tp4.overlap_o);
   const auto tp8 = cuda::chunk_forward_heuristics(problem(2, 4, 32768, 1), h200());
   EXPECT_EQ(32, tp8.split_chunks_per_part);
   EXPECT_EQ(16, tp8.split_max_parts);
+  EXPECT_TRUE(tp8.fuse_o);
+}
+
+TEST(Heuristics, FusedOOnlyWhereFwdOCannotOverlap) {
+  // (SMs / 2, SMs] chain blocks: fused. Fewer: fwd_o overlaps on idle SMs. More: two waves.
+  const auto tp4_8x4k = cuda::chunk_forward_heuristics(problem(4, 8, 32768, 8), h200());
+  EXPECT_TRUE(tp4_8x4k.fuse_o);
+  EXPECT_FALSE(tp4_8x4k.overlap_o);
+  const auto one_4k = cuda::chunk_forward_heuristics(problem(16, 32, 4096, 1), h200());
+  EXPECT_FALSE(one_4k.fuse_o);
+  EXPECT_TRUE(one_4k.overlap_o);
+  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(16, 32, 32768, 4), h200()).fuse_o);
+  EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(4, 8, 131072, 1), h200()).fuse_o);      // 8 parts: 128 blocks
+  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(4, 8, 65536, 16), h200()).fuse_o);     // 256 blocks
+  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(2, 4, 32768, 8, 64), h200()).fuse_o);  // D = 64
 }
 
 TEST(Heuristics, PartsOfTheSplitTestCases) {

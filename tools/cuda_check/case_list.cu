@@ -284,6 +284,17 @@ std::vector<Case> correctness_cases(bool quick) {
     c.fwd_o_after = true;
     cases.push_back(c);
   }
+  // Every tensor-core case of D = 128 again with o computed in the chain (cfg.fuse_o).
+  const size_t listed = cases.size();
+  for (size_t i = 0; i < listed; ++i) {
+    const Case& base = cases[i];
+    if (base.decode || base.stages || base.fwd_o_after || base.K != 128 || base.V != 128 || base.dt == DType::kFloat32)
+      continue;
+    Case c = base;
+    c.name += " fused";
+    c.fuse_o = true;
+    cases.push_back(c);
+  }
   return cases;
 }
 

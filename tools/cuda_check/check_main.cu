@@ -20,7 +20,7 @@ const char* kUsage =
     "  --bench      time the prefill cases (CUDA graphs, median of 20) and the decode step\n"
     "  --no-check   no correctness cases (timings only)\n"
     "  --profile    with --bench: also the phases of the tensor-core forward (plan, pack, prep, h, o)\n"
-    "  --case NAME  with --bench: time that prefill case only (e.g. under ncu); NAME/seq: its A/B row\n"
+    "  --case NAME  with --bench: time that prefill case only (e.g. under ncu); NAME/seq, NAME/fused: its A/B rows\n"
     "  --json FILE  with --bench: the timings as a JSON array\n";
 
 int usage_error(const std::string& what) {
@@ -61,12 +61,10 @@ int main(int argc, char** argv) {
   auto find_case = [&](const std::string& name) {
     return std::find_if(prefill.begin(), prefill.end(), [&](const tools::PrefillCase& c) { return c.name == name; });
   };
-  // --case NAME or NAME/seq (the A/B row).
-  const std::string seq_suffix = "/seq";
-  const bool seq_row = only_case.size() > seq_suffix.size() &&
-                       only_case.compare(only_case.size() - seq_suffix.size(), seq_suffix.size(), seq_suffix) == 0;
-  if (!only_case.empty() &&
-      find_case(seq_row ? only_case.substr(0, only_case.size() - seq_suffix.size()) : only_case) == prefill.end())
+  // --case NAME, NAME/seq or NAME/fused (the A/B rows).
+  const std::string seq_suffix = "/seq", fused_suffix = "/fused";
+  auto base_name = [](const std::string& label) { return label.substr(0, label.find('/')); };
+  if (!only_case.empty() && find_case(base_name(only_case)) == prefill.end())
     return usage_error("--case " + only_case + ": no such prefill case (tools/cases.h)");
   auto timed = [&](const std::string& label) { return only_case.empty() || only_case == label; };
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach a pipe even if the run is cut short
@@ -96,10 +94,14 @@ int main(int argc, char** argv) {
       // (and 4x8k, where they do not: the two rows must agree).
       for (const char* name : {"1x4k", "1x32k", "4x8k"}) {
         const auto c = find_case(name);
-        if (c != prefill.end() && timed(c->name + seq_suffix)) check::bench_prefill(*c, c->name + seq_suffix, true, bo);
+        if (c != prefill.end() && timed(c->name + seq_suffix))
+          check::bench_prefill(*c, c->name + seq_suffix, check::PrefillVariant::kOAfter, bo);
       }
-      for (const tools::PrefillCase& c : prefill)
-        if (timed(c.name)) check::bench_prefill(c, c.name, false, bo);
+      for (const tools::PrefillCase& c : prefill) {
+        if (timed(c.name)) check::bench_prefill(c, c.name, check::PrefillVariant::kDefault, bo);
+        if (timed(c.name + fused_suffix))  // o computed in the chain (cfg.fuse_o), beside the default
+          check::bench_prefill(c, c.name + fused_suffix, check::PrefillVariant::kFusedO, bo);
+      }
     }
     if (only_case.empty())
       for (int64_t n : {1, 64, 256, 1024, 4096})

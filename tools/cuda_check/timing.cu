@@ -145,7 +145,7 @@ void print_phases(const std::string& label, const ForwardArgs& f, const Exec& ex
 
 }  // namespace
 
-void bench_prefill(const tools::PrefillCase& c, const std::string& label, bool fwd_o_after, BenchOptions& o) {
+void bench_prefill(const tools::PrefillCase& c, const std::string& label, PrefillVariant variant, BenchOptions& o) {
   const std::vector<int64_t>& lens = c.lens;
   const int64_t N = lens.size(), HV = c.HV;
   std::vector<int64_t> cu(N + 1, 0);
@@ -172,11 +172,13 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, bool f
   ex.stream = in.st;
   ex.workspace = ws;
   ex.workspace_bytes = wsz;
-  // The library's choices, or (fwd_o_after) the same with fwd_o after fwd_h: an explicit config.
+  // The library's choices, or the variant's explicit config.
   cuda::ChunkForwardConfig cfg = cuda::chunk_forward_heuristics(in.p, cuda::device_props());
-  if (fwd_o_after) cfg.overlap_o = false;
+  const bool explicit_cfg = variant != PrefillVariant::kDefault;
+  if (explicit_cfg) cfg.overlap_o = false;
+  if (variant == PrefillVariant::kFusedO) cfg.fuse_o = true;
   const float med = graph_median_ms(in.st, 20, [&] {
-    if (fwd_o_after)
+    if (explicit_cfg)
       cuda::fast_forward(f, ex, cfg);
     else
       cuda::chunk_gated_delta_rule(f, ex);

@@ -17,9 +17,13 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
   float* rk = c.take<float>(T * H);
   __nv_bfloat16* w = c.take<__nv_bfloat16>(T * HV * D);
   __nv_bfloat16* u = c.take<__nv_bfloat16>(T * HV * D);
-  __nv_bfloat16* v_new = c.take<__nv_bfloat16>(T * HV * D);
-  __nv_bfloat16* h = c.take<__nv_bfloat16>(mc * HV * D * D);
-  int* ready = c.take<int>(mc * HV);
+  // The per-chunk hand-off to fwd_o (none when the chain computes o itself).
+  const bool to_fwd_o = !cfg.fuse_o;
+  // v_new: token rows (D = 64) or one 64-row image per chunk and slice (D = 128, fwd_v_image).
+  const int64_t v_rows = D == 128 ? mc * kChunkSize : T;
+  __nv_bfloat16* v_new = c.take<__nv_bfloat16>(to_fwd_o ? v_rows * HV * D : 0);
+  __nv_bfloat16* h = c.take<__nv_bfloat16>(to_fwd_o ? mc * HV * D * D : 0);
+  int* ready = c.take<int>(to_fwd_o ? mc * HV : 0);
   // The split's part states and summaries (split.cuh): [N, P_max, HV, D, D] fp32 each.
   const int64_t part_elems = cfg.split_chunks_per_part > 0 ? p.num_seqs * cfg.split_max_parts * HV * D * D : 0;
   float* part_state = c.take<float>(part_elems);
@@ -72,6 +76,9 @@ void check_config(const Problem& p, const ChunkForwardConfig& cfg) {
                 "; got fwd_h_slice_width = " + std::to_string(w) + ", fwd_h_stages = " + std::to_string(st));
   if (cfg.overlap_o && !wgmma)
     throw Error("fast_forward: overlap_o needs the wgmma fwd_h (D = 128), which signals fwd_o; D = 64 runs it after");
+  if (cfg.fuse_o && (!wgmma || cfg.overlap_o))
+    throw Error(
+        "fast_forward: fuse_o needs the wgmma chain (D = 128) and overlap_o off (there is no fwd_o to overlap)");
   if (cfg.split_chunks_per_part < 0 || (cfg.split_chunks_per_part > 0 && !wgmma))
     throw Error("fast_forward: split_chunks_per_part must be 0, or positive with the wgmma fwd_h (D = 128); got " +
                 std::to_string(cfg.split_chunks_per_part));
@@ -132,7 +139,7 @@ void fast_forward(const ForwardArgs& f, const Exec& exec, const ChunkForwardConf
     convert_rows(p.dtype, DType::kBFloat16, f.k.data, f.k.stride_token, f.k.stride_head,
                  const_cast<__nv_bfloat16*>(b.k), int64_t(H) * D, D, T, H, D, false, s);
   }
-  if (!cfg.overlap_o) b.ready = nullptr;
+  if (!cfg.overlap_o || cfg.fuse_o) b.ready = nullptr;
   mark(phases, 2, s);
   if (D == 128) {
     launch_fwd_prep<128>(b, f, s);
@@ -141,9 +148,9 @@ void fast_forward(const ForwardArgs& f, const Exec& exec, const ChunkForwardConf
       launch_fwd_h_wgmma_summary(b, sp, f, cfg, s);
       launch_split_scan(b.pl, sp, p.num_seqs, b.HV, s);
     }
-    launch_fwd_h_wgmma(b, sp, f, cfg, s);
+    launch_fwd_h_wgmma(b, sp, f, cfg, s);  // with cfg.fuse_o: o too
     mark(phases, 4, s);
-    launch_fwd_o<128>(b, f, s);
+    if (!cfg.fuse_o) launch_fwd_o<128>(b, f, s);
   } else {
     launch_fwd_prep<64>(b, f, s);
     mark(phases, 3, s);

@@ -47,8 +47,9 @@ struct FastBufs {
   double* Gt;            // [HV, T] chunk-local cumsum (fp64), head-major (contiguous per chunk)
   __nv_bfloat16* w;      // [T, HV, D]
   __nv_bfloat16* u;      // [T, HV, D]
-  __nv_bfloat16* v_new;  // [T, HV, D]
-  __nv_bfloat16* h;      // [max_chunks, HV, D, D] state at each chunk start, K-major
+  __nv_bfloat16* v_new;  // D = 64: [T, HV, D]; D = 128: images [max_chunks, HV, 2, 64, 64] (fwd_v_image)
+  __nv_bfloat16* h;      // D = 64: [max_chunks, HV, D, D] state at each chunk start, K-major;
+                         // D = 128: images [max_chunks, HV, 2, 128, 64] (fwd_h_image)
   // Chunk-level hand-off from fwd_h to fwd_o, which then run at the same time (fwd_o launched
   // with programmatic dependent launch): ready[gc * HV + hv] counts the V slices of (chunk gc, head
   // hv) whose h and v_new fwd_h has stored; fwd_o's block waits for ready_count. fwd_prep zeroes
@@ -56,6 +57,18 @@ struct FastBufs {
   int* ready;  // [max_chunks, HV]
   int ready_count;
 };
+
+// D = 128 (the wgmma chain): h_c and v_new leave the chain as images of its shared-memory staging,
+// one per (chunk gc, value head hv, 64-wide V slice sl): h_c's [128 kk][64 vv] (16 KB) and
+// v_new's [64 tokens][64 vv] (8 KB, rows past the chunk's end zero), both in 128-byte rows with the
+// 128-byte swizzle (16-byte piece ch of row r at byte sw128(r, ch)). fwd_o un-swizzles on load.
+// Offsets in elements of b.h ([max_chunks, HV, 2, 128, 64]) and b.v_new ([max_chunks, HV, 2, 64, 64]).
+GDN_HOST_DEVICE inline int64_t fwd_h_image(int64_t gc, int hv, int sl, int HV) {
+  return ((gc * HV + hv) * 2 + sl) * (128 * 64);
+}
+GDN_HOST_DEVICE inline int64_t fwd_v_image(int64_t gc, int hv, int sl, int HV) {
+  return ((gc * HV + hv) * 2 + sl) * (kChunkSize * 64);
+}
 
 template <int D>
 void launch_fwd_prep(const FastBufs& b, const ForwardArgs& f, cudaStream_t s);

@@ -1,16 +1,18 @@
 // fwd_h on Hopper warpgroup MMA (wgmma, sm_90a): the sequential part of the chunked forward for
 // D = K = V = 128, chunk C = 64 (fast_forward's fwd_h for D = 128; D = 64 runs on mma.sync).
+// Three modes (ChainMode below): h and v_new stored for fwd_o (described here), the split's summary
+// pass, and fused o (a second warpgroup computes o from the h and v staging: chain_o.cuh).
 //
 // One block = one warpgroup (4 warps, 128 threads) per (sequence n, value head hv, 64-wide slice
 // v0 of V). The fp32 state slice lives TRANSPOSED in registers as a wgmma accumulator,
 //   S^T [64 (vv) x 128 (kk)]  (m64n128: 64 floats per thread),
 // and per chunk (rows i < len of tokens t0 .. t0 + len - 1):
-//   h_c       = S                                  -> b.h [gc][hv][kk][v0 + vv]   (bf16, K-major)
+//   h_c       = S                                  -> b.h image [gc][hv][slice]   (bf16 [kk][vv])
 //   v_new^T   = u^T - S^T w^T                      wgmma m64n64k16 x 8 (k = kk):
 //               A = bf16(S^T) from registers (accumulator -> A fragment: same lanes, no shuffles),
 //               B = w [token][kk] in shared memory (K-major B), scale-a = -1, accumulator
 //               initialised with u^T (ldmatrix.trans of the u tile)
-//                                                  -> b.v_new [t][hv][v0 + vv]     (bf16)
+//                                                  -> b.v_new image [gc][hv][slice] (bf16 [t][vv])
 //   S^T       = exp(G_last) S^T + vs^T k           wgmma m64n128k16 x 4 (k = tokens):
 //               A = vs^T = bf16(v_new^T diag(exp(G_last - G_i) r_i)) from the v_new^T
 //               accumulators, B = k [token][kk] in shared memory read MN-major (trans-b)
@@ -46,6 +48,7 @@
 // After B1 of chunk c + 1 (and after the loop for the last chunk) one thread adds 1 to
 // b.ready[chunk c][hv] (release): fwd_o, launched as a programmatic dependent of this kernel, reads
 // chunk c's h and v_new as soon as both slices have signalled, while later chunks are computed.
+#include "cuda/chunk/chain_o.cuh"
 #include "cuda/chunk/fwd_fast.cuh"
 
 namespace gdn {
@@ -56,13 +59,32 @@ constexpr int kC = kChunkSize;  // 64 tokens per chunk
 constexpr int kD = 128;         // head dim (K = V)
 constexpr int kBV = 64;         // V slice per block (the wgmma M)
 
+// What the chain kernel does besides carrying the state:
+//   kStore:   stores h_c and v_new per chunk for fwd_o and signals b.ready (fwd_o overlaps);
+//   kStoreBulk: the same stores, without b.ready (fwd_o runs after this kernel), each chunk's
+//             h and v_new staging leaving by one bulk copy (TMA) issued by thread 0 instead of
+//             every thread's 16-byte loads and stores (12 pairs per thread and chunk);
+//   kSummary: the split's summary pass (below); stores nothing per chunk;
+//   kFusedO:  a second warpgroup computes o on chip (chain_o.cuh); nothing per chunk goes to
+//             global memory but o, and fwd_o does not run.
+enum class ChainMode { kStore, kStoreBulk, kSummary, kFusedO };
+
+// kFusedO's additions: the q ring beside w and k, and the o staging (kChainOStride-element rows).
+template <int ST, bool kFused>
+struct WgFusedSmem {
+  __nv_bfloat16 q[ST][kC * kD];               // 16 KB per stage, SW128 like w and k
+  __nv_bfloat16 o_stage[kC * kChainOStride];  // 9 KB (bf16 or fp16 o)
+};
 template <int ST>
-struct WgSmem {
-  __nv_bfloat16 w[ST][kC * kD];  // 16 KB per stage, 1024-aligned (the block base is)
+struct WgFusedSmem<ST, false> {};
+
+template <int ST, bool kFused>
+struct WgSmem : WgFusedSmem<ST, kFused> {  // (an empty base takes no space: w stays at offset 0)
+  __nv_bfloat16 w[ST][kC * kD];            // 16 KB per stage, 1024-aligned (the block base is)
   __nv_bfloat16 k[ST][kC * kD];
   __nv_bfloat16 u[ST][kC * kBV];  // 8 KB per stage
   __nv_bfloat16 h[kD * kBV];      // 16 KB
-  __nv_bfloat16 v[kC * kBV];      // 8 KB
+  __nv_bfloat16 v[1][kC * kBV];   // 8 KB
   double G[ST][kC];
   float rk[ST][kC];
 };
@@ -78,14 +100,16 @@ __device__ __forceinline__ float bf_hi(uint32_t x) { return __uint_as_float(x & 
 // Otherwise blocks of (sequence, part, head, slice of V), each part from its exact initial state
 // (the pool row for part 0, S_p of the scan for the others); the last part writes the final state.
 // Without a split every sequence is one part.
-template <int ST, bool kSummary>
-__global__ void __launch_bounds__(128, 1)
-    chunk_fwd_h_wgmma_kernel(FastBufs b, SplitBufs sp, StateRef init, StateRef fin, bool kmajor) {
+template <int ST, ChainMode kMode, typename TO>
+__global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
+    chunk_fwd_h_wgmma_kernel(FastBufs b, SplitBufs sp, StateRef init, StateRef fin, bool kmajor, OutRef out) {
+  constexpr bool kSummary = kMode == ChainMode::kSummary, kFused = kMode == ChainMode::kFusedO;
+  constexpr bool kBulk = kMode == ChainMode::kStoreBulk, kStores = kMode == ChainMode::kStore || kBulk;
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __trap();  // wgmma needs sm_90a; the library is built for it only
 #else
   extern __shared__ __align__(16) char smem_raw[];
-  using Sm = WgSmem<ST>;
+  using Sm = WgSmem<ST, kFused>;
   // wgmma's swizzle atoms must sit on 1024-byte boundaries: align the block's base at run time
   // (1 KB slack; not __align__(1024), which would let the compiler drop this on trust).
   Sm& sm = *reinterpret_cast<Sm*>(smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u));
@@ -117,6 +141,17 @@ __global__ void __launch_bounds__(128, 1)
   const int lrow = 8 * ((lane / 8) / 2) + lane % 8, lch = 2 * warp + (lane / 8) % 2;
   const int64_t DD = int64_t(kD) * kD;
 
+  // The part's chunks: [part Q, (part + 1) Q) of the sequence's, the last part up to its end.
+  const int64_t cb = part * sp.chunks_per_part;
+  const int64_t c0 = sc.c0 + cb, nch = (part == parts - 1 ? sc.count : cb + sp.chunks_per_part) - cb;
+  const int64_t tb = sc.tb + cb * kC, te = sc.te;
+  if constexpr (kFused) {
+    if (threadIdx.x >= 128) {  // the o warpgroup; the rest of this kernel is the chain's
+      chain_o_warpgroup<TO, ST>(sm, b, out, tb, te, nch, v0, hv);
+      return;
+    }
+  }
+
   // S^T accumulator: st[4 j + 2 hh + e] = S[kk = 8 j + 2 t + e][vv = v0 + 16 warp + g + 8 hh], j < 16.
   // The part's initial state: the pool row (part 0), the scan's S_p (K-major, later parts of the
   // full pass), zero (B_p) or the identity (M_p).
@@ -144,11 +179,6 @@ __global__ void __launch_bounds__(128, 1)
         }
   }
 
-  // The part's chunks: [part Q, (part + 1) Q) of the sequence's, the last part up to its end.
-  const int64_t cb = part * sp.chunks_per_part;
-  const int64_t c0 = sc.c0 + cb, nch = (part == parts - 1 ? sc.count : cb + sp.chunks_per_part) - cb;
-  const int64_t tb = sc.tb + cb * kC, te = sc.te;
-
   // Chunk c's w, k (rows of 16 chunks of 16 bytes), u (this slice: 8 chunks per row), G, rk.
   auto prefetch = [&](int64_t c, int s) {
     const int64_t t0 = tb + c * kC;
@@ -162,6 +192,8 @@ __global__ void __launch_bounds__(128, 1)
       const uint32_t off = (ch / 8) * (kC * 128) + sw128(r, ch % 8);
       cp_async16(ws + off, b.w + (tt * HV + hv) * kD + ch * 8, ok ? 16 : 0);
       cp_async16(ks + off, b.k + tt * b.k_st + hk * b.k_sh + ch * 8, ok ? 16 : 0);
+      if constexpr (kFused)  // q for the o warpgroup, in the same layout
+        cp_async16(smem_u32(sm.q[s]) + off, b.q + tt * b.q_st + hk * b.q_sh + ch * 8, ok ? 16 : 0);
     }
     if (!transition) {
 #pragma unroll
@@ -216,8 +248,9 @@ __global__ void __launch_bounds__(128, 1)
     wgmma_wait<0>();
     cp_async_wait<ST - 2>();
     fence_proxy_async();  // this thread's landed cp.async writes -> visible to wgmma (async proxy)
-    __syncthreads();      // B1: chunk c complete for all; h staging holds h_c; stage (c - 1) % ST free
-    if (!kSummary && c > 0 && tid == 0 && b.ready)
+    if (kBulk && tid == 0) bulk_wait_read<0>();  // v_new_{c-1}'s staging read: rewritten after B1
+    __syncthreads();  // B1: chunk c complete for all; h staging holds h_c; stage (c - 1) % ST free
+    if (kMode == ChainMode::kStore && c > 0 && tid == 0 && b.ready)
       signal_release(b.ready + (gc - 1) * HV + hv);  // h, v_new of c - 1 stored
 
     // acc = u^T: acc[4 j + 2 hh + e] = u[token 8 j + 2 t + e][v0 + 16 warp + g + 8 hh], j < 8.
@@ -280,15 +313,17 @@ __global__ void __launch_bounds__(128, 1)
     const float dl = __expf(float(g_last));
 #pragma unroll
     for (int i = 0; i < 64; ++i) st[i] *= dl;
-    // h_c -> workspace (K-major [kk][vv], 16-byte pieces), then the next prefetch.
-    if (!kSummary) {
-      __nv_bfloat16* hg = b.h + (gc * HV + hv) * DD + v0;
-      const char* hs = reinterpret_cast<const char*>(sm.h);
-#pragma unroll
-      for (int it = 0; it < kD * kBV / 8 / 128; ++it) {
-        const int p = tid + 128 * it, kk = p / 8, ch = p % 8;
-        *reinterpret_cast<uint4*>(hg + int64_t(kk) * kD + ch * 8) = *reinterpret_cast<const uint4*>(hs + sw128(kk, ch));
+    // h_c -> workspace: the staging's image (fwd_h_image), then the next prefetch.
+    if constexpr (kBulk) {
+      if (tid == 0) {
+        bulk_store(b.h + fwd_h_image(gc, hv, v0 / kBV, HV), smem_u32(sm.h), kD * kBV * 2);
+        bulk_commit();
       }
+    } else if constexpr (kStores) {
+      uint4* hg = reinterpret_cast<uint4*>(b.h + fwd_h_image(gc, hv, v0 / kBV, HV));
+      const uint4* hs = reinterpret_cast<const uint4*>(sm.h);
+#pragma unroll
+      for (int it = 0; it < kD * kBV / 8 / 128; ++it) hg[tid + 128 * it] = hs[tid + 128 * it];
     }
     {
       const int64_t cn = c + ST - 1;
@@ -327,7 +362,7 @@ __global__ void __launch_bounds__(128, 1)
     // v_new (bf16, as stored) -> v staging [token][vv], while the update runs (the summary pass
     // stores no v_new).
     if (!kSummary) {
-      const uint32_t vs = smem_u32(sm.v);
+      const uint32_t vs = smem_u32(sm.v[0]);
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         uint32_t vn[4];
@@ -336,16 +371,21 @@ __global__ void __launch_bounds__(128, 1)
         stsm_x4_t(vs + sw128(16 * ks + lrow, lch), vn[0], vn[1], vn[2], vn[3]);
       }
     }
+    if constexpr (kFused || kBulk) fence_proxy_async();  // the v staging -> wgmma of the o warpgroup / TMA
+    // (kBulk: the h staging's bulk read is done before B2: stage_state rewrites it after B2.)
+    if (kBulk && tid == 0) bulk_wait_read<0>();
     __syncthreads();  // B2: v staging complete; every thread's reads of the h staging done
-    if (!kSummary) {
-      const char* vsp = reinterpret_cast<const char*>(sm.v);
-#pragma unroll
-      for (int it = 0; it < kC * kBV / 8 / 128; ++it) {
-        const int p = tid + 128 * it, i = p / 8, ch = p % 8;
-        if (i < len)
-          *reinterpret_cast<uint4*>(b.v_new + ((t0 + i) * HV + hv) * kD + v0 + ch * 8) =
-              *reinterpret_cast<const uint4*>(vsp + sw128(i, ch));
+    // v_new (rows past len: zeros) -> workspace: the staging's image (fwd_v_image).
+    if constexpr (kBulk) {
+      if (tid == 0) {
+        bulk_store(b.v_new + fwd_v_image(gc, hv, v0 / kBV, HV), smem_u32(sm.v[0]), kC * kBV * 2);
+        bulk_commit();
       }
+    } else if constexpr (kStores) {
+      uint4* vg = reinterpret_cast<uint4*>(b.v_new + fwd_v_image(gc, hv, v0 / kBV, HV));
+      const uint4* vsp = reinterpret_cast<const uint4*>(sm.v[0]);
+#pragma unroll
+      for (int it = 0; it < kC * kBV / 8 / 128; ++it) vg[tid + 128 * it] = vsp[tid + 128 * it];
     }
     wgmma_wait<0>();
 #pragma unroll
@@ -354,7 +394,8 @@ __global__ void __launch_bounds__(128, 1)
     if (++s == ST) s = 0;
   }
   cp_async_wait<0>();
-  if (!kSummary && nch > 0 && b.ready) {
+  if (kBulk && tid == 0) bulk_wait<0>();  // the staging stays allocated until the copies are done
+  if (kMode == ChainMode::kStore && nch > 0 && b.ready) {
     __syncthreads();  // the last chunk's v_new stores
     if (tid == 0) signal_release(b.ready + (c0 + nch - 1) * HV + hv);
   }
@@ -387,34 +428,55 @@ __global__ void __launch_bounds__(128, 1)
 #endif
 }
 
-template <int ST, bool kSummary>
+template <int ST, ChainMode kMode, typename TO = __nv_bfloat16>
 void launch_wg(const FastBufs& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s) {
-  const size_t smem = sizeof(WgSmem<ST>) + 1024;  // + alignment slack
-  const int64_t blocks = f.problem.num_seqs * sp.max_parts * b.HV * (kSummary ? 4 : 2);
-  auto k = chunk_fwd_h_wgmma_kernel<ST, kSummary>;
+  constexpr bool kFused = kMode == ChainMode::kFusedO;
+  const size_t smem = sizeof(WgSmem<ST, kFused>) + 1024;  // + alignment slack
+  const int64_t blocks = f.problem.num_seqs * sp.max_parts * b.HV * (kMode == ChainMode::kSummary ? 4 : 2);
+  // o in 16-byte row pieces when the caller's layout allows it (kFusedO), else element by element.
+  const OutRef out = {
+      f.o.data, f.o.stride_token, f.o.stride_head,
+      reinterpret_cast<uintptr_t>(f.o.data) % 16 == 0 && f.o.stride_token % 8 == 0 && f.o.stride_head % 8 == 0};
+  auto k = chunk_fwd_h_wgmma_kernel<ST, kMode, TO>;
   allow_smem(k, smem);
-  k<<<grid_1d(blocks, 1), 128, smem, s>>>(b, sp, f.initial_state, f.final_state,
-                                          f.problem.state_layout == StateLayout::kKMajor);
-  GDN_CUDA_LAUNCH_CHECK(kSummary ? "chunk_fwd_h_wgmma_kernel (split summary)" : "chunk_fwd_h_wgmma_kernel");
+  k<<<grid_1d(blocks, 1), kFused ? 256 : 128, smem, s>>>(b, sp, f.initial_state, f.final_state,
+                                                         f.problem.state_layout == StateLayout::kKMajor, out);
+  GDN_CUDA_LAUNCH_CHECK(kMode == ChainMode::kSummary ? "chunk_fwd_h_wgmma_kernel (split summary)"
+                        : kFused                     ? "chunk_fwd_h_wgmma_kernel (fused o)"
+                                                     : "chunk_fwd_h_wgmma_kernel");
 }
 
 }  // namespace
 
 void launch_fwd_h_wgmma(const FastBufs& b, const SplitBufs& sp, const ForwardArgs& f, const ChunkForwardConfig& cfg,
                         cudaStream_t s) {
+  if (!cfg.fuse_o && !b.ready) {  // fwd_o after this kernel: h and v_new leave by bulk copies
+    if (cfg.fwd_h_stages == 4)
+      launch_wg<4, ChainMode::kStoreBulk>(b, sp, f, s);
+    else
+      launch_wg<2, ChainMode::kStoreBulk>(b, sp, f, s);
+    return;
+  }
+  if (cfg.fuse_o) {  // 3 stages and the o warpgroup: ~211 KB, one block per SM
+    if (f.problem.dtype == DType::kFloat16)
+      launch_wg<3, ChainMode::kFusedO, __half>(b, sp, f, s);
+    else
+      launch_wg<3, ChainMode::kFusedO, __nv_bfloat16>(b, sp, f, s);
+    return;
+  }
   // 4 stages (188 KB, one block per SM) or 2 (106.5 KB, two per SM): chunk_forward_heuristics.
   if (cfg.fwd_h_stages == 4)
-    launch_wg<4, false>(b, sp, f, s);
+    launch_wg<4, ChainMode::kStore>(b, sp, f, s);
   else
-    launch_wg<2, false>(b, sp, f, s);
+    launch_wg<2, ChainMode::kStore>(b, sp, f, s);
 }
 
 void launch_fwd_h_wgmma_summary(const FastBufs& b, const SplitBufs& sp, const ForwardArgs& f,
                                 const ChunkForwardConfig& cfg, cudaStream_t s) {
   if (cfg.split_summary_stages == 4)
-    launch_wg<4, true>(b, sp, f, s);
+    launch_wg<4, ChainMode::kSummary>(b, sp, f, s);
   else
-    launch_wg<2, true>(b, sp, f, s);
+    launch_wg<2, ChainMode::kSummary>(b, sp, f, s);
 }
 
 }  // namespace cuda

@@ -77,16 +77,31 @@ __global__ void __launch_bounds__(NW * 32)
     if (tid == 0) wait_acquire(b.ready + blockIdx.x, b.ready_count);
     __syncthreads();
   }
-  for (int e = tid; e < C * D / 8; e += kThreads) {
-    const int i = e / (D / 8), c8 = (e % (D / 8)) * 8;
-    const bool ok = i < len;
-    const int64_t tt = t0 + (ok ? i : 0);
-    cp_async16(&sm.vn[i * S::SK + c8], b.v_new + (tt * HV + hv) * D + c8, ok ? 16 : 0);
-  }
-  const __nv_bfloat16* hg = b.h + (gc * HV + hv) * int64_t(D) * D;
-  for (int e = tid; e < D * D / 8; e += kThreads) {
-    const int r = e / (D / 8), c8 = (e % (D / 8)) * 8;
-    cp_async16(&sm.h[r * S::SK + c8], hg + int64_t(r) * D + c8, 16);
+  if constexpr (D == 128) {
+    // The chain's staging images (fwd_fast.cuh): 16-byte piece cc of a row sits in slice cc / 8 at
+    // the swizzled byte sw128(row, cc % 8).
+    for (int e = tid; e < C * D / 8; e += kThreads) {
+      const int i = e / (D / 8), cc = e % (D / 8);
+      const char* img = reinterpret_cast<const char*>(b.v_new + fwd_v_image(gc, hv, cc / 8, HV));
+      cp_async16(&sm.vn[i * S::SK + cc * 8], img + sw128(i, cc % 8), i < len ? 16 : 0);
+    }
+    for (int e = tid; e < D * D / 8; e += kThreads) {
+      const int r = e / (D / 8), cc = e % (D / 8);
+      const char* img = reinterpret_cast<const char*>(b.h + fwd_h_image(gc, hv, cc / 8, HV));
+      cp_async16(&sm.h[r * S::SK + cc * 8], img + sw128(r, cc % 8), 16);
+    }
+  } else {
+    for (int e = tid; e < C * D / 8; e += kThreads) {
+      const int i = e / (D / 8), c8 = (e % (D / 8)) * 8;
+      const bool ok = i < len;
+      const int64_t tt = t0 + (ok ? i : 0);
+      cp_async16(&sm.vn[i * S::SK + c8], b.v_new + (tt * HV + hv) * D + c8, ok ? 16 : 0);
+    }
+    const __nv_bfloat16* hg = b.h + (gc * HV + hv) * int64_t(D) * D;
+    for (int e = tid; e < D * D / 8; e += kThreads) {
+      const int r = e / (D / 8), c8 = (e % (D / 8)) * 8;
+      cp_async16(&sm.h[r * S::SK + c8], hg + int64_t(r) * D + c8, 16);
+    }
   }
   cp_async_commit();
   cp_async_wait<1>();  // q, k, G

@@ -25,6 +25,10 @@ struct ChunkForwardConfig {
   int split_chunks_per_part = 0;
   int split_max_parts = 1;
   int split_summary_stages = 2;
+  // D = 128: o computed inside the chain kernel by a second warpgroup (chain_o.cuh) instead of by
+  // fwd_o: h and v_new never reach global memory. The chain then runs 3 ring stages whatever
+  // fwd_h_stages says (one block of two warpgroups per SM); overlap_o must be off.
+  bool fuse_o = false;
 };
 
 // The split: worth it when the (sequence, head) chains leave at least 3 parts' worth of SMs idle
@@ -64,6 +68,16 @@ inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const Devic
     // an H200: 1.67 ms after fwd_h, 1.74 ms overlapping it).
     cfg.overlap_o = chains * 2 <= dev.sms;
     choose_split(p, dev, cfg);
+    // Fused o where fwd_o has no SMs to overlap the chain on, yet the chain blocks fit one wave of
+    // one block per SM: (SMs / 2, SMs] blocks. Measured on an H200 (docs/perf.md, v9): tp4-8x4k
+    // (128 blocks) 0.465 -> 0.427 ms, tp4-1x32k (split, 128 blocks) 0.643 -> 0.618; with fewer
+    // blocks fwd_o overlaps on the idle SMs and fusing loses (1x4k, 64 blocks: 0.245 -> 0.357), with
+    // more the fused blocks (one per SM) need two waves (4x8k, 256: 1.580 -> 1.607).
+    const int64_t chain_blocks = chains * 2 * (cfg.split_chunks_per_part > 0 ? cfg.split_max_parts : 1);
+    if (chain_blocks * 2 > dev.sms && chain_blocks <= dev.sms) {
+      cfg.fuse_o = true;
+      cfg.overlap_o = false;
+    }
   } else {
     // Slices of 32 while the chains in slices of 64 would leave SMs idle (one long sequence:
     // latency-bound, each SM runs one block); slices of 64 otherwise (halves the L2 traffic of w

@@ -46,5 +46,26 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+// Bulk copy shared -> global by the TMA engine (sm_90): `bytes` (a multiple of 16) from a 16-byte
+// aligned shared address to a 16-byte aligned global one, in this thread's bulk group. The shared
+// source must have been written before a fence.proxy.async (it is read by the async proxy).
+__device__ __forceinline__ void bulk_store(void* gmem, uint32_t smem_addr, uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(gmem), "r"(smem_addr), "r"(bytes)
+               : "memory");
+}
+// Closes this thread's bulk group.
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Waits until at most N of this thread's bulk groups still read their shared source (the source
+// may then be overwritten).
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+// Waits until at most N of this thread's bulk groups are incomplete (their writes done).
+template <int N>
+__device__ __forceinline__ void bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 }  // namespace cuda
 }  // namespace gdn

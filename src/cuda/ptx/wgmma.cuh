@@ -69,5 +69,35 @@ __device__ __forceinline__ void wgmma_m64n128_tb(float (&d)[64], const uint32_t*
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
 }
 
+// The 32 accumulator operands of an m64n64 wgmma ("+f" d[0] .. d[31]), and their placeholders.
+#define GDN_WG_ACC32(d)                                                                                       \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
+      "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),  \
+      "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), \
+      "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define GDN_WG_D32                                                                                                  \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
+  "%24, %25, %26, %27, %28, %29, %30, %31}"
+
+// D[64x64] (+)= A[64x16] B[16x64], both from shared memory, A K-major; B K-major (kTransB = 0) or
+// MN-major (kTransB = 1). accumulate = false overwrites D (scale-d 0).
+template <int kTransB>
+__device__ __forceinline__ void wgmma_m64n64_ss(float (&d)[32], uint64_t a_desc, uint64_t b_desc, bool accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " GDN_WG_D32 ", %32, %33, p, 1, 1, 0, %35;\n}\n"
+      : GDN_WG_ACC32(d)
+      : "l"(a_desc), "l"(b_desc), "r"(int(accumulate)), "n"(kTransB));
+}
+
+// D[64x64] += A[64x16] B[16x64]: A (bf16) from registers, B MN-major in shared memory (trans-b).
+__device__ __forceinline__ void wgmma_m64n64_tb(float (&d)[32], const uint32_t* a, uint64_t b_desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " GDN_WG_D32 ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+      : GDN_WG_ACC32(d)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
+}
+
 }  // namespace cuda
 }  // namespace gdn

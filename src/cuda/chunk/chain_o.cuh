@@ -1,0 +1,196 @@
+// The o warpgroup of the fused chain (fwd_h_wgmma.cu, ChainMode::kFusedO): o computed on chip from
+// what the chain warpgroup stages in shared memory anyway, so h and v_new never go to global
+// memory and fwd_o does not run. Per chunk c of the block's (sequence part, value head, 64-wide V
+// slice), with q_i, k_j the raw bf16 rows, rq_i, rk_j their inverse l2 norms (1 without l2norm):
+//   P_ij = (q_i . k_j) rq_i rk_j exp(G_i - G_j)  for j <= i   (m64n64k16 x 8, q and k from the ring)
+//   o_i  = scale (exp(G_i) rq_i q_i h_c + sum_j P_ij v_new_j)  (q h_c: x 8 from the h staging;
+//                                                              P v_new: P hi + lo from registers,
+//                                                              x 2 x 4 from the v staging)
+// The same two bf16 roundings as fwd_o (h_c and v_new as stored there, P split into hi + lo).
+//
+// Schedule (the block's two barriers per chunk, B1 and B2, are shared with the chain warpgroup):
+//   after B1(c): issue P_c = q_c k_c^T and o_c = q_c h_c (h staging, written by the chain before
+//   B1(c)); q's norms meanwhile; P_c -> hi/lo A fragments; the row scales of o_c. Every read of the
+//   h staging and of stage c's q, k, G, rk is complete at B2(c) (the chain overwrites the h
+//   staging after B2(c) and refills the stage after B1(c + 1)).
+//   after B2(c): o_c += P_c v_new_c (v staging, written by the chain before B2(c) and next after
+//   B1(c + 1)), then o_c -> out. This half overlaps the chain's wait for its state update.
+// Measured on an H200 (docs/perf.md, v9) against issuing o_{c-1}'s P v_new after B1(c) instead:
+// this order is 2-4% faster. Either way the o warpgroup's work lengthens the chain's chunk from
+// ~1.3 us (the chain alone, no h / v_new stores) to ~4 us, so the heuristics fuse only where fwd_o
+// could not overlap the chain anyway.
+#pragma once
+
+#include "cuda/chunk/fwd_fast.cuh"
+
+namespace gdn {
+namespace cuda {
+
+// Where o goes: [T, HV, V] of TO (bf16 or fp16), strides in elements; rows16: 16-byte pieces allowed.
+struct OutRef {
+  void* data;
+  int64_t stride_token, stride_head;
+  bool rows16;
+};
+
+constexpr int kChainOStride = 72;  // o staging row stride (elements): 64 + 8, conflict-free stmatrix
+
+template <typename TO, int ST, typename Sm>
+__device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs& b, const OutRef& out, int64_t tb, int64_t te,
+                                                  int64_t nch, int v0, int hv) {
+  constexpr int kC = kChunkSize;
+  const int tid = threadIdx.x - 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int i0 = 16 * warp + g, i1 = i0 + 8;  // this thread's accumulator rows (tokens)
+  // o [64 tokens x 64 vv] and P [64 x 64] as m64n64 accumulators: x[4 j + 2 hh + e] is row
+  // 16 warp + g + 8 hh, column 8 j + 2 t + e.
+  float o[32];
+  uint32_t p_hi[16], p_lo[16];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) o[i] = 0.f;  // P of the chunk in flight as A fragments (k-step ks: [4 ks, 4 ks + 4))
+
+  // o of chunk c (rows < len) -> out, times scale, through this warp's 16 rows of the o staging.
+  auto store_o = [&](int64_t c) {
+    const int64_t t0 = tb + c * kC;
+    const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
+    TO* stage = reinterpret_cast<TO*>(sm.o_stage);
+    stage_acc<TO, 8>(stage, kChainOStride, 16 * warp, 0, reinterpret_cast<const float(&)[8][4]>(o), b.scale);
+    __syncwarp();
+    stage_rows_out<TO, 64>(stage, kChainOStride, 16 * warp, 0, len - 16 * warp, [&](int i, int col, uint4 x) {
+      TO* dst = static_cast<TO*>(out.data) + (t0 + 16 * warp + i) * out.stride_token + hv * out.stride_head + v0 + col;
+      if (out.rows16) {
+        *reinterpret_cast<uint4*>(dst) = x;
+      } else {
+        const TO* e = reinterpret_cast<const TO*>(&x);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) dst[k] = e[k];
+      }
+    });
+    __syncwarp();  // the staging rows are read before the next chunk's stmatrix
+  };
+  // o += P v_new (the v staging: tokens j = the k dimension, read MN-major).
+  auto issue_pv = [&]() {
+    const uint32_t vs = smem_u32(sm.v[0]);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) pin(o[i]);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) wgmma_m64n64_tb(o, &p_hi[4 * ks], wg_desc(vs + ks * 2048, kC * 128, 1024));
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) wgmma_m64n64_tb(o, &p_lo[4 * ks], wg_desc(vs + ks * 2048, kC * 128, 1024));
+    wgmma_commit();
+  };
+
+  int s = 0;
+  for (int64_t c = 0; c < nch; ++c) {
+    __syncthreads();  // B1(c): stage s holds chunk c's q, k, G, rk; the h staging holds h_c
+    const int64_t t0 = tb + c * kC;
+    const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
+    const uint32_t qs = smem_u32(sm.q[s]), ks0 = smem_u32(sm.k[s]), hs = smem_u32(sm.h);
+    // P_c = q k^T (K-major SW128 operands, as w's in the chain), then o_c = q h_c: B = the h staging
+    // [kk][vv] read MN-major (k-step = 16 rows = 2048 bytes).
+    float pacc[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) pacc[i] = 0.f;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) pin(o[i]);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < 8; ++ks) {
+      const uint32_t off = (ks / 4) * (kC * 128) + (ks % 4) * 32;
+      wgmma_m64n64_ss<0>(pacc, wg_desc(qs + off, 16, 1024), wg_desc(ks0 + off, 16, 1024), ks > 0);
+    }
+    wgmma_commit();
+#pragma unroll
+    for (int ks = 0; ks < 8; ++ks)
+      wgmma_m64n64_ss<1>(o, wg_desc(qs + (ks / 4) * (kC * 128) + (ks % 4) * 32, 16, 1024),
+                         wg_desc(hs + ks * 2048, kC * 128, 1024), ks > 0);
+    wgmma_commit();
+
+    // Inverse norms of rows i0, i1 of q while the tensor cores run: the quad's four lanes share the
+    // rows, lane t sums 16-byte chunks 4 t .. 4 t + 3 of the 16 (two 64-wide swizzle atoms).
+    float rq0 = 1.f, rq1 = 1.f;
+    if (b.l2norm) {
+      float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const int ch = 4 * t + m;
+        const char* atom = reinterpret_cast<const char*>(sm.q[s]) + (ch / 8) * (kC * 128);
+        const uint4 x0 = *reinterpret_cast<const uint4*>(atom + sw128(i0, ch % 8));
+        const uint4 x1 = *reinterpret_cast<const uint4*>(atom + sw128(i1, ch % 8));
+        const uint32_t* w0 = reinterpret_cast<const uint32_t*>(&x0);
+        const uint32_t* w1 = reinterpret_cast<const uint32_t*>(&x1);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const float a0 = __uint_as_float(w0[k] << 16), b0 = __uint_as_float(w0[k] & 0xFFFF0000u);
+          const float a1 = __uint_as_float(w1[k] << 16), b1 = __uint_as_float(w1[k] & 0xFFFF0000u);
+          s0 += a0 * a0 + b0 * b0;
+          s1 += a1 * a1 + b1 * b1;
+        }
+      }
+      s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
+      s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
+      s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+      s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+      rq0 = rsqrtf(s0 + float(spec::kL2NormEps));
+      rq1 = rsqrtf(s1 + float(spec::kL2NormEps));
+    }
+
+    // P_c: gates, norms and the causal mask (rows past len and columns past the row: 0), then the
+    // hi / lo bf16 A fragments.
+    wgmma_wait<1>();
+#pragma unroll
+    for (int i = 0; i < 32; ++i) pin(pacc[i]);
+    const double* Gs = sm.G[s];
+    const double Gi[2] = {Gs[i0], Gs[i1]};
+    {
+      const float rq[2] = {rq0, rq1};
+      const int row[2] = {i0, i1};
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int col = 8 * j + 2 * t + e;
+          const float rk = b.l2norm ? sm.rk[s][col] : 1.f;
+          const double Gj = Gs[col];
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) {
+            float& x = pacc[4 * j + 2 * hh + e];
+            x = col <= row[hh] && row[hh] < len ? x * (rq[hh] * rk) * __expf(float(Gi[hh] - Gj)) : 0.f;
+          }
+        }
+      }
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const float x0 = pacc[8 * ks + 2 * q], x1 = pacc[8 * ks + 2 * q + 1];
+          const uint32_t hi = pack_bf16(x0, x1);
+          p_hi[4 * ks + q] = hi;
+          p_lo[4 * ks + q] = pack_bf16(x0 - __uint_as_float(hi << 16), x1 - __uint_as_float(hi & 0xFFFF0000u));
+        }
+    }
+    // o_c's rows times exp(G_i) rq_i (the P v_new part carries its own factors).
+    wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < 32; ++i) pin(o[i]);
+    const float f0 = __expf(float(Gi[0])) * rq0, f1 = __expf(float(Gi[1])) * rq1;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      o[4 * j] *= f0;
+      o[4 * j + 1] *= f0;
+      o[4 * j + 2] *= f1;
+      o[4 * j + 3] *= f1;
+    }
+    __syncthreads();  // B2(c): the chain's v staging holds v_new_c
+    issue_pv();
+    wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < 32; ++i) pin(o[i]);
+    store_o(c);
+    if (++s == ST) s = 0;
+  }
+  __syncthreads();  // the chain warpgroup's epilogue barrier
+}
+
+}  // namespace cuda
+}  // namespace gdn
