@@ -252,13 +252,14 @@ def test_torch_compile_fullgraph(device):
 
 
 @needs_cuda
-def test_cuda_graph_capture_replay():
+@pytest.mark.parametrize("pool_dtype", [torch.float32, torch.bfloat16])
+def test_cuda_graph_capture_replay(pool_dtype):
     N, H, HV, K, V = 4, 2, 8, 128, 128
     cu_cpu = torch.tensor([0, 100, 164, 400, 401], dtype=torch.int64)
     T = int(cu_cpu[-1])
     q, k, v, g, beta, h0 = gen(7, 1, T, H, HV, K, V, torch.bfloat16, "cuda", n_states=N)
     cu = cu_cpu.cuda()
-    pool = torch.randn(2 * N, HV, V, K, device="cuda")
+    pool = torch.randn(2 * N, HV, V, K, device="cuda").to(pool_dtype)
     idx = torch.tensor([3, 0, -1, 6], dtype=torch.int32, device="cuda")
     dq, dk, dv, dg, db, _ = gen(8, N, 1, H, HV, K, V, torch.bfloat16, "cuda")
 
@@ -266,8 +267,11 @@ def test_cuda_graph_capture_replay():
         o, ht = gdn.chunk_gated_delta_rule(q, k, v, g, beta, initial_state=h0, output_final_state=True,
                                            cu_seqlens=cu, cu_seqlens_cpu=cu_cpu if with_cpu else None,
                                            use_qk_l2norm_in_kernel=True)
+        # The pool's prefill (a bf16 pool: through the forward's fp32 copy of the rows), then decode.
+        op = gdn.prefill_(q, k, v, g, beta, pool, idx, cu_seqlens=cu, cu_seqlens_cpu=cu_cpu if with_cpu else None,
+                          state_v_first=True, use_qk_l2norm_in_kernel=True)
         od = gdn.decode_(dq, dk, dv, dg, db, pool, idx, state_v_first=True, use_qk_l2norm_in_kernel=True)
-        return o, ht, od
+        return o, ht, op, od
 
     for with_cpu in (True, False):
         pool0 = pool.clone()

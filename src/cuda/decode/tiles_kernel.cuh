@@ -36,7 +36,7 @@
 // bf16 / fp16 pools (TS): the ring keeps fp32 tiles (a tile stays in the slot between the tokens
 // of a multi-token item and is rounded only when it leaves). A 16-bit tile is copied, 8 bytes a
 // lane per chunk, into the upper half of its slot, and expanded to fp32 in place once it has
-// arrived (expand_tile: fp32 chunk q overwrites only 16-bit chunks below q, already read).
+// arrived (in the item loop: fp32 chunk q overwrites only 16-bit chunks below q, already read).
 #pragma once
 
 #include <cstddef>
