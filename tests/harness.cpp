@@ -156,7 +156,7 @@ Inputs make_inputs(const Case& c, std::mt19937_64& rng) {
     // A bf16 / fp16 pool holds the rounded values; the oracle starts from the same ones.
     if (c.state_dtype != DType::kFloat32)
       for (float& x : in.state0) {
-        uint16_t bits = 0;
+        float bits = 0;  // room for any dtype's element
         store_from_float(&bits, 0, c.state_dtype, x);
         x = load_as_float(&bits, 0, c.state_dtype);
       }
