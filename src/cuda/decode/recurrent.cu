@@ -1,6 +1,6 @@
 // The decode step: the token-by-token recurrence, memory-bound on the state (read once and
-// written once: 64 KiB per (sequence, value head) at K = V = 128 in fp32, 32 KiB in bf16 / fp16). Two kernels run,
-// chosen by decode_heuristics (recurrent.cuh) from the head sizes:
+// written once: 64 KiB per (sequence, value head) at K = V = 128 in fp32, 32 KiB in bf16 / fp16).
+// Two kernels run, chosen by decode_heuristics (recurrent.cuh) from the head sizes:
 //   K = V = 128, both state layouts: decode_rows_kernel<4, K-major or not> (rows_kernel.cuh), a
 //     block of 4 warps per (sequence, value head) with the whole state in registers, 2 blocks per
 //     SM;
