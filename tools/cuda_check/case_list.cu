@@ -295,6 +295,17 @@ std::vector<Case> correctness_cases(bool quick) {
     c.fuse_o = true;
     cases.push_back(c);
   }
+  // The first two (few chains: fwd_o overlaps the chain) and the split cases with bulk stores and
+  // late signals beside fwd_o (cfg.bulk_overlap).
+  for (size_t i = 0; i < listed; ++i) {
+    const Case& base = cases[i];
+    if (i < 2 || base.name.find("split") != std::string::npos) {
+      Case c = base;
+      c.name += " bulk";
+      c.bulk_overlap = true;
+      cases.push_back(c);
+    }
+  }
   return cases;
 }
 

@@ -14,13 +14,15 @@
 namespace {
 
 const char* kUsage =
-    "usage: gdn_cuda_check [--quick] [--decode] [--bench [--no-check] [--profile] [--case NAME] [--json FILE]]\n"
+    "usage: gdn_cuda_check [--quick] [--only A,B] [--decode] [--bench [--no-check] [--profile] [--case NAME] [--json "
+    "FILE]]\n"
     "  --quick      leave out the large correctness cases\n"
+    "  --only A,B   only the correctness cases whose names contain A or B (e.g. under a sanitizer)\n"
     "  --decode     only the decode step: its correctness cases, and with --bench its timings\n"
     "  --bench      time the prefill cases (CUDA graphs, median of 20) and the decode step\n"
     "  --no-check   no correctness cases (timings only)\n"
     "  --profile    with --bench: also the phases of the tensor-core forward (plan, pack, prep, h, o)\n"
-    "  --case NAME  with --bench: time that prefill case only (e.g. under ncu); NAME/seq, NAME/fused: its A/B rows\n"
+    "  --case NAME  with --bench: time that prefill case only (e.g. under ncu); NAME/seq, /fused, /bulk: its A/B rows\n"
     "  --json FILE  with --bench: the timings as a JSON array\n";
 
 int usage_error(const std::string& what) {
@@ -34,7 +36,7 @@ int main(int argc, char** argv) {
   using namespace gdn;
   bool bench = false, quick = false, decode_only = false, no_check = false;
   check::BenchOptions bo;
-  std::string only_case, json;
+  std::string only_case, json, only_names;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -52,6 +54,8 @@ int main(int argc, char** argv) {
       only_case = argv[++i];
     else if (a == "--json" && has_value)
       json = argv[++i];
+    else if (a == "--only" && has_value)
+      only_names = argv[++i];
     else if (a == "--help" || a == "-h")
       return std::printf("%s", kUsage), 0;
     else
@@ -62,7 +66,7 @@ int main(int argc, char** argv) {
     return std::find_if(prefill.begin(), prefill.end(), [&](const tools::PrefillCase& c) { return c.name == name; });
   };
   // --case NAME, NAME/seq or NAME/fused (the A/B rows).
-  const std::string seq_suffix = "/seq", fused_suffix = "/fused";
+  const std::string seq_suffix = "/seq", fused_suffix = "/fused", bulk_suffix = "/bulk";
   auto base_name = [](const std::string& label) { return label.substr(0, label.find('/')); };
   if (!only_case.empty() && find_case(base_name(only_case)) == prefill.end())
     return usage_error("--case " + only_case + ": no such prefill case (tools/cases.h)");
@@ -79,6 +83,20 @@ int main(int argc, char** argv) {
     if (decode_only)
       cases.erase(std::remove_if(cases.begin(), cases.end(), [](const check::Case& c) { return !c.decode; }),
                   cases.end());
+    if (!only_names.empty()) {  // --only a,b: the cases whose name contains a or b
+      auto wanted = [&](const check::Case& c) {
+        size_t from = 0;
+        while (from <= only_names.size()) {
+          const size_t to = std::min(only_names.find(',', from), only_names.size());
+          const std::string part = only_names.substr(from, to - from);
+          if (!part.empty() && c.name.find(part) != std::string::npos) return true;
+          from = to + 1;
+        }
+        return false;
+      };
+      cases.erase(std::remove_if(cases.begin(), cases.end(), [&](const check::Case& c) { return !wanted(c); }),
+                  cases.end());
+    }
     std::mt19937 rng(12345);
     for (const check::Case& c : cases)
       if (!check::run_case(c, rng)) ++failures;
@@ -101,6 +119,8 @@ int main(int argc, char** argv) {
         if (timed(c.name)) check::bench_prefill(c, c.name, check::PrefillVariant::kDefault, bo);
         if (timed(c.name + fused_suffix))  // o computed in the chain (cfg.fuse_o), beside the default
           check::bench_prefill(c, c.name + fused_suffix, check::PrefillVariant::kFusedO, bo);
+        if (timed(c.name + bulk_suffix))  // bulk stores and late signals beside fwd_o (cfg.bulk_overlap)
+          check::bench_prefill(c, c.name + bulk_suffix, check::PrefillVariant::kBulkOverlap, bo);
       }
     }
     if (only_case.empty())
