@@ -48,8 +48,9 @@ void fused_gates(const Dims& d, const Vec& a, const Vec& A_log, const Vec& dt_bi
 }
 
 void recurrence(const Dims& d, const Vec& q, const Vec& k, const Vec& v, const Vec& g, const Vec& beta, const Vec& h0,
-                double scale, Vec& o, Vec& hT) {
+                double scale, Vec& o, Vec& hT, Vec* token_states) {
   const int H = d.H, HV = d.HV, K = d.K, V = d.V;
+  if (token_states) token_states->assign(d.T * HV * K * V, 0.0);
   o.assign(d.T * HV * V, 0.0);
   hT.assign(d.N() * HV * K * V, 0.0);
   // Each (sequence, head) is independent: spread them over threads (big GPU-sized test cases).
@@ -81,6 +82,8 @@ void recurrence(const Dims& d, const Vec& q, const Vec& k, const Vec& v, const V
           for (int i = 0; i < K; ++i) acc += qt[i] * S[i * V + j];
           ot[j] = scale * acc;
         }
+        if (token_states)
+          for (int i = 0; i < K * V; ++i) (*token_states)[(t * HV + hv) * K * V + i] = S[i];
       }
       for (int i = 0; i < K * V; ++i) hT[state + i] = S[i];
     }

@@ -28,8 +28,10 @@ void l2norm(Vec& x, int dim);
 void fused_gates(const Dims& d, const Vec& a, const Vec& A_log, const Vec& dt_bias, const Vec& b, Vec& g, Vec& beta);
 
 // The recurrence. h0: [N, HV, K, V] or empty (zeros). Outputs o [T, HV, V] and hT [N, HV, K, V].
+// token_states, when given: the state after every token, [T, HV, K, V] (speculative decoding's
+// per-token states).
 void recurrence(const Dims& d, const Vec& q, const Vec& k, const Vec& v, const Vec& g, const Vec& beta, const Vec& h0,
-                double scale, Vec& o, Vec& hT);
+                double scale, Vec& o, Vec& hT, Vec* token_states = nullptr);
 
 // Stage definitions (chunk C = 64, chunks numbered globally in sequence order).
 int64_t num_chunks(const Dims& d);

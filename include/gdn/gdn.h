@@ -87,6 +87,44 @@ struct StateRef {
   int64_t row_stride = 0;
 };
 
+// Multi-token decode (speculative decoding's verify, MTP / EAGLE): the state after every token of
+// a sequence, stored into pool rows, and optionally the initial state read from such a row.
+// recurrent_gated_delta_rule only. One mechanism, a slot map slot(n, t) over the rows of `pool`,
+// serves both engines' conventions:
+//   vLLM: pool = the state pool, indices [N, max_tokens] (its 2-D ssm_state_indices), per_token;
+//     num_accepted given: sequence n starts from slot(n, num_accepted[n] - 1), the state after its
+//     token t goes to slot(n, t); initial_state and final_state null.
+//   SGLang / FlashInfer: initial_state = the pool (row per sequence), pool = the intermediate
+//     buffer [S, max_tokens, HV, K, V] (num_slots = S * max_tokens) with its per-sequence
+//     intermediate_state_indices (per_token false) or none (S = N); final_state = the pool to write
+//     the last token's state back, or null for disable_state_update (the pool row untouched).
+// The slot map (t: the token's position in its sequence, 0-based):
+//   pool.indices null:                     slot(n, t) = n * max_tokens + t
+//   pool.indices [N, max_tokens], per_token: slot(n, t) = indices[n * max_tokens + t]
+//   pool.indices [N], !per_token:          slot(n, t) = indices[n] * max_tokens + t
+// An index that is negative or equals pool.null_slot means "not stored" (and, read through
+// num_accepted, "start from zeros"); tokens at t >= max_tokens are not stored. pool.present must
+// be null; pool.data, num_slots, index_type and indices_host are as in StateRef, in the problem's
+// state layout. No two stored (n, t) may name one row; a row that sequence n reads must not be
+// written by another sequence, nor by final_state when that is the same pool.
+// EAGLE trees (parents, optional): token t >= 1 of sequence n continues from the state after token
+// parents[n][t] (in [0, t), and that token's state must be stored), not from the state after
+// token t - 1; a negative entry keeps the chain (column 0 is not read).
+// Without host copies (CUDA) the device clamps: a slot outside [0, num_slots) and a
+// num_accepted[n] outside [1, max_tokens] mean "none"; a parent outside [0, t) or not stored keeps
+// the chain.
+struct TokenStates {
+  StateRef pool;                            // data null: no per-token states (a plain decode step)
+  int64_t max_tokens = 0;                   // T_max >= 1: the columns of 2-D indices, the steps of a buffer group
+  bool per_token = true;                    // with pool.indices: [N, max_tokens] (true) or [N] groups (false)
+  const void* num_accepted = nullptr;       // [N] on the backend's device, optional (see above)
+  const void* num_accepted_host = nullptr;  // optional host copy, for validation (CUDA)
+  IndexType num_accepted_type = IndexType::kInt32;
+  const void* parents = nullptr;       // [N, max_tokens] on the backend's device, optional (EAGLE trees)
+  const void* parents_host = nullptr;  // optional host copy, for validation (CUDA)
+  IndexType parents_type = IndexType::kInt32;
+};
+
 // What a call computes, shared by the forward, the decode step and the stages.
 struct Problem {
   int64_t num_tokens = 0;              // T: tokens of all sequences, packed
@@ -189,6 +227,7 @@ struct ForwardArgs {
   MutTensor o;                     // [T, HV, V]  dtype
   StateRef initial_state;
   StateRef final_state;
+  TokenStates token_states;  // the decode step only: per-token states (speculative decoding's verify)
 };
 
 // The chunked forward (prefill). Returns o and (if final_state.data) the final states.
@@ -197,8 +236,10 @@ void chunk_gated_delta_rule(const ForwardArgs& args, const Exec& exec);
 
 // The decode step: the token-by-token recurrence, for one or a few tokens per sequence (any
 // length works; the chunked forward is faster past a few tokens). Updates pool rows in place
-// when initial_state and final_state are the same pool. The CPU backend needs a workspace (one
-// K x V state per worker thread, for sequences without a final-state row); the CUDA backend none.
+// when initial_state and final_state are the same pool; with args.token_states also stores the
+// state after every token (speculative decoding's verify, see TokenStates). The CPU backend needs
+// a workspace (one K x V state per worker thread, for sequences without a final-state row); the
+// CUDA backend none.
 size_t recurrent_gated_delta_rule_workspace_size(const Problem& problem, const Exec& exec);
 void recurrent_gated_delta_rule(const ForwardArgs& args, const Exec& exec);
 

@@ -125,7 +125,7 @@ def fused_recurrent_gated_delta_rule(
 
 def _engine(op, recurrent, q, k, v, g, beta, state, state_indices, scale, use_qk_l2norm_in_kernel, state_v_first,
             A_log, dt_bias, cu_seqlens, cu_seqlens_cpu, state_indices_cpu, out, has_initial_state, null_slot,
-            final_state_indices, final_state_indices_cpu):
+            final_state_indices, final_state_indices_cpu, **decode_only):
     fused = A_log is not None
     o, _ = run_forward(
         op, q, k, v, g, beta, scale=scale, initial_state=state, output_final_state=False,
@@ -133,7 +133,8 @@ def _engine(op, recurrent, q, k, v, g, beta, state, state_indices, scale, use_qk
         use_beta_sigmoid=fused, allow_neg_eigval=False, state_v_first=state_v_first, cu_seqlens=cu_seqlens,
         cu_seqlens_cpu=cu_seqlens_cpu, state_indices=state_indices, state_indices_cpu=state_indices_cpu,
         inplace_final_state=True, out=out, recurrent=recurrent, has_initial_state=has_initial_state,
-        null_slot=null_slot, final_state_indices=final_state_indices, final_state_indices_cpu=final_state_indices_cpu)
+        null_slot=null_slot, final_state_indices=final_state_indices, final_state_indices_cpu=final_state_indices_cpu,
+        **decode_only)
     return o
 
 
@@ -165,14 +166,40 @@ def prefill_(q, k, v, g, beta, state, state_indices=None, *, scale=None, use_qk_
 def decode_(q, k, v, g, beta, state, state_indices=None, *, scale=None, use_qk_l2norm_in_kernel=False,
             state_v_first=False, A_log=None, dt_bias=None, cu_seqlens=None, cu_seqlens_cpu=None,
             state_indices_cpu=None, out=None, has_initial_state=None, null_slot=-1, final_state_indices=None,
-            final_state_indices_cpu=None):
+            final_state_indices_cpu=None, num_accepted_tokens=None, num_accepted_tokens_cpu=None,
+            token_states=None, token_state_indices=None, token_state_indices_cpu=None, disable_state_update=False,
+            retrieve_parent_token=None, retrieve_parent_token_cpu=None):
     r"""Serving-engine decode step: the recurrence (one or a few tokens per sequence) with states in a
     pool, updated in place. Arguments as in :func:`prefill_`; typical shapes are q ``[N, 1, H, K]``
-    (one token per sequence) or ``[1, N, H, K]`` with ``cu_seqlens``; ``null_slot``,
-    ``has_initial_state`` and ``final_state_indices`` as in :func:`prefill_`. Returns o."""
+    (one token per sequence), ``[N, T, H, K]`` (T tokens each) or ``[1, total, H, K]`` with
+    ``cu_seqlens``; ``null_slot``, ``has_initial_state`` and ``final_state_indices`` as in
+    :func:`prefill_`. Returns o.
+
+    Speculative decoding's verify (several tokens per sequence, the state after every token kept):
+
+    - vLLM: ``state_indices`` 2-D ``[N, T_max]`` (a pool row per token) with
+      ``num_accepted_tokens`` ``[N]``: sequence n starts from row ``state_indices[n, a - 1]``
+      (``a = num_accepted_tokens[n]``, in ``[1, T_max]``) and the state after its token t is written
+      to row ``state_indices[n, t]``; rows equal to ``null_slot`` (vLLM pads with 0) or negative
+      are neither read nor written.
+    - SGLang: ``state_indices`` ``[N]`` as usual and ``token_states`` an fp32 buffer
+      ``[S, T_max, HV, K, V]`` that takes the state after token t of sequence n at
+      ``[token_state_indices[n], t]`` (``[n, t]`` without indices, S = N; a negative index stores
+      nothing); ``disable_state_update=True`` leaves the pool rows untouched.
+      ``token_states`` may also be a pool ``[slots, HV, K, V]`` with 2-D ``token_state_indices``.
+    - EAGLE trees (either convention): ``retrieve_parent_token`` ``[N, T_max]``: token t >= 1
+      continues from the state after token ``retrieve_parent_token[n, t]`` (an earlier token whose
+      state is stored) instead of token t - 1; a negative entry keeps the chain.
+
+    ``null_slot`` applies to the token states' indices too. ``*_cpu`` arguments are host copies of
+    device indices for validation (no device sync)."""
     return _engine("decode_", True, q, k, v, g, beta, state, state_indices, scale, use_qk_l2norm_in_kernel,
                    state_v_first, A_log, dt_bias, cu_seqlens, cu_seqlens_cpu, state_indices_cpu, out,
-                   has_initial_state, null_slot, final_state_indices, final_state_indices_cpu)
+                   has_initial_state, null_slot, final_state_indices, final_state_indices_cpu,
+                   num_accepted_tokens=num_accepted_tokens, num_accepted_tokens_cpu=num_accepted_tokens_cpu,
+                   token_states=token_states, token_state_indices=token_state_indices,
+                   token_state_indices_cpu=token_state_indices_cpu, disable_state_update=disable_state_update,
+                   retrieve_parent_token=retrieve_parent_token, retrieve_parent_token_cpu=retrieve_parent_token_cpu)
 
 
 chunk_gdn = chunk_gated_delta_rule

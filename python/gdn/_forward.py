@@ -55,12 +55,16 @@ def run_forward(op, q, k, v, g, beta, *, scale, initial_state, output_final_stat
                 use_gate_in_kernel, A_log, dt_bias, use_beta_sigmoid, allow_neg_eigval, state_v_first,
                 cu_seqlens, cu_seqlens_cpu, state_indices, state_indices_cpu, inplace_final_state, out,
                 recurrent, has_initial_state=None, null_slot=-1, final_state_indices=None,
-                final_state_indices_cpu=None):
+                final_state_indices_cpu=None, token_states=None, token_state_indices=None,
+                token_state_indices_cpu=None, num_accepted_tokens=None, num_accepted_tokens_cpu=None,
+                disable_state_update=False, retrieve_parent_token=None, retrieve_parent_token_cpu=None):
     env = Env(q, "q")
     kind = env.kind
     for name, x in (("k", k), ("v", v), ("g", g), ("beta", beta), ("initial_state", initial_state),
                     ("cu_seqlens", cu_seqlens), ("state_indices", state_indices), ("A_log", A_log),
-                    ("dt_bias", dt_bias), ("out", out)):
+                    ("dt_bias", dt_bias), ("out", out), ("token_states", token_states),
+                    ("token_state_indices", token_state_indices), ("num_accepted_tokens", num_accepted_tokens),
+                    ("retrieve_parent_token", retrieve_parent_token)):
         same_framework(kind, name, x)
     N = _check_shapes(op, q, k, v, g, beta, cu_seqlens)
     HV, K, V = int(v.shape[-2]), int(q.shape[-1]), int(v.shape[-1])
@@ -106,6 +110,39 @@ def run_forward(op, q, k, v, g, beta, *, scale, initial_state, output_final_stat
         scale = K ** -0.5
     scale = float(scale)
 
+    # Per-token states (speculative decoding's verify, the decode step only). vLLM's convention: 2-D
+    # state_indices [N, T_max] name a pool row per token; the state after token t goes to column t
+    # and the initial state comes from column num_accepted_tokens - 1, so the pool is the token
+    # states and there is no other initial or final state.
+    if state_indices is not None and state_indices.ndim == 2:
+        if not recurrent or not inplace_final_state:
+            raise ValueError(f"gdn.{op}: 2-D state_indices [N, T_max] (a pool row per token) are for decode_ only")
+        if token_states is not None or token_state_indices is not None:
+            raise ValueError(f"gdn.{op}: pass either 2-D state_indices (the pool takes every token's state) or "
+                             "token_states, not both")
+        if num_accepted_tokens is None:
+            raise ValueError(f"gdn.{op}: 2-D state_indices need num_accepted_tokens ([N]; ones when every sequence "
+                             "starts from its first column)")
+        if final_state_indices is not None or has_initial_state is not None or disable_state_update:
+            raise ValueError(f"gdn.{op}: final_state_indices, has_initial_state and disable_state_update do not apply "
+                             "to 2-D state_indices")
+        if state_indices_cpu is not None:
+            state_indices_cpu = env.to_index_dtype_of(state_indices_cpu, state_indices)
+        token_states, token_state_indices, token_state_indices_cpu = initial_state, state_indices, state_indices_cpu
+        initial_state = state_indices = state_indices_cpu = None
+        inplace_final_state = False
+        output_final_state = False
+    elif num_accepted_tokens is not None and token_states is None:
+        raise ValueError(f"gdn.{op}: num_accepted_tokens needs 2-D state_indices or token_states")
+    if (token_states is not None or disable_state_update) and not recurrent:
+        raise ValueError(f"gdn.{op}: token_states and disable_state_update are for the decode step (decode_) only")
+    if token_state_indices_cpu is not None and token_state_indices is not None:
+        token_state_indices_cpu = env.to_index_dtype_of(token_state_indices_cpu, token_state_indices)
+    if num_accepted_tokens_cpu is not None and num_accepted_tokens is not None:
+        num_accepted_tokens_cpu = env.to_index_dtype_of(num_accepted_tokens_cpu, num_accepted_tokens)
+    if retrieve_parent_token_cpu is not None and retrieve_parent_token is not None:
+        retrieve_parent_token_cpu = env.to_index_dtype_of(retrieve_parent_token_cpu, retrieve_parent_token)
+
     # States.
     initial_indices = final_indices = initial_indices_cpu = final_indices_cpu = None
     final_state = None
@@ -131,7 +168,15 @@ def run_forward(op, q, k, v, g, beta, *, scale, initial_state, output_final_stat
                          "(inplace_final_state=True, or prefill_ / decode_) with state_indices (the read slots)")
     if final_state_indices_cpu is not None and final_state_indices is None:
         raise ValueError(f"gdn.{op}: final_state_indices_cpu is given without final_state_indices")
-    if inplace_final_state:
+    if inplace_final_state and disable_state_update:
+        # SGLang's verify: the pool rows are read and left as they are (the token states hold the rest).
+        if final_state_indices is not None:
+            raise ValueError(f"gdn.{op}: final_state_indices is given with disable_state_update=True (nothing is "
+                             "written to the pool)")
+        if initial_state is None:
+            raise ValueError(f"gdn.{op}: disable_state_update=True needs the state pool")
+        initial_indices, initial_indices_cpu = state_indices, state_indices_cpu
+    elif inplace_final_state:
         # The final states overwrite the initial ones (pool rows, or a dense [N, ...] fp32 array),
         # or go to other rows of the same pool (final_state_indices: read one slot, write another).
         if initial_state is None:
@@ -171,6 +216,10 @@ def run_forward(op, q, k, v, g, beta, *, scale, initial_state, output_final_stat
         initial_state_indices=initial_indices, initial_state_indices_cpu=initial_indices_cpu,
         final_state=final_state, final_state_indices=final_indices, final_state_indices_cpu=final_indices_cpu,
         final_is_initial=final_is_initial, initial_state_present=has_initial_state, null_slot=int(null_slot),
+        token_states=token_states, token_state_indices=token_state_indices,
+        token_state_indices_cpu=token_state_indices_cpu, num_accepted_tokens=num_accepted_tokens,
+        num_accepted_tokens_cpu=num_accepted_tokens_cpu, retrieve_parent_token=retrieve_parent_token,
+        retrieve_parent_token_cpu=retrieve_parent_token_cpu,
         cu_seqlens=cu_seqlens, cu_seqlens_cpu=cu_seqlens_cpu, scale=scale,
         use_qk_l2norm=bool(use_qk_l2norm), state_v_first=bool(state_v_first), fused_gate=fused_gate,
         recurrent=bool(recurrent))

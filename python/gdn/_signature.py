@@ -51,6 +51,13 @@ FORWARD_ARGS = (
     Arg("final_is_initial", BOOL),  # final_state is also the initial state, updated in place
     Arg("initial_state_present", OPT_TENSOR),  # [N] bool/uint8: False = start from zeros (still written)
     Arg("null_slot", INT),  # a pool row that means "no state" (padding), or -1
+    Arg("token_states", OPT_TENSOR_MUT),  # decode: per-token states, [slots, HV, K, V] or [S, T_max, HV, K, V] fp32
+    Arg("token_state_indices", OPT_TENSOR),  # [N, T_max] rows per token, or [N] groups of a [S, T_max, ..] buffer
+    Arg("token_state_indices_cpu", OPT_HOST_TENSOR),
+    Arg("num_accepted_tokens", OPT_TENSOR),  # [N]: start from the token row num_accepted_tokens - 1
+    Arg("num_accepted_tokens_cpu", OPT_HOST_TENSOR),
+    Arg("retrieve_parent_token", OPT_TENSOR),  # [N, T_max]: EAGLE trees, each token's parent (-1: the previous one)
+    Arg("retrieve_parent_token_cpu", OPT_HOST_TENSOR),
     Arg("cu_seqlens", OPT_TENSOR),  # [N + 1]
     Arg("cu_seqlens_cpu", OPT_HOST_TENSOR),
     Arg("scale", FLOAT),

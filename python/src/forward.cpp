@@ -4,12 +4,77 @@
 #include "ops.h"
 
 namespace gdn_py {
+namespace {
+
+// The per-token states of the decode step (gdn::TokenStates): a pool [slots, HV, K, V] whose rows
+// the 2-D indices [N, T_max] name per token (vLLM), or a buffer [S, T_max, HV, K, V] with one group
+// index per sequence [N] or none (S = N; SGLang's intermediate states). T_max comes from the shapes.
+// Its dtype is the call's state dtype: that of the other states when there are any (*state_dtype_set).
+gdn::TokenStates token_state_ref(const char* op, DeviceCtx& dev, const Out& s, const In& idx, const In& idx_host,
+                                 int64_t N, int64_t HV, int64_t K, int64_t V, bool v_major, gdn::DType* state_dtype,
+                                 bool* state_dtype_set) {
+  dev.check("token_states", s);
+  const int64_t d2 = v_major ? V : K, d3 = v_major ? K : V;
+  const std::string expect =
+      cat("[slots, HV, ", v_major ? "V, K" : "K, V", "] with [N, T_max] token_state_indices, or [S, ", "T_max, HV, ",
+          v_major ? "V, K" : "K, V", "] with [N] or no indices; HV = ", HV, ", ", v_major ? "V, K" : "K, V", " = ", d2,
+          ", ", d3);
+  gdn::DType sdt;
+  if (!to_gdn_dtype(s.dtype(), &sdt))
+    type_error(op, "token_states has dtype ", dl_dtype_name(s.dtype()), "; expected float32, float16 or bfloat16");
+  if (*state_dtype_set && sdt != *state_dtype)
+    type_error(op, "token_states has dtype ", gdn::dtype_name(sdt), "; expected that of the state pool (",
+               gdn::dtype_name(*state_dtype), ")");
+  *state_dtype = sdt;
+  *state_dtype_set = true;
+  const size_t nd = s.ndim();
+  if ((nd != 4 && nd != 5) || dim(s, nd - 3) != HV || dim(s, nd - 2) != d2 || dim(s, nd - 1) != d3)
+    value_error(op, "token_states has shape ", shape_str(s), "; expected ", expect);
+  if (!c_contiguous(s)) value_error(op, "token_states is not contiguous; expected a C-contiguous array");
+  gdn::TokenStates ts;
+  ts.pool.data = s.data();
+  ts.pool.num_slots = nd == 4 ? dim(s, 0) : dim(s, 0) * dim(s, 1);
+  if (!idx.is_valid()) {
+    if (idx_host.is_valid()) value_error(op, "token_state_indices_cpu is given without token_state_indices");
+    if (nd != 5 || dim(s, 0) != N)
+      value_error(op, "token_states has shape ", shape_str(s), "; expected [N = ", N,
+                  ", T_max, HV, ..] without token_state_indices");
+    ts.max_tokens = dim(s, 1);
+    return ts;
+  }
+  dev.check("token_state_indices", idx);
+  if (!to_index_type(idx.dtype(), &ts.pool.index_type))
+    type_error(op, "token_state_indices has dtype ", dl_dtype_name(idx.dtype()), "; expected int32 or int64");
+  ts.per_token = idx.ndim() == 2;
+  if (ts.per_token ? (nd != 4 || dim(idx, 0) != N) : (idx.ndim() != 1 || nd != 5 || dim(idx, 0) != N))
+    value_error(op, "token_state_indices has shape ", shape_str(idx), " with token_states ", shape_str(s),
+                "; expected [N = ", N, ", T_max] with [slots, HV, ..], or [N = ", N, "] with [S, T_max, HV, ..]");
+  if (!c_contiguous(idx)) value_error(op, "token_state_indices is not contiguous");
+  ts.max_tokens = ts.per_token ? dim(idx, 1) : dim(s, 1);
+  ts.pool.indices = idx.data();
+  if (idx_host.is_valid()) {
+    check_host(op, "token_state_indices_cpu", idx_host);
+    gdn::IndexType ht;
+    if (!to_index_type(idx_host.dtype(), &ht) || ht != ts.pool.index_type || shape_str(idx_host) != shape_str(idx) ||
+        !c_contiguous(idx_host))
+      value_error(op, "token_state_indices_cpu has shape ", shape_str(idx_host), " and dtype ",
+                  dl_dtype_name(idx_host.dtype()), "; expected a contiguous copy of token_state_indices (",
+                  shape_str(idx), ", ", dl_dtype_name(idx.dtype()), ")");
+    ts.pool.indices_host = idx_host.data();
+  } else if (dev.type == kDevCPU) {
+    ts.pool.indices_host = idx.data();
+  }
+  return ts;
+}
+
+}  // namespace
 
 void forward(In q, In k, In v, In g, In beta, Out o, In A_log, In dt_bias, In initial_state, In initial_indices,
              In initial_indices_host, Out final_state, In final_indices, In final_indices_host, bool final_is_initial,
-             In initial_present, int64_t null_slot, In cu_seqlens, In cu_seqlens_host, double scale, bool use_qk_l2norm,
-             bool state_v_first, bool fused_gate, bool recurrent, nb::handle workspace, uintptr_t stream,
-             int num_threads) {
+             In initial_present, int64_t null_slot, Out token_states, In token_indices, In token_indices_host,
+             In num_accepted, In num_accepted_host, In parents, In parents_host, In cu_seqlens, In cu_seqlens_host,
+             double scale, bool use_qk_l2norm, bool state_v_first, bool fused_gate, bool recurrent,
+             nb::handle workspace, uintptr_t stream, int num_threads) {
   const char* op = recurrent ? "fused_recurrent_gated_delta_rule" : "chunk_gated_delta_rule";
   DeviceCtx dev{op};
   dev.check("q", q);
@@ -119,8 +184,6 @@ void forward(In q, In k, In v, In g, In beta, Out o, In A_log, In dt_bias, In in
                                 K, V, state_v_first, "state_indices", "state_indices_cpu", &sdt, &sdt_set);
   }
 
-  p.state_dtype = a.problem.state_dtype = sdt;
-
   // Serving pools: the null slot (padding) on both, the present mask (has_initial_state) on the
   // initial state only: a sequence without one starts from zeros and still writes its final state.
   a.initial_state.null_slot = a.initial_state.data ? null_slot : -1;
@@ -138,6 +201,58 @@ void forward(In q, In k, In v, In g, In beta, Out o, In A_log, In dt_bias, In in
                   "] contiguous");
     a.initial_state.present = static_cast<const uint8_t*>(initial_present.data());
     if (dev.type == kDevCPU) a.initial_state.present_host = a.initial_state.present;
+  }
+
+  if (token_states.is_valid()) {
+    a.token_states = token_state_ref(op, dev, token_states, token_indices, token_indices_host, N, HV, K, V,
+                                     state_v_first, &sdt, &sdt_set);
+    a.token_states.pool.null_slot = null_slot;
+  } else if (token_indices.is_valid() || token_indices_host.is_valid()) {
+    value_error(op, "token_state_indices is given without token_states");
+  }
+  p.state_dtype = a.problem.state_dtype = sdt;
+  if (num_accepted.is_valid()) {
+    if (!token_states.is_valid()) value_error(op, "num_accepted_tokens is given without token_states");
+    dev.check("num_accepted_tokens", num_accepted);
+    gdn::TokenStates& ts = a.token_states;
+    ts.num_accepted_type = index_array(op, "num_accepted_tokens", num_accepted, N, "one count per sequence");
+    ts.num_accepted = num_accepted.data();
+    if (num_accepted_host.is_valid()) {
+      check_host(op, "num_accepted_tokens_cpu", num_accepted_host);
+      if (index_array(op, "num_accepted_tokens_cpu", num_accepted_host, N, "a host copy of num_accepted_tokens") !=
+          ts.num_accepted_type)
+        type_error(op, "num_accepted_tokens_cpu has dtype ", dl_dtype_name(num_accepted_host.dtype()),
+                   "; expected that of num_accepted_tokens (", dl_dtype_name(num_accepted.dtype()), ")");
+      ts.num_accepted_host = num_accepted_host.data();
+    } else if (dev.type == kDevCPU) {
+      ts.num_accepted_host = ts.num_accepted;
+    }
+  } else if (num_accepted_host.is_valid()) {
+    value_error(op, "num_accepted_tokens_cpu is given without num_accepted_tokens");
+  }
+  if (parents.is_valid()) {  // EAGLE trees: [N, T_max], T_max that of the token states
+    if (!token_states.is_valid()) value_error(op, "retrieve_parent_token is given without token_states");
+    gdn::TokenStates& ts = a.token_states;
+    dev.check("retrieve_parent_token", parents);
+    if (!to_index_type(parents.dtype(), &ts.parents_type))
+      type_error(op, "retrieve_parent_token has dtype ", dl_dtype_name(parents.dtype()), "; expected int32 or int64");
+    if (parents.ndim() != 2 || dim(parents, 0) != N || dim(parents, 1) != ts.max_tokens || !c_contiguous(parents))
+      value_error(op, "retrieve_parent_token has shape ", shape_str(parents), "; expected contiguous [N = ", N,
+                  ", T_max = ", ts.max_tokens, "]");
+    ts.parents = parents.data();
+    if (parents_host.is_valid()) {
+      check_host(op, "retrieve_parent_token_cpu", parents_host);
+      gdn::IndexType ht;
+      if (!to_index_type(parents_host.dtype(), &ht) || ht != ts.parents_type ||
+          shape_str(parents_host) != shape_str(parents) || !c_contiguous(parents_host))
+        value_error(op, "retrieve_parent_token_cpu is not a contiguous copy of retrieve_parent_token (",
+                    shape_str(parents), ", ", dl_dtype_name(parents.dtype()), ")");
+      ts.parents_host = parents_host.data();
+    } else if (dev.type == kDevCPU) {
+      ts.parents_host = ts.parents;
+    }
+  } else if (parents_host.is_valid()) {
+    value_error(op, "retrieve_parent_token_cpu is given without retrieve_parent_token");
   }
 
   ExecBuilder eb;

@@ -95,11 +95,12 @@ def fused_gates(a, b, A_log, dt_bias):
 
 
 def recurrence(q, k, v, g, beta, scale=None, initial_state=None, cu_seqlens=None, use_qk_l2norm=False,
-               state_v_first=False, state_indices=None):
+               state_v_first=False, state_indices=None, token_states=False):
     """q, k: [T, H, K] (packed) or [B, T, H, K]; v: [.., HV, V]; g, beta: [.., HV].
     initial_state: [N, HV, K, V] (or [.., V, K] with state_v_first), or a pool with state_indices
     (negative: zeros). Returns (o [like v], final [N, HV, K, V] in the same layout) in float64;
-    final rows of sequences with a negative index are zeros (not written)."""
+    final rows of sequences with a negative index are zeros (not written). token_states=True: also
+    the state after every token, [T_total, HV, K, V] in the same layout (a third value)."""
     q = np.asarray(q, np.float64)
     shape_o = np.shape(v)
     if q.ndim == 4:
@@ -125,6 +126,7 @@ def recurrence(q, k, v, g, beta, scale=None, initial_state=None, cu_seqlens=None
     kh = np.repeat(k, rep, axis=1)
     o = np.zeros((T, HV, V))
     final = np.zeros((N, HV, K, V))
+    per_token = np.zeros((T, HV, K, V))
     for n in range(N):
         S = np.zeros((HV, K, V))
         if initial_state is not None:
@@ -140,9 +142,13 @@ def recurrence(q, k, v, g, beta, scale=None, initial_state=None, cu_seqlens=None
             vn = beta[t][:, None] * (v[t] - kv)
             S += kh[t][:, :, None] * vn[:, None, :]
             o[t] = scale * np.einsum("hkv,hk->hv", S, qh[t])
+            per_token[t] = S
         final[n] = S
     if state_v_first:
         final = final.transpose(0, 1, 3, 2)
+        per_token = per_token.transpose(0, 1, 3, 2)
+    if token_states:
+        return o.reshape(shape_o), final, per_token
     return o.reshape(shape_o), final
 
 

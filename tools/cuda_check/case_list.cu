@@ -237,6 +237,21 @@ std::vector<Case> correctness_cases(bool quick) {
     c.tol = 1e-5;
     cases.push_back(c);
   }
+  // Speculative decoding's verify (per-token states), both kernels and layouts, padding rows (the
+  // null slot 0), zero-length sequences, and (oob) unchecked indices clamped on the device.
+  for (int kd : {128, 64})
+    for (bool vm : {false, true}) {
+      Case c;
+      c.name = "verify bf16 " + std::to_string(kd) + (vm ? " vmajor" : " kmajor");
+      for (int n = 0; n < 40; ++n) c.lens.push_back(n % 9 == 4 ? 0 : 1 + n % 4);
+      c.K = c.V = kd;
+      c.vmajor = vm;
+      c.decode = true;
+      c.spec_tokens = 4;
+      c.oob = kd == 64;
+      c.idx32 = vm;
+      cases.push_back(c);
+    }
   if (!quick) {
     {
       Case c;

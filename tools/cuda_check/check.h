@@ -62,6 +62,11 @@ struct Case {
   bool bulk_overlap = false;    // ... with bulk stores and late signals beside fwd_o (cfg.bulk_overlap)
   DType sdt = DType::kFloat32;  // the state pool's element type
   int row_pad = 0;              // pool rows HV K V + row_pad elements apart
+  // > 0 (with decode): speculative decoding's verify in vLLM's convention, max_tokens = spec_tokens
+  // (lens <= it): the pool's rows named per token by 2-D indices (row 0 the null slot), the state
+  // after every token stored, the initial state read through num_accepted; with oob also indices
+  // and num_accepted out of range (no host copies: clamped on the device).
+  int spec_tokens = 0;
   double tol = 5e-3;
   float gscale = 1.f;
 };
@@ -87,6 +92,10 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
 // on a state pool of `state_dtype` (GB/s counts the state bytes moved: one read and one write of
 // every state, in the pool's element size).
 void bench_decode(int64_t N, bool vmajor, DType state_dtype, BenchOptions& o);
+// Speculative decoding's verify: N sequences of T tokens with the state after every token stored
+// (vLLM: pool rows by 2-D indices, the initial state through num_accepted; sglang: the pool row
+// read, a dense buffer written), against the copy rate counting one state read and T writes.
+void bench_spec_decode(int64_t N, int T, bool vmajor, bool sglang, BenchOptions& o);
 
 }  // namespace check
 }  // namespace gdn

@@ -130,6 +130,9 @@ int main(int argc, char** argv) {
           // bf16 pools (issue 12: >= 1.8x faster than fp32 at N >= 256).
           if (n >= 256) check::bench_decode(n, vm, DType::kBFloat16, bo);
         }
+    if (only_case.empty())
+      for (bool sglang : {false, true})
+        for (bool vm : {true, false}) check::bench_spec_decode(256, 4, vm, sglang, bo);
     if (bo.json) {
       std::fprintf(bo.json, "]\n");
       std::fclose(bo.json);

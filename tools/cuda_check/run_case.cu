@@ -20,6 +20,7 @@ struct Data {
   std::vector<float> q, k, v, g, b, A_log, dt_bias, S0;  // S0: [slots, HV, K, V] K-major logical
   std::vector<int64_t> idx_in, idx_out;
   int64_t slots;
+  std::vector<int64_t> idx_tok, accepted;  // spec_tokens: [N, M] rows per token, [N] num_accepted
 };
 
 Data make_data(const Case& c, std::mt19937& rng) {
@@ -70,7 +71,8 @@ Data make_data(const Case& c, std::mt19937& rng) {
   d.A_log.resize(c.HV);
   d.dt_bias.resize(c.HV);
   for (int h = 0; h < c.HV; ++h) d.A_log[h] = 0.5f * nd(rng), d.dt_bias[h] = 0.5f * nd(rng);
-  d.slots = c.pool ? 2 * d.N : d.N;
+  const int64_t M = c.spec_tokens;
+  d.slots = M > 0 ? 1 + d.N * M + 2 : c.pool ? 2 * d.N : d.N;
   fill(d.S0, d.slots * c.HV * c.K * c.V, 0.5f, c.sdt);
   d.idx_in.resize(d.N);
   d.idx_out.resize(d.N);
@@ -85,7 +87,25 @@ Data make_data(const Case& c, std::mt19937& rng) {
       d.idx_in[n] = d.idx_out[n] = n;
     }
   }
+  for (int64_t n = 0; n < d.N && M > 0; ++n) {  // spec: a permutation of rows 1..N M, padding on row 0
+    const bool pad = n % 5 == 3;
+    for (int64_t t = 0; t < M; ++t) {
+      int64_t row = pad ? 0 : 1 + ((n * M + t) * 7919) % (d.N * M);
+      if (c.oob && n % 6 == 1 && t == 1) row = n % 12 == 1 ? -7 : d.slots + 5 * n;  // out of range: not stored
+      d.idx_tok.push_back(row);
+    }
+    d.accepted.push_back(pad ? 1 : 1 + n % M);
+    if (c.oob && n % 7 == 2) d.accepted[n] = n % 2 ? 0 : M + 1;  // out of range: start from zeros
+  }
   return d;
+}
+
+// Row of the state after token t of sequence n in a spec case, or -1 (the slot map of TokenStates:
+// common/token_slots.h, written out here for the oracle).
+int64_t spec_row(const Data& d, int M, int64_t n, int64_t t) {
+  if (t < 0 || t >= M) return -1;
+  const int64_t r = d.idx_tok[n * M + t];
+  return r > 0 && r < d.slots ? r : -1;
 }
 
 // What the case must produce, from the fp64 oracle (reference/reference.h).
@@ -113,18 +133,28 @@ Expected oracle(const Case& c, const Data& d) {
   // Initial states gathered from the pool (an index outside [0, slots): zeros).
   const int64_t KV = int64_t(c.K) * c.V, per_seq = c.HV * KV;
   auto in_pool = [&](int64_t row) { return row >= 0 && row < d.slots; };
+  const int M = c.spec_tokens;
+  auto read_row = [&](int64_t n) {
+    if (M == 0) return in_pool(d.idx_in[n]) ? d.idx_in[n] : int64_t(-1);
+    return spec_row(d, M, n, d.accepted[n] - 1);
+  };
   ref::Vec h0(d.N * per_seq, 0.0);
   for (int64_t n = 0; n < d.N; ++n)
-    if (in_pool(d.idx_in[n]))
-      std::copy(d.S0.begin() + d.idx_in[n] * per_seq, d.S0.begin() + (d.idx_in[n] + 1) * per_seq,
+    if (read_row(n) >= 0)
+      std::copy(d.S0.begin() + read_row(n) * per_seq, d.S0.begin() + (read_row(n) + 1) * per_seq,
                 h0.begin() + n * per_seq);
   Expected e;
-  ref::Vec hT;
-  ref::recurrence(dims, q, k, v, g, beta, h0, 1.0 / std::sqrt(double(c.K)), e.o, hT);
+  ref::Vec hT, tok;
+  ref::recurrence(dims, q, k, v, g, beta, h0, 1.0 / std::sqrt(double(c.K)), e.o, hT, M > 0 ? &tok : nullptr);
   e.S = vec(d.S0);
-  for (int64_t n = 0; n < d.N; ++n)
+  for (int64_t n = 0; n < d.N && M == 0; ++n)
     if (in_pool(d.idx_out[n]))
       std::copy(hT.begin() + n * per_seq, hT.begin() + (n + 1) * per_seq, e.S.begin() + d.idx_out[n] * per_seq);
+  for (int64_t n = 0; n < d.N && M > 0; ++n)
+    for (int64_t t = 0; t < d.cu[n + 1] - d.cu[n]; ++t)
+      if (spec_row(d, M, n, t) >= 0)
+        std::copy(tok.begin() + (d.cu[n] + t) * per_seq, tok.begin() + (d.cu[n] + t + 1) * per_seq,
+                  e.S.begin() + spec_row(d, M, n, t) * per_seq);
   if (c.stages) {  // the chunk-start states by the oracle's stage chain
     ref::Vec G, L, A, w, u, v_new, hT_chunked;
     ref::chunk_local_cumsum(dims, g, G);
@@ -203,6 +233,18 @@ bool run_case(const Case& c, std::mt19937& rng) {
   f.initial_state = {S_d, d.slots, ii_d, nullptr, it};
   f.final_state = {S_d, d.slots, io_d, nullptr, it};
   f.initial_state.row_stride = f.final_state.row_stride = row_stride;
+  void *tok_d = nullptr, *acc_d = nullptr;
+  if (c.spec_tokens > 0) {  // vLLM's verify: the pool takes every token's state; no other states
+    tok_d = upload_indices(d.idx_tok, it);
+    acc_d = upload_indices(d.accepted, it);
+    f.initial_state = f.final_state = StateRef{};
+    f.token_states.pool = {S_d, d.slots, tok_d, nullptr, it};
+    f.token_states.pool.row_stride = row_stride;
+    f.token_states.pool.null_slot = 0;
+    f.token_states.max_tokens = c.spec_tokens;
+    f.token_states.num_accepted = acc_d;
+    f.token_states.num_accepted_type = it;
+  }
   Exec ex;
   ex.backend = Backend::kCUDA;
   cudaStream_t st;
@@ -292,7 +334,7 @@ bool run_case(const Case& c, std::mt19937& rng) {
                 (long long)T, (long long)N, eo, es, c.stages ? (" err_h=" + std::to_string(eh)).c_str() : "",
                 finite ? "" : " NON-FINITE");
   }
-  for (void* x : {q_d, k_d, v_d, g_d, b_d, A_d, dtb_d, S_d, ii_d, io_d, o_d, cu_d}) cudaFree(x);
+  for (void* x : {q_d, k_d, v_d, g_d, b_d, A_d, dtb_d, S_d, ii_d, io_d, o_d, cu_d, tok_d, acc_d}) cudaFree(x);
   for (void* x : scratch) cudaFree(x);
   cudaStreamDestroy(st);
   return ok;

@@ -246,5 +246,65 @@ void bench_decode(int64_t N, bool vmajor, DType state_dtype, BenchOptions& o) {
   cudaFree(idx_d);
 }
 
+void bench_spec_decode(int64_t N, int T, bool vmajor, bool sglang, BenchOptions& o) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd;
+  const int64_t tokens = N * T;
+  BenchInputs in(tokens, N, kBH, kBHV, rng, nd, std::vector<float>(tokens * kBHV, -0.1f),
+                 std::vector<float>(tokens * kBHV, 0.5f));
+  in.p.state_layout = vmajor ? StateLayout::kVMajor : StateLayout::kKMajor;
+  const int64_t head = int64_t{kBHV} * kBK * kBV;
+  // vLLM: one pool of 1 + N T rows (row 0 the null slot), T scattered rows per sequence, the
+  // initial state read at column num_accepted - 1. SGLang: a pool of N rows read (not written:
+  // disable_state_update) and a dense buffer [N, T, HV, K, V] for the token states.
+  const int64_t slots = sglang ? N : 1 + N * T;
+  const int64_t buffer_slots = sglang ? N * T : 0;
+  float *S, *B = nullptr;
+  CK(cudaMalloc(&S, size_t(slots) * head * 4));
+  CK(cudaMemset(S, 0, size_t(slots) * head * 4));
+  if (sglang) CK(cudaMalloc(&B, size_t(buffer_slots) * head * 4));
+  std::vector<int64_t> rows(N * T), accepted(N);
+  for (int64_t i = 0; i < N * T; ++i) rows[i] = 1 + (i * 7919) % (N * T);  // a permutation when N T is prime to 7919
+  for (int64_t n = 0; n < N; ++n) accepted[n] = 1 + n % T;
+  void* rows_d = upload_indices(rows, IndexType::kInt32);
+  void* acc_d = upload_indices(accepted, IndexType::kInt32);
+  ForwardArgs f = in.args({S, slots, nullptr, nullptr, IndexType::kInt32});
+  f.token_states.max_tokens = T;
+  if (sglang) {
+    f.final_state = StateRef{};
+    f.token_states.pool.data = B;
+    f.token_states.pool.num_slots = buffer_slots;
+  } else {
+    f.initial_state = f.final_state = StateRef{};
+    f.token_states.pool.data = S;
+    f.token_states.pool.num_slots = slots;
+    f.token_states.pool.indices = rows_d;
+    f.token_states.pool.null_slot = 0;
+    f.token_states.num_accepted = acc_d;
+  }
+  Exec ex;
+  ex.backend = Backend::kCUDA;
+  ex.stream = in.st;
+  const float med = graph_median_ms(in.st, 50, [&] { cuda::recurrent_gated_delta_rule(f, ex); });
+  const double bytes = double(1 + T) * N * head * 4;  // one state read, T states written
+  void *c0, *c1;
+  CK(cudaMalloc(&c0, size_t(bytes / 2)));
+  CK(cudaMalloc(&c1, size_t(bytes / 2)));
+  const float copy_ms =
+      median_ms(in.st, 20, [&] { CK(cudaMemcpyAsync(c1, c0, size_t(bytes / 2), cudaMemcpyDeviceToDevice, in.st)); });
+  const double gbps = bytes / (med * 1e6), cbps = bytes / (copy_ms * 1e6);
+  const char* layout = vmajor ? "vmajor" : "kmajor";
+  const char* conv = sglang ? "sglang" : "vllm";
+  std::printf("verify N=%-5lld T=%d %s %s %.4f ms  %.0f GB/s  copy %.0f GB/s  (%.0f%%)\n", (long long)N, T, conv,
+              layout, med, gbps, cbps, 100 * gbps / cbps);
+  char fields[320];
+  std::snprintf(fields, sizeof fields,
+                "\"verify_n\":%lld,\"verify_t\":%d,\"convention\":\"%s\",\"layout\":\"%s\",\"gdn_ms\":%.4f,"
+                "\"gdn_GBps\":%.1f,\"copy_GBps\":%.1f",
+                (long long)N, T, conv, layout, med, gbps, cbps);
+  json_object(o, fields);
+  for (void* x : {c0, c1, static_cast<void*>(S), static_cast<void*>(B), rows_d, acc_d}) cudaFree(x);
+}
+
 }  // namespace check
 }  // namespace gdn

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "common/spec_math.h"
+#include "common/token_slots.h"
 #include "cuda/core/common.cuh"
 
 namespace gdn {
@@ -33,6 +34,7 @@ struct DecodeArgs {
   float scale;
   bool l2norm;
   StateRef init, fin;  // pools [num_slots, row_stride] holding [HV, K, V] or [HV, V, K], of the kernel's TS
+  TokenStates ts;      // per-token states: pool like init's, rows by the slot map (common/token_slots.h)
 };
 
 // ---- state pools of element type TS (float, __nv_bfloat16 or __half) ----------------------------
@@ -161,6 +163,31 @@ __device__ __forceinline__ int64_t row_raw(const StateRef& s, int64_t n) {
 }
 __device__ __forceinline__ int64_t row_checked(const StateRef& s, int64_t r) {
   return (r >= 0 && r < s.num_slots && r != s.null_slot) ? r : -1;
+}
+
+// The initial state's row in the same two halves: a token_states row through num_accepted (vLLM's
+// speculative decoding, checked by the slot map), or initial_state's row. read_pool: its pool.
+__device__ __forceinline__ int64_t read_raw(const DecodeArgs& a, int64_t n) {
+  if (a.ts.num_accepted == nullptr) return row_raw(a.init, n);
+  const int64_t c = slots::read_column(a.ts, a.ts.num_accepted, n);
+  return c < 0 ? -1 : slots::token_row(a.ts, a.ts.pool.indices, n, c);
+}
+__device__ __forceinline__ int64_t read_checked(const DecodeArgs& a, int64_t r) {
+  return a.ts.num_accepted ? r : row_checked(a.init, r);
+}
+__device__ __forceinline__ const StateRef& read_pool(const DecodeArgs& a) {
+  return a.ts.num_accepted ? a.ts.pool : a.init;
+}
+// Row of token_states that takes the state after token t (0-based in its sequence) of sequence n,
+// or -1 (none: also when the call has no token states).
+__device__ __forceinline__ int64_t token_row(const DecodeArgs& a, int64_t n, int64_t t) {
+  return a.ts.pool.data ? slots::token_row(a.ts, a.ts.pool.indices, n, t) : -1;
+}
+
+// EAGLE trees: the row of token_states that token t (>= 1) of sequence n continues from, or -1
+// (keep the state in hand).
+__device__ __forceinline__ int64_t parent_row(const DecodeArgs& a, int64_t n, int64_t t) {
+  return a.ts.parents && a.ts.pool.data ? slots::parent_row(a.ts, a.ts.pool.indices, a.ts.parents, n, t) : -1;
 }
 
 // Token range of sequence n, raw (loaded ahead), then clamped to [0, T] at the use.

@@ -80,6 +80,7 @@ DecodeArgs make_decode_args(const ForwardArgs& f) {
   a.l2norm = p.use_qk_l2norm;
   a.init = f.initial_state;
   a.fin = f.final_state;
+  a.ts = f.token_states;
   return a;
 }
 

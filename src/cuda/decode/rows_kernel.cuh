@@ -62,30 +62,39 @@ __global__ void __launch_bounds__(W * 32, kRowsBlocksPerSm) decode_rows_kernel(D
   const int64_t n = blockIdx.x / a.HV;
   const int hv = static_cast<int>(blockIdx.x % a.HV);
   const int hk = hv / a.group;
-  const int64_t rin = row_checked(a.init, row_raw(a.init, n));
+  const int64_t rin = read_checked(a, read_raw(a, n));
   const int64_t rfin = row_checked(a.fin, row_raw(a.fin, n));
   const int64_t row0 = int64_t(RW) * warp;  // first state row of this warp
 
   float4 s[RW];  // s[r]: row row0 + r, columns 4 lane..4 lane + 3 (row stride 128 = K = V in both layouts)
+  // This thread's part of row `row` of pool p (its 4 elements of each of the warp's state rows).
+  auto part_of = [&](const StateRef& p, int64_t row) -> TS* {
+    return static_cast<TS*>(p.data) + state_offset(p, row, hv, a.HV, KV) + row0 * V + 4 * lane;
+  };
   {
-    const TS* src =
-        rin >= 0 ? static_cast<const TS*>(a.init.data) + state_offset(a.init, rin, hv, a.HV, KV) + row0 * V + 4 * lane
-                 : nullptr;
+    const TS* src = rin >= 0 ? part_of(read_pool(a), rin) : nullptr;
 #pragma unroll
     for (int r = 0; r < RW; ++r) s[r] = src ? ld_state4(src + r * V) : make_float4(0.f, 0.f, 0.f, 0.f);
   }
-  TS* out = rfin >= 0 ? static_cast<TS*>(a.fin.data) + state_offset(a.fin, rfin, hv, a.HV, KV) + row0 * V + 4 * lane
-                      : nullptr;
-  auto store_state = [&]() {
+  TS* out = rfin >= 0 ? part_of(a.fin, rfin) : nullptr;
+  auto store_state = [&](TS* dst) {
 #pragma unroll
-    for (int r = 0; r < RW; ++r) st_state4(out + r * V, s[r]);
+    for (int r = 0; r < RW; ++r) st_state4(dst + r * V, s[r]);
   };
   const Span span = span_checked(a, span_raw(a, n));
   if (span.b == span.e) {  // no tokens: the final state is the initial state
-    if (out) store_state();
+    if (out) store_state(out);
     return;
   }
   for (int64_t t = span.b; t < span.e; ++t) {
+    const int64_t snap = token_row(a, n, t - span.b);  // where the state after this token goes (or -1)
+    // EAGLE trees: this thread's part of the parent token's state, which this thread stored itself.
+    const int64_t parent = parent_row(a, n, t - span.b);
+    if (parent >= 0) {
+      const TS* src = part_of(a.ts.pool, parent);
+#pragma unroll
+      for (int r = 0; r < RW; ++r) s[r] = ld_state4(src + r * V);
+    }
     // The token's inputs (raw bits, converted at the use): q, k by all threads, v and the gates by
     // each lane for its columns.
     uint32_t qk_bits[(2 * K + W * 32 - 1) / (W * 32)];
@@ -151,6 +160,7 @@ __global__ void __launch_bounds__(W * 32, kRowsBlocksPerSm) decode_rows_kernel(D
         s[r] = make_float4(fmaf(kh.x, vr, s[r].x * decay), fmaf(kh.y, vr, s[r].y * decay),
                            fmaf(kh.z, vr, s[r].z * decay), fmaf(kh.w, vr, s[r].w * decay));
       }
+      if (snap >= 0) store_state(part_of(a.ts.pool, snap));
       continue;
     }
     // Pass 1: S^T k, S^T q over this warp's rows (the norms applied once, after the sums).
@@ -193,15 +203,17 @@ __global__ void __launch_bounds__(W * 32, kRowsBlocksPerSm) decode_rows_kernel(D
 #pragma unroll
       for (int e = 0; e < 4; ++e) store_dt(a.o, a.dt, ob + e, a.scale * (decay * iq * qv[e] + vp[e] * kq));
     }
-    // Pass 2: decay S + k v'^T in registers; the final state leaves after the last token.
+    // Pass 2: decay S + k v'^T in registers; the final state leaves after the last token, a token's
+    // state (token_states) after its token.
 #pragma unroll
     for (int r = 0; r < RW; ++r) {
       const float kr = qk_raw[1][row0 + r] * ik;
       s[r] = make_float4(fmaf(kr, vp[0], s[r].x * decay), fmaf(kr, vp[1], s[r].y * decay),
                          fmaf(kr, vp[2], s[r].z * decay), fmaf(kr, vp[3], s[r].w * decay));
     }
+    if (snap >= 0) store_state(part_of(a.ts.pool, snap));
   }
-  if (out) store_state();
+  if (out) store_state(out);
 }
 
 }  // namespace decode

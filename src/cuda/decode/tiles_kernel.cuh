@@ -22,7 +22,8 @@
 //
 // Per token, two passes over the tile in shared memory: pass 1 reads S for S^T k and S^T q (the
 // decay factors out); pass 2 writes decay S + k v'^T: to global memory after the last token (if
-// there is a final state), back to the ring when more tokens follow.
+// there is a final state), back to the ring when more tokens follow; with token_states also to the
+// token's row after every token.
 //   K-major [K][V]: the tile is columns v0..v0+31 of all K rows (128 bytes of each). Lane
 //                   (c = lane % 8, kp = lane / 8) holds columns 4c..4c+3 of rows k = 4i + kp, the
 //                   chunks that it copied itself; sums over k are in-lane, then 2 xor shuffles.
@@ -31,6 +32,7 @@
 //                   in-lane, then 3 xor shuffles.
 // Sequences with no tokens copy their state through; pool rows outside [0, num_slots) read as
 // zeros (zero-filled tile) and are not written; cu_seqlens is clamped to [0, T] per sequence.
+// The initial tile comes from initial_state, or from a token_states row through num_accepted.
 // The state pools must be 16-byte aligned (float4 accesses).
 //
 // bf16 / fp16 pools (TS): the ring keeps fp32 tiles (a tile stays in the slot between the tokens
@@ -129,9 +131,9 @@ __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(De
   auto issue = [&](int64_t j, int slot, int64_t raw_row) {
     if (j < NI) {
       float* dst = ring + slot * TILE + 4 * lane;
-      const int64_t row = row_checked(a.init, raw_row);
+      const int64_t row = read_checked(a, raw_row);
       if (row >= 0) {
-        const TS* src = tile_of(a.init, row, item_of<SL>(j, a.HV));
+        const TS* src = tile_of(read_pool(a), row, item_of<SL>(j, a.HV));
 #pragma unroll 8
         for (int c = 0; c < CH; ++c) {
           if constexpr (kWide)
@@ -163,7 +165,7 @@ __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(De
     return x;
   };
   auto span_of = [&](int64_t j) { return j < NI ? span_raw(a, item_of<SL>(j, a.HV).n) : Span{0, 0}; };
-  auto init_row_of = [&](int64_t j) { return j < NI ? row_raw(a.init, item_of<SL>(j, a.HV).n) : int64_t(-1); };
+  auto init_row_of = [&](int64_t j) { return j < NI ? read_raw(a, item_of<SL>(j, a.HV).n) : int64_t(-1); };
 
   // Prologue: the first AHEAD tiles in flight, the rest of the register pipeline filled.
   {
@@ -226,6 +228,19 @@ __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(De
       Tok<K> x = tok_cur;
       for (int64_t t = span.b; t < span.e; ++t) {
         const bool last = t + 1 == span.e;
+        const int64_t snap_row = token_row(a, it.n, t - span.b);  // token_states row of this token's state
+        TS* snap = snap_row >= 0 ? tile_of(a.ts.pool, snap_row, it) : nullptr;
+        // EAGLE trees: the parent token's state into the tile, each lane the pieces that it stored
+        // itself (global offset goff / soff of the pass pieces), so no other lane is involved.
+        const int64_t parent = parent_row(a, it.n, t - span.b);
+        if (parent >= 0) {
+          const TS* src = tile_of(a.ts.pool, parent, it);
+#pragma unroll 1
+          for (int pa = 0; pa < CH / (KMAJ ? 4 : 8); ++pa)
+#pragma unroll
+            for (int pb = 0; pb < (KMAJ ? 4 : 8); ++pb)
+              st(pa, pb, ld_state4(src + (KMAJ ? goff(4 * pa + pb) : soff(pa, pb))));
+        }
         Tok<K> x_next = x;
         if (!last) x_next = load_tok<K>(a, t + 1, it.hv, it.v0, lane);  // in flight during this token
 
@@ -304,8 +319,9 @@ __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(De
               vs = vp[e];
             }
           store_dt(a.o, a.dt, ob + 4 * c + kp, a.scale * (decay * qs + vs * kq));
-          // Pass 2: decay S + k v'^T, to global memory after the last token, else back to the tile.
-          auto update = [&](auto to_global) {
+          // Pass 2: decay S + k v'^T, back to the tile unless it is the last token, and to global
+          // memory: the final state after the last token, the token's state (token_states) after any.
+          auto update = [&](auto to_tile, TS* dst, TS* dst2) {
 #pragma unroll UA
             for (int u = 0; u < K / 16; ++u) {
               const float4 k4 = *reinterpret_cast<const float4*>(kr + 4 * u);
@@ -315,17 +331,16 @@ __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(De
                 const float4 s = ld(u, e);
                 const float4 r = make_float4(fmaf(kk[e], vp[0], s.x * decay), fmaf(kk[e], vp[1], s.y * decay),
                                              fmaf(kk[e], vp[2], s.z * decay), fmaf(kk[e], vp[3], s.w * decay));
-                if constexpr (decltype(to_global)::value)
-                  st_state4(out + goff(4 * u + e), r);
-                else
-                  st(u, e, r);
+                if constexpr (decltype(to_tile)::value) st(u, e, r);
+                if (dst) st_state4(dst + goff(4 * u + e), r);
+                if (dst2) st_state4(dst2 + goff(4 * u + e), r);
               }
             }
           };
           if (!last)
-            update(std::false_type{});
-          else if (out)
-            update(std::true_type{});
+            update(std::true_type{}, snap, nullptr);
+          else if (out || snap)
+            update(std::false_type{}, out, snap);
         } else {
           const int kg = lane % 8, vr = lane / 8;
           float kv[8], qv[8];  // rows 8 vr + i
@@ -366,7 +381,7 @@ __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(De
               vs = vp[i];
             }
           store_dt(a.o, a.dt, ob + lane, a.scale * (decay * qs + vs * kq));
-          auto update = [&](auto to_global) {  // pass 2, as in the K-major branch
+          auto update = [&](auto to_tile, TS* dst, TS* dst2) {  // pass 2, as in the K-major branch
 #pragma unroll UA
             for (int jj = 0; jj < K / 32; ++jj) {
               const float4 k4 = *reinterpret_cast<const float4*>(kbuf + 32 * jj + 4 * kg);
@@ -375,17 +390,17 @@ __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(De
                 const float4 s = ld(jj, i);
                 const float4 r = make_float4(fmaf(k4.x, vp[i], s.x * decay), fmaf(k4.y, vp[i], s.y * decay),
                                              fmaf(k4.z, vp[i], s.z * decay), fmaf(k4.w, vp[i], s.w * decay));
-                if constexpr (decltype(to_global)::value)
-                  st_state4(out + soff(jj, i), r);  // same offset in the tile and in global memory
-                else
-                  st(jj, i, r);
+                if constexpr (decltype(to_tile)::value) st(jj, i, r);
+                // The same offset in the tile and in global memory.
+                if (dst) st_state4(dst + soff(jj, i), r);
+                if (dst2) st_state4(dst2 + soff(jj, i), r);
               }
             }
           };
           if (!last)
-            update(std::false_type{});
-          else if (out)
-            update(std::true_type{});
+            update(std::true_type{}, snap, nullptr);
+          else if (out || snap)
+            update(std::false_type{}, out, snap);
         }
         x = x_next;
       }
