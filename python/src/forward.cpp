@@ -30,10 +30,23 @@ gdn::TokenStates token_state_ref(const char* op, DeviceCtx& dev, const Out& s, c
   const size_t nd = s.ndim();
   if ((nd != 4 && nd != 5) || dim(s, nd - 3) != HV || dim(s, nd - 2) != d2 || dim(s, nd - 1) != d3)
     value_error(op, "token_states has shape ", shape_str(s), "; expected ", expect);
-  if (!c_contiguous(s)) value_error(op, "token_states is not contiguous; expected a C-contiguous array");
+  // Each row [HV, d2, d3] contiguous, rows evenly apart (a padded slot stride is allowed; in a
+  // buffer [S, T_max, ...] the (s, t) rows too).
+  const int64_t row_elems = HV * d2 * d3, rs = nd == 5 && dim(s, 1) == 1 ? s.stride(0) : s.stride(nd - 4);
+  const bool rows_contiguous = (d3 == 1 || s.stride(nd - 1) == 1) && (d2 == 1 || s.stride(nd - 2) == d3) &&
+                               (HV == 1 || s.stride(nd - 3) == d2 * d3) &&
+                               (nd == 4 || dim(s, 0) == 1 || dim(s, 1) == 1 || s.stride(0) == dim(s, 1) * rs);
+  if (!rows_contiguous)
+    value_error(op, "token_states is not contiguous within its rows (strides ", stride_str(s), "); expected rows [HV, ",
+                d2, ", ", d3, "] contiguous and evenly apart");
+  const int64_t num_rows = nd == 4 ? dim(s, 0) : dim(s, 0) * dim(s, 1);
+  if (num_rows > 1 && rs < row_elems)
+    value_error(op, "token_states has a row stride of ", rs, " elements; expected >= HV * ", d2, " * ", d3, " = ",
+                row_elems, " (rows must not overlap)");
   gdn::TokenStates ts;
   ts.pool.data = s.data();
-  ts.pool.num_slots = nd == 4 ? dim(s, 0) : dim(s, 0) * dim(s, 1);
+  ts.pool.num_slots = num_rows;
+  ts.pool.row_stride = num_rows > 1 ? rs : row_elems;
   if (!idx.is_valid()) {
     if (idx_host.is_valid()) value_error(op, "token_state_indices_cpu is given without token_state_indices");
     if (nd != 5 || dim(s, 0) != N)
