@@ -6,6 +6,7 @@
 #include <limits>
 #include <numeric>
 #include <sstream>
+#include <stdexcept>
 
 #include "common/host_dtype.h"
 
@@ -30,7 +31,9 @@ std::string Case::name() const {
   os << "N" << lens.size() << "_T";
   int64_t T = 0;
   for (int64_t l : lens) T += l;
-  os << T << "_H" << H << "_HV" << HV << "_K" << K << "_V" << V << "_" << dtype_name(dtype) << (l2norm ? "_l2" : "")
+  os << T << "_H" << H << "_HV" << HV << "_K" << K << "_V" << V << "_" << dtype_name(dtype)
+     << (qk_dtype ? std::string("_qk") + dtype_name(*qk_dtype) : "")
+     << (o_dtype ? std::string("_o") + dtype_name(*o_dtype) : "") << (l2norm ? "_l2" : "")
      << (layout == StateLayout::kVMajor ? "_vmajor" : "") << (pool ? "_pool" : "") << (initial_state ? "_h0" : "")
      << (fused_gate ? "_fused" : "") << "_g" << int(gate) << "x" << gate_factor << "_b" << int(beta)
      << (strided ? "_strided" + std::to_string(o_pad) : "") << (sparse_final ? "_sparsefinal" : "")
@@ -74,8 +77,9 @@ Inputs make_inputs(const Case& c, std::mt19937_64& rng) {
     normalize_rows(q, c.K);
     normalize_rows(k, c.K);
   }
-  in.qd = round_to(q, c.dtype);
-  in.kd = round_to(k, c.dtype);
+  const DType qk_dtype = c.qk_dtype.value_or(c.dtype);
+  in.qd = round_to(q, qk_dtype);
+  in.kd = round_to(k, qk_dtype);
   in.vd = round_to(v, c.dtype);
 
   const DType gate_dtype = c.gate_in_input_dtype ? c.dtype : DType::kFloat32;
@@ -123,6 +127,7 @@ Inputs make_inputs(const Case& c, std::mt19937_64& rng) {
   }
 
   if (c.strided) {
+    if (c.qk_dtype && *c.qk_dtype != c.dtype) throw std::logic_error("a strided case has one dtype (no qk_dtype)");
     // One fused row per token: [q (H K) | k (H K) | v (HV V)], as a projection would produce.
     const int64_t row = 2 * int64_t{c.H} * c.K + int64_t{c.HV} * c.V;
     std::vector<double> fused(T * row);
@@ -140,8 +145,8 @@ Inputs make_inputs(const Case& c, std::mt19937_64& rng) {
     in.v_off = 2 * int64_t{c.H} * c.K;
     in.o_stride_token = int64_t{c.HV} * c.V + c.o_pad;
   } else {
-    in.q = encode(in.qd, c.dtype);
-    in.k = encode(in.kd, c.dtype);
+    in.q = encode(in.qd, qk_dtype);
+    in.k = encode(in.kd, qk_dtype);
     in.v = encode(in.vd, c.dtype);
     in.o_stride_token = int64_t{c.HV} * c.V;
   }
@@ -251,6 +256,8 @@ Problem problem_of(const Case& c) {
   p.head_k = c.K;
   p.head_v = c.V;
   p.dtype = c.dtype;
+  p.qk_dtype = c.qk_dtype;
+  p.o_dtype = c.o_dtype;
   p.gate_dtype = c.gate_in_input_dtype ? c.dtype : DType::kFloat32;
   p.use_qk_l2norm = c.l2norm;
   p.state_layout = c.layout;
@@ -332,7 +339,8 @@ Outputs run(const Inputs& in, Backend backend, Op op) {
 
   // o: NaN everywhere (padding of a strided o too), so an unwritten element fails.
   const int64_t o_elems = std::max<int64_t>(T, 1) * in.o_stride_token;
-  Buffer ob = upload(backend, encode(std::vector<double>(o_elems, std::nan("")), c.dtype));
+  const DType o_dtype = c.o_dtype.value_or(c.dtype);
+  Buffer ob = upload(backend, encode(std::vector<double>(o_elems, std::nan("")), o_dtype));
   a.o = {ob.data(), in.o_stride_token, c.V};
 
   // States: a pool updated in place, or a dense initial array and a NaN-filled final array, in
@@ -409,12 +417,12 @@ Outputs run(const Inputs& in, Backend backend, Op op) {
   out.o.resize(T * c.HV * c.V);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t i = 0; i < int64_t{c.HV} * c.V; ++i)
-      out.o[t * c.HV * c.V + i] = load_as_float(o_bytes.data(), t * in.o_stride_token + i, c.dtype);
+      out.o[t * c.HV * c.V + i] = load_as_float(o_bytes.data(), t * in.o_stride_token + i, o_dtype);
   // A strided o's padding must stay untouched (NaN).
   if (c.strided)
     for (int64_t t = 0; t < T; ++t)
       for (int64_t i = int64_t{c.HV} * c.V; i < in.o_stride_token; ++i)
-        if (!std::isnan(load_as_float(o_bytes.data(), t * in.o_stride_token + i, c.dtype)))
+        if (!std::isnan(load_as_float(o_bytes.data(), t * in.o_stride_token + i, o_dtype)))
           ADD_FAILURE() << "o padding was written at token " << t;
   const Buffer* states = c.pool ? &s_in : &s_out;
   if (c.final_state) {
@@ -452,13 +460,20 @@ double tolerance(DType dtype, Backend backend) {
   return backend == Backend::kCUDA ? 2e-3 : 1e-4;
 }
 
+double tolerance(const Case& c, Backend backend) {
+  double tol = tolerance(c.dtype, backend);
+  for (const std::optional<DType>& d : {c.qk_dtype, c.o_dtype})
+    if (d) tol = std::max(tol, tolerance(*d, backend));
+  return tol;
+}
+
 double state_tolerance(const Case& c, Backend backend) {
-  return std::max(tolerance(c.dtype, backend), tolerance(c.state_dtype, Backend::kCPU));
+  return std::max(tolerance(c, backend), tolerance(c.state_dtype, Backend::kCPU));
 }
 
 void expect_close(const Inputs& in, const Expected& ref, const Outputs& out, Backend backend, const char* what) {
   const Case& c = in.c;
-  const double tol = tolerance(c.dtype, backend);
+  const double tol = tolerance(c, backend);
   const double err_o = ref::rel_rms_error(out.o.data(), ref.o.data(), static_cast<int64_t>(ref.o.size()));
   EXPECT_LE(err_o, tol) << what << " o on " << backend_name(backend) << ", case " << c.name();
   if (!c.final_state) return;

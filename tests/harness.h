@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -69,6 +70,8 @@ struct Case {
   bool varlen = true;  // false: fixed-length batch (all lens equal), cu_seqlens null
   int H = 2, HV = 4, K = 64, V = 64;
   DType dtype = DType::kFloat32;
+  std::optional<DType> qk_dtype;  // q and k in another dtype than v (Problem::qk_dtype); not with strided
+  std::optional<DType> o_dtype;   // o in another dtype than v (Problem::o_dtype)
   bool gate_in_input_dtype = false;
   bool l2norm = true;
   StateLayout layout = StateLayout::kKMajor;
@@ -149,6 +152,8 @@ void expect_close(const Inputs& in, const Expected& ref, const Outputs& out, Bac
 
 // SPEC section 4 bounds for a dtype and backend.
 double tolerance(DType dtype, Backend backend);
+// The bound of a case: that of its coarsest dtype when q/k, v and o differ.
+double tolerance(const Case& c, Backend backend);
 // The bound of the final state: that of the inputs, or of the state's own rounding when coarser
 // (a bf16 pool: 5e-3, an fp16 pool: 1e-3; docs/api.md).
 double state_tolerance(const Case& c, Backend backend);

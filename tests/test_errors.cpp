@@ -130,20 +130,30 @@ TEST_P(Errors, HeadsNotMultiple) {
 }
 
 TEST_P(Errors, UnsupportedHeadSize) {
-  expect_rejected(GetParam(), [](Fixture& f) { f.a.problem.head_k = 100; },
-                  {"head_k (K = 100) is unsupported", "expected"});
+  expect_rejected(GetParam(), [](Fixture& f) { f.a.problem.head_k = 257; },
+                  {"head_k (K = 257) is unsupported", "expected an integer in [1, 256]"});
+  expect_rejected(GetParam(), [](Fixture& f) { f.a.problem.head_k = 0; }, {"head_k (K = 0) is unsupported"});
   expect_rejected(GetParam(), [](Fixture& f) { f.a.problem.head_v = 512; }, {"head_v (V = 512) is unsupported"});
+  expect_rejected(GetParam(), [](Fixture& f) { f.a.problem.head_v = -3; }, {"head_v (V = -3) is unsupported"});
+}
+
+// q/k or o in a dtype outside the table.
+TEST_P(Errors, BadQkDtype) {
+  expect_rejected(GetParam(), [](Fixture& f) { f.a.problem.qk_dtype = static_cast<DType>(9); },
+                  {"qk_dtype is invalid; expected one of float32, float16, bfloat16"});
+  expect_rejected(GetParam(), [](Fixture& f) { f.a.problem.o_dtype = static_cast<DType>(-1); },
+                  {"o_dtype is invalid; expected one of float32, float16, bfloat16"});
 }
 
 // The rejection names the table's values, in the words gdn::supports gives.
 TEST_P(Errors, UnsupportedHeadSizeMessageComesFromTheTable) {
   Fixture probe(GetParam());
   Problem p = probe.a.problem;
-  p.head_v = 100;
+  p.head_v = 300;
   std::string why;
   ASSERT_FALSE(supports(p, GetParam(), Operation::kDecode, &why));
-  EXPECT_NE(why.find("head_v (V = 100) is unsupported; expected "), std::string::npos) << why;
-  expect_rejected(GetParam(), [](Fixture& f) { f.a.problem.head_v = 100; }, {why});
+  EXPECT_NE(why.find("head_v (V = 300) is unsupported; expected "), std::string::npos) << why;
+  expect_rejected(GetParam(), [](Fixture& f) { f.a.problem.head_v = 300; }, {why});
 }
 
 TEST_P(Errors, BadDtypes) {
@@ -360,14 +370,16 @@ TEST_P(Errors, StageArguments) {
   L2NormArgs l;
   l.num_tokens = 4;
   l.num_heads = 2;
-  l.dim = 7;
+  l.dim = 257;
   l.x.data = f.q.data();
   l.y.data = f.o.data();
   try {
     l2norm(l, f.exec);
-    ADD_FAILURE() << "no error for dim 7";
+    ADD_FAILURE() << "no error for dim 257";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("dim (7) is unsupported"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("dim (257) is unsupported; expected an integer in [1, 256]"),
+              std::string::npos)
+        << e.what();
   }
   f.expect_untouched();
 }
@@ -376,16 +388,16 @@ TEST_P(Errors, StageArguments) {
 TEST(Capabilities, TableStatesTheBackends) {
   const Capabilities& cpu = capabilities(Backend::kCPU);
   EXPECT_TRUE(cpu.built);
-  for (int d = 1; d <= 512; ++d) EXPECT_EQ(cpu.has_head_size(d), d % 16 == 0 && d <= 256) << "CPU head size " << d;
+  for (int d = -1; d <= 512; ++d) EXPECT_EQ(cpu.has_head_size(d), d >= 1 && d <= 256) << "CPU head size " << d;
   const Capabilities& cuda = capabilities(Backend::kCUDA);
 #ifdef GDN_HAS_CUDA
   EXPECT_TRUE(cuda.built);
 #else
   EXPECT_FALSE(cuda.built);
 #endif
-  for (int d = 1; d <= 512; ++d)
-    EXPECT_EQ(cuda.has_head_size(d), d == 64 || d == 128 || d == 256) << "CUDA head size " << d;
+  for (int d = -1; d <= 512; ++d) EXPECT_EQ(cuda.has_head_size(d), d >= 1 && d <= 256) << "CUDA head size " << d;
   for (const Capabilities* c : {&cpu, &cuda}) {
+    EXPECT_TRUE(c->mixed_dtypes);
     for (DType d : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) EXPECT_TRUE(c->has_dtype(d));
     EXPECT_FALSE(c->has_dtype(static_cast<DType>(7)));
     for (StateLayout l : {StateLayout::kKMajor, StateLayout::kVMajor}) EXPECT_TRUE(c->has_state_layout(l));
@@ -399,18 +411,21 @@ TEST(Capabilities, TableStatesTheBackends) {
 
 TEST(Capabilities, SupportsExplainsWhy) {
   Problem p;
-  p.num_tokens = 4, p.num_seqs = 1, p.num_qk_heads = 1, p.num_v_heads = 1, p.head_k = 96, p.head_v = 80;
+  p.num_tokens = 4, p.num_seqs = 1, p.num_qk_heads = 1, p.num_v_heads = 1, p.head_k = 60, p.head_v = 100;
   std::string why;
   EXPECT_TRUE(supports(p, Backend::kCPU, Operation::kForward, &why)) << why;
-  EXPECT_FALSE(supports(p, Backend::kCUDA, Operation::kForward, &why));
 #ifdef GDN_HAS_CUDA
-  EXPECT_EQ(why, "head_k (K = 96) is unsupported; expected one of 64, 128, 256 on the CUDA backend");
+  EXPECT_TRUE(supports(p, Backend::kCUDA, Operation::kForward, &why)) << why;
+  p.head_k = 257;
+  EXPECT_FALSE(supports(p, Backend::kCUDA, Operation::kForward, &why));
+  EXPECT_EQ(why, "head_k (K = 257) is unsupported; expected an integer in [1, 256] on the CUDA backend");
 #else
+  EXPECT_FALSE(supports(p, Backend::kCUDA, Operation::kForward, &why));
   EXPECT_EQ(why, "exec.backend is kCUDA, but gdn was built without CUDA");
 #endif
   p.head_k = 272;
   EXPECT_FALSE(supports(p, Backend::kCPU, Operation::kStages, &why));
-  EXPECT_EQ(why, "head_k (K = 272) is unsupported; expected a multiple of 16 in [16, 256] on the CPU backend");
+  EXPECT_EQ(why, "head_k (K = 272) is unsupported; expected an integer in [1, 256] on the CPU backend");
   p.head_k = 64;
   p.dtype = DType::kBFloat16;
   p.gate_dtype = DType::kFloat16;

@@ -51,7 +51,7 @@ std::vector<Case> forward_cases() {
     c.K = 96;
     c.V = 80;
     c.lens = {90, 40};
-  });  // not powers of two (CPU only)
+  });  // not powers of two (CUDA: the exact stages and the general decode kernel)
   add([](Case& c) {
     c.l2norm = false;
     c.lens = {129, 5};

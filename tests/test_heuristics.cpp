@@ -6,6 +6,7 @@
 
 #include "cuda/chunk/heuristics.h"
 #include "cuda/chunk/split.cuh"
+#include "cuda/decode/recurrent.cuh"
 
 namespace gdn {
 namespace test {
@@ -98,6 +99,44 @@ TEST(Heuristics, GridsCoverTheLongestSequence) {
         EXPECT_GE(int64_t(cfg.split_max_parts) * cfg.split_chunks_per_part, max_chunks);
         EXPECT_GE(cfg.split_chunks_per_part, 8);
       }
+}
+
+// The decode step's kernel for each pair of head sizes: decode_rows_kernel at K = V = 128, the
+// tiles kernel for the other pairs of 64, 128, 256, the general kernel (a block per 32 columns)
+// for every other size in [1, 256].
+TEST(DecodeHeuristics, EveryHeadSizeHasAKernel) {
+  const int general[][2] = {{60, 100}, {100, 60}, {1, 1}, {256, 17}, {32, 256}, {64, 100}, {255, 64}};
+  for (const auto& kv : general) {
+    Problem p = problem(2, 4, 12, 12, kv[0]);
+    p.head_v = kv[1];
+    const cuda::DecodeConfig c = cuda::decode_heuristics(p, h200());
+    EXPECT_EQ(c.kernel, cuda::DecodeKernel::kGeneral) << kv[0] << "x" << kv[1];
+    EXPECT_EQ(c.warps, 8);
+    EXPECT_EQ(c.grid, 12 * 4 * ((kv[1] + 31) / 32)) << kv[0] << "x" << kv[1];
+  }
+  EXPECT_EQ(cuda::decode_heuristics(problem(2, 4, 12, 12, 128), h200()).kernel, cuda::DecodeKernel::kRows);
+  const int tiles[][2] = {{64, 64}, {256, 256}, {64, 256}, {256, 64}, {128, 64}};
+  for (const auto& kv : tiles) {
+    Problem p = problem(2, 4, 12, 12, kv[0]);
+    p.head_v = kv[1];
+    EXPECT_EQ(cuda::decode_heuristics(p, h200()).kernel, cuda::DecodeKernel::kTiles) << kv[0] << "x" << kv[1];
+  }
+  Problem big = problem(2, 4, 12, 12, 257);
+  EXPECT_THROW(cuda::decode_heuristics(big, h200()), Error);
+}
+
+// A configuration that names no compiled kernel for the problem is an Error before any launch.
+TEST(DecodeHeuristics, ExplicitConfigMustMatchAKernel) {
+  ForwardArgs f;
+  f.problem = problem(2, 4, 12, 12, 60);
+  f.problem.head_v = 100;
+  Exec exec;
+  exec.backend = Backend::kCUDA;
+  cuda::DecodeConfig c = cuda::decode_heuristics(f.problem, h200());
+  c.grid += 1;  // the general kernel's grid is one block per (sequence, head, 32 columns)
+  EXPECT_THROW(cuda::recurrent_gated_delta_rule(f, exec, c), Error);
+  c = cuda::decode_heuristics(problem(2, 4, 12, 12, 64), h200());  // a tiles configuration
+  EXPECT_THROW(cuda::recurrent_gated_delta_rule(f, exec, c), Error);
 }
 
 }  // namespace

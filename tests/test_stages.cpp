@@ -60,6 +60,25 @@ std::vector<StageCase> stage_cases() {
     c.lens = {80};
     cs.push_back({c, "k96_v48"});
   }
+  // Head sizes without fast kernels (fla's 32, 60, 100) and the edges of [1, 256]: the CPU's
+  // zero-padded rows, the CUDA stages' masked columns (fwd_h's last slice, fwd_o's wider layout).
+  const int sizes[][2] = {{60, 100}, {100, 60}, {32, 192}, {16, 256}, {256, 16}, {1, 33}, {33, 1}, {200, 130}};
+  for (const auto& kv : sizes) {
+    Case c = base;
+    c.K = kv[0];
+    c.V = kv[1];
+    c.lens = {70, 0, 64, 3};
+    c.layout = kv[0] % 2 ? StateLayout::kVMajor : StateLayout::kKMajor;
+    c.pool = kv[0] == 100;
+    cs.push_back({c, "k" + std::to_string(kv[0]) + "_v" + std::to_string(kv[1])});
+  }
+  {
+    Case c = base;
+    c.K = c.V = 100;
+    c.dtype = DType::kBFloat16;
+    c.lens = {130, 2};
+    cs.push_back({c, "bf16_k100"});
+  }
   return cs;
 }
 

@@ -35,6 +35,18 @@ std::vector<SpecCase> spec_cases() {
       c.disable_state_update = conv != Convention::kSglangGroups;
       cases.push_back(c);
     }
+  // Head sizes without a tuned kernel (CUDA: the general decode kernel; CPU: any size).
+  for (Convention conv : {Convention::kVllm, Convention::kSglangGroups, Convention::kSglangDense})
+    for (StateLayout layout : {StateLayout::kKMajor, StateLayout::kVMajor}) {
+      SpecCase g;
+      g.conv = conv;
+      g.layout = layout;
+      g.K = layout == StateLayout::kKMajor ? 100 : 60;
+      g.V = layout == StateLayout::kKMajor ? 60 : 100;
+      g.tree = conv == Convention::kVllm;  // EAGLE parents through the general kernel too
+      g.max_tokens = g.tree ? 6 : g.max_tokens;
+      cases.push_back(g);
+    }
   SpecCase c;
   c.varlen = false;  // a fixed [N, T] batch: every sequence max_tokens long, padding with tokens
   cases.push_back(c);

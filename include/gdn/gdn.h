@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -131,9 +132,9 @@ struct Problem {
   int64_t num_seqs = 0;                // N
   int num_qk_heads = 0;                // H
   int num_v_heads = 0;                 // HV, a multiple of H
-  int head_k = 0;                      // K: see capabilities(backend).head_sizes
-  int head_v = 0;                      // V: likewise
-  DType dtype = DType::kBFloat16;      // q, k, v and o
+  int head_k = 0;                      // K: any in capabilities(backend) [min_head_size, max_head_size]
+  int head_v = 0;                      // V: likewise, independently of K
+  DType dtype = DType::kBFloat16;      // v (and q, k, o unless qk_dtype / o_dtype are set)
   DType gate_dtype = DType::kFloat32;  // g and beta: kFloat32 or dtype
   float scale = 0.0f;                  // 0: K^-0.5
   bool use_qk_l2norm = false;          // q, k <- x / sqrt(sum(x^2) + 1e-6) in fp32
@@ -153,7 +154,18 @@ struct Problem {
   // so that malformed boundaries can never cause an out-of-bounds access (see docs/api.md).
   const void* cu_seqlens_host = nullptr;
   IndexType cu_seqlens_type = IndexType::kInt32;
+  // q and k when they come in another dtype than v (fla's tests pass fp32 q/k with fp16 v).
+  // Unset: dtype. Each backend reads q/k in their own dtype and computes in fp32: nothing is
+  // rounded to another dtype on the way in.
+  std::optional<DType> qk_dtype;
+  // o when it is written in another dtype than v (fla's fused_recurrent returns o in q's dtype).
+  // Unset: dtype. o is rounded once, to this dtype, when it is written.
+  std::optional<DType> o_dtype;
 };
+// The dtype of q and k: problem.qk_dtype, or problem.dtype when it is unset.
+inline DType qk_dtype_of(const Problem& problem) { return problem.qk_dtype.value_or(problem.dtype); }
+// The dtype of o: problem.o_dtype, or problem.dtype when it is unset.
+inline DType o_dtype_of(const Problem& problem) { return problem.o_dtype.value_or(problem.dtype); }
 
 // Where and how a call runs.
 struct Exec {
@@ -178,23 +190,21 @@ enum class Operation : int {
 const char* operation_name(Operation op);
 
 struct Capabilities {
-  static constexpr int kMaxHeadSizes = 16;
   Backend backend = Backend::kCPU;
   bool built = false;  // compiled into this library (whether a device is present: cuda_available())
-  // Head sizes K and V (independently: any pair of them), ascending; the first num_head_sizes.
-  int head_sizes[kMaxHeadSizes] = {};
-  int num_head_sizes = 0;
+  // Head sizes K and V (independently): every integer in [min_head_size, max_head_size]. Some
+  // sizes have fast kernels (see src/common/capabilities.h); the others run a general path at the
+  // same accuracy (SPEC section 4).
+  int min_head_size = 0;
+  int max_head_size = 0;
   bool dtypes[3] = {};          // by DType: q, k, v and o storage
+  bool mixed_dtypes = false;    // q/k and o may come in other dtypes of `dtypes` than v (qk_dtype, o_dtype)
   bool gates_in_dtype = false;  // g and beta may come in the input dtype (float32 always works)
   bool state_layouts[2] = {};   // by StateLayout
   bool state_dtypes[3] = {};    // by DType: Problem::state_dtype, the state pools' element type
   bool operations[4] = {};      // by Operation
 
-  bool has_head_size(int d) const {
-    for (int i = 0; i < num_head_sizes; ++i)
-      if (head_sizes[i] == d) return true;
-    return false;
-  }
+  bool has_head_size(int d) const { return d >= min_head_size && d <= max_head_size; }
   bool has_dtype(DType d) const { return static_cast<unsigned>(d) < 3u && dtypes[static_cast<int>(d)]; }
   bool has_state_layout(StateLayout l) const {
     return static_cast<unsigned>(l) < 2u && state_layouts[static_cast<int>(l)];
@@ -207,9 +217,10 @@ struct Capabilities {
 const Capabilities& capabilities(Backend backend);
 
 // True when `backend` can run `op` on problems of this kind: it is built in, and the head sizes,
-// dtypes (inputs, gates, states) and state layout are in its table (for kStages also: use_qk_l2norm and fused_gate
-// off). Otherwise false, with the reason in *why (when given) in the words a rejected call would use. Counts,
-// boundaries and pointers are not looked at: the call itself validates those.
+// dtypes (inputs, gates, states) and state layout are in its table (for kStages also:
+// use_qk_l2norm and fused_gate off, and q, k, o in dtype).
+// Otherwise false, with the reason in *why (when given) in the words a rejected call would use.
+// Counts, boundaries and pointers are not looked at: the call itself validates those.
 bool supports(const Problem& problem, Backend backend, Operation op = Operation::kForward, std::string* why = nullptr);
 
 // ---------------------------------------------------------------------------------------------
@@ -217,14 +228,14 @@ bool supports(const Problem& problem, Backend backend, Operation op = Operation:
 
 struct ForwardArgs {
   Problem problem;
-  ConstTensor q;                   // [T, H, K]   dtype
-  ConstTensor k;                   // [T, H, K]   dtype
+  ConstTensor q;                   // [T, H, K]   qk_dtype (dtype when unset)
+  ConstTensor k;                   // [T, H, K]   qk_dtype (dtype when unset)
   ConstTensor v;                   // [T, HV, V]  dtype
   ConstTensor g;                   // [T, HV]     gate_dtype: log decay <= 0 (or `a` with fused_gate)
   ConstTensor beta;                // [T, HV]     gate_dtype: in [0, 2] (or `b` with fused_gate)
   const float* A_log = nullptr;    // [HV] fp32, fused_gate only
   const float* dt_bias = nullptr;  // [HV] fp32, fused_gate only
-  MutTensor o;                     // [T, HV, V]  dtype
+  MutTensor o;                     // [T, HV, V]  o_dtype (dtype when unset)
   StateRef initial_state;
   StateRef final_state;
   TokenStates token_states;  // the decode step only: per-token states (speculative decoding's verify)

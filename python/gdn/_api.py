@@ -29,9 +29,12 @@ def chunk_gated_delta_rule(
     ``fla.ops.gated_delta_rule.chunk_gated_delta_rule`` (fla 0.6): same signature, shapes and results.
 
     Args:
-        q, k: ``[B, T, H, K]`` (or packed ``[T, H, K]``), bf16 / fp16 / fp32.
-        v: ``[B, T, HV, V]``, the dtype of q. GVA when ``HV > H`` (``HV % H == 0``).
-        g: ``[B, T, HV]`` log decay (``<= 0``), fp32 or the dtype of q; with ``use_gate_in_kernel=True``
+        q, k: ``[B, T, H, K]`` (or packed ``[T, H, K]``), bf16 / fp16 / fp32, one dtype. Any K in
+            [1, 256] (fast kernels for some sizes, the others at the same accuracy).
+        v: ``[B, T, HV, V]``, bf16 / fp16 / fp32, any V in [1, 256]; its dtype may differ from q's
+            (fla's tests pass fp32 q/k with fp16 v): each is read in its own dtype and the work is
+            fp32. GVA when ``HV > H`` (``HV % H == 0``).
+        g: ``[B, T, HV]`` log decay (``<= 0``), fp32 or the dtype of v; with ``use_gate_in_kernel=True``
             the raw gate input ``a``: ``g = -exp(A_log) * softplus(a + dt_bias)``.
         beta: ``[B, T, HV]``; with ``use_beta_sigmoid_in_kernel=True`` the logits ``b``:
             ``beta = sigmoid(b)`` (``2 * sigmoid(b)`` with ``allow_neg_eigval``).
@@ -61,10 +64,10 @@ def chunk_gated_delta_rule(
         inplace_final_state: write the final states back into ``initial_state`` (pool rows, or the
             dense array) in place, rounded once to its dtype; the returned final state is then
             ``initial_state`` itself.
-        out: preallocated ``o`` (the shape of v, the dtype of q); written and returned.
+        out: preallocated ``o`` (the shape of v; any float dtype, v's by default); written and returned.
 
     Returns:
-        ``(o, final_state)``: o ``[B, T, HV, V]`` in q's dtype; final_state or None.
+        ``(o, final_state)``: o ``[B, T, HV, V]`` in v's dtype (as fla's); final_state or None.
 
     Raises ValueError / TypeError naming the argument for inconsistent inputs. Backward is not
     implemented (inference only).
@@ -106,7 +109,8 @@ def fused_recurrent_gated_delta_rule(
     ``fla.ops.gated_delta_rule.fused_recurrent_gated_delta_rule`` (fla 0.6). Arguments as in
     :func:`chunk_gated_delta_rule`; ``g`` defaults to 0 (no decay) and ``beta`` to 1. Per-key and
     per-value gates (``gk``, ``gv``) are not supported. Also takes ``cu_seqlens_cpu``,
-    ``state_indices``, ``state_indices_cpu``, ``inplace_final_state`` and ``out`` (keywords)."""
+    ``state_indices``, ``state_indices_cpu``, ``inplace_final_state`` and ``out`` (keywords).
+    As fla's, o comes back in q's dtype (which differs from v's when q/k are, e.g., fp32 and v fp16)."""
     if gk is not None or gv is not None:
         raise ValueError("gdn.fused_recurrent_gated_delta_rule: gk / gv (per-key or per-value gates) are not "
                          "supported; expected g [B, T, HV]")

@@ -102,8 +102,8 @@ def run_forward(op, q, k, v, g, beta, *, scale, initial_state, output_final_stat
             A_log = dt_bias = None
         if use_beta_sigmoid:
             beta = env.sigmoid(beta, 2.0 if allow_neg_eigval else 1.0)
-    # g and beta share one dtype: fp32, or the input dtype.
-    if g.dtype != beta.dtype or (g.dtype != q.dtype and not env.is_f32(g)):
+    # g and beta share one dtype: fp32, or the input dtype (v's: q/k may come in another one).
+    if g.dtype != beta.dtype or (g.dtype != v.dtype and not env.is_f32(g)):
         g, beta = env.to_f32(g), env.to_f32(beta)
 
     if scale is None:
@@ -209,7 +209,9 @@ def run_forward(op, q, k, v, g, beta, *, scale, initial_state, output_final_stat
             final_state = env.empty((N, HV, V, K) if state_v_first else (N, HV, K, V),
                                     None if like is not None else "float32", like=like)
 
-    o = out if out is not None else env.empty(_shape(v), like=q)
+    # o's dtype as fla's: v's for the chunked form, q's for the recurrence (they differ when q/k
+    # come in another dtype than v).
+    o = out if out is not None else env.empty(_shape(v), like=q if recurrent else v)
 
     args = sig.pack_op_args(
         q=q, k=k, v=v, g=g, beta=beta, o=o, A_log=A_log, dt_bias=dt_bias, initial_state=initial_state,

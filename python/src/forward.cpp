@@ -133,13 +133,15 @@ void forward(In q, In k, In v, In g, In beta, Out o, In A_log, In dt_bias, In in
     if (N < 1) N = 1;
   }
 
-  const gdn::DType dt = data_dtype(op, "q", q);
-  expect_dtype(op, "k", k, dt, " (that of q)");
-  expect_dtype(op, "v", v, dt, " (that of q)");
-  expect_dtype(op, "o", o, dt, " (that of q)");
+  // q and k share one dtype; v and o each have theirs (fla passes fp32 q/k with fp16 v, and its
+  // fused_recurrent returns o in q's dtype).
+  const gdn::DType qk_dt = data_dtype(op, "q", q);
+  expect_dtype(op, "k", k, qk_dt, " (that of q)");
+  const gdn::DType dt = data_dtype(op, "v", v);
+  const gdn::DType o_dt = data_dtype(op, "o", o);
   const gdn::DType gdt = data_dtype(op, "g", g);
   if (gdt != gdn::DType::kFloat32 && gdt != dt)
-    type_error(op, "g has dtype ", gdn::dtype_name(gdt), "; expected float32 or q's dtype (", gdn::dtype_name(dt), ")");
+    type_error(op, "g has dtype ", gdn::dtype_name(gdt), "; expected float32 or v's dtype (", gdn::dtype_name(dt), ")");
   expect_dtype(op, "beta", beta, gdt, " (that of g)");
 
   const TokView tq = token_view(op, "q", q, T, H, K, "H", "K");
@@ -151,6 +153,8 @@ void forward(In q, In k, In v, In g, In beta, Out o, In A_log, In dt_bias, In in
 
   set_shape(p, T, N, H, HV, K, V, scale, state_v_first);
   p.dtype = dt;
+  if (qk_dt != dt) p.qk_dtype = qk_dt;
+  if (o_dt != dt) p.o_dtype = o_dt;
   p.gate_dtype = gdt;
   p.use_qk_l2norm = use_qk_l2norm;
   p.fused_gate = fused_gate;

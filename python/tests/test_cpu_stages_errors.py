@@ -89,21 +89,27 @@ def test_bad_heads(rng):
 
 
 def test_bad_head_dim(rng):
-    q, k, v, g, beta = make_inputs(rng, (1, 16), 1, 1, 8, 16)
-    with pytest.raises(ValueError, match="head_k"):
+    # Any K, V in [1, 256] runs (test_head_sizes.py); past 256 the table's range is named.
+    q, k, v, g, beta = make_inputs(rng, (1, 16), 1, 1, 264, 16)
+    with pytest.raises(ValueError, match=r"head_k \(K = 264\) is unsupported; expected an integer in \[1, 256\]"):
         gdn.chunk_gated_delta_rule(q, k, v, g, beta)
+    q, k, v, g, beta = make_inputs(rng, (1, 16), 1, 1, 16, 300)
+    with pytest.raises(ValueError, match=r"head_v \(V = 300\) is unsupported"):
+        gdn.fused_recurrent_gated_delta_rule(q, k, v, g, beta=beta)
 
 
 def test_bad_dtypes(rng):
     q, k, v, g, beta = _base(rng)
+    with pytest.raises(TypeError, match=r"k has dtype float16; expected float32 \(that of q\)"):
+        gdn.chunk_gated_delta_rule(q, k.astype(np.float16), v, g, beta)
     with pytest.raises(TypeError, match="v has dtype"):
-        gdn.chunk_gated_delta_rule(q, k, v.astype(np.float16), g, beta)
+        gdn.chunk_gated_delta_rule(q, k, v.astype(np.float64), g, beta)
     with pytest.raises(TypeError, match="q has dtype"):
         gdn.chunk_gated_delta_rule(q.astype(np.float64), k, v, g, beta)
     with pytest.raises(TypeError, match="g has dtype"):
         gdn.chunk_gated_delta_rule(q, k, v, g.astype(np.int32), beta)
-    with pytest.raises(TypeError, match="o has dtype"):
-        gdn.chunk_gated_delta_rule(q, k, v, g, beta, out=np.zeros(v.shape, np.float16))
+    with pytest.raises(TypeError, match=r"o has dtype float64; expected float32, float16 or bfloat16"):
+        gdn.chunk_gated_delta_rule(q, k, v, g, beta, out=np.zeros(v.shape, np.float64))
     with pytest.raises(TypeError, match="cu_seqlens has dtype"):
         gdn.chunk_gated_delta_rule(q, k, v, g, beta, cu_seqlens=np.array([0, 64], np.float32))
     with pytest.raises(TypeError, match="state .* has dtype float64; expected float32, float16 or bfloat16"):

@@ -148,8 +148,8 @@ def test_torch_errors_name_the_argument(device):
     q, k, v, g, beta, h0 = gen(3, 1, 64, 2, 4, 64, 64, torch.bfloat16, device)
     with pytest.raises(ValueError, match="HV"):
         gdn.chunk_gated_delta_rule(q, k, v[:, :, :3], g[..., :3], beta[..., :3])
-    with pytest.raises(TypeError, match="v has dtype"):
-        gdn.chunk_gated_delta_rule(q, k, v.half(), g, beta)
+    with pytest.raises(TypeError, match="k has dtype"):  # q and k share one dtype (v may have another)
+        gdn.chunk_gated_delta_rule(q, k.half(), v, g, beta)
     with pytest.raises(ValueError, match="initial_state"):
         gdn.chunk_gated_delta_rule(q, k, v, g, beta, initial_state=torch.cat([h0, h0]))
     with pytest.raises(TypeError, match="k is a numpy"):

@@ -1,16 +1,26 @@
 // The capability table: which head sizes, dtypes, state layouts and operations each backend
 // runs. The one place these facts live; validation (validate.cpp), the public query
 // (gdn::capabilities, gdn::supports) and the tests read it. Each entry states what the backend's
-// kernels are built for today:
-//   CPU:  K and V any multiple of 16 in [16, 256] (the kernels work on 16-float vectors and keep
-//         rows of at most 256 floats on the stack: kMaxDim in src/cpu/recurrent.cpp, the l2norm
-//         row buffer in src/cpu/stages.cpp).
-//   CUDA: K and V each 64, 128 or 256 (the kernels are instantiated for those sizes only:
-//         src/cuda/decode/recurrent.cu, src/cuda/stages/stages.cu, src/cuda/backend.cu).
-// Both: every dtype for q/k/v/o, gates in float32 or the input dtype, both state layouts, state
-// pools in float32, float16 and bfloat16 (fp32 arithmetic, one rounding on write: src/cpu/common.h;
-// CUDA: the decode kernels natively, the tensor-core forward through an fp32 copy of the rows in
-// its workspace, src/cuda/chunk/state_copy.cu), every operation.
+// kernels are built for today.
+//
+// Head sizes, both backends: K and V each any integer in [1, 256], independently (fla's tests
+// use 32, 60, 100). 256 bounds the rows that the kernels keep on the stack, in registers and in
+// shared memory. Within that range some sizes have fast kernels and the others take a general
+// path at the same accuracy (SPEC section 4):
+//   CPU:  multiples of 16 run whole 16-float vectors; other sizes run the same code on rows
+//         zero-padded to the next multiple of 16 (src/cpu/chunk.h, padded()), with masked tails
+//         in the decode step (src/cpu/recurrent.cpp).
+//   CUDA: the tensor-core forward takes bf16/fp16 with K = V in {64, 128}; the decode step has
+//         kernels for K, V in {64, 128, 256}. Every other size runs the exact CUDA-core stages
+//         (src/cuda/stages/, which mask the columns past V) and the general decode kernel
+//         (src/cuda/decode/general_kernel.cuh). The choice is made in src/cuda/backend.cu and
+//         decode_heuristics.
+// Both: every dtype for q/k/v/o, q/k and o in other dtypes than v (Problem::qk_dtype, o_dtype; not
+// for the stage operations), gates in float32 or the input dtype, both state layouts, state
+// pools in float32, float16 and bfloat16 (Problem::state_dtype; fp32 arithmetic, one rounding on
+// write: src/cpu/common.h; CUDA: the decode kernels natively, the exact stages natively, the
+// tensor-core forward through an fp32 copy of the rows in its workspace,
+// src/cuda/chunk/state_copy.cu), every operation.
 #pragma once
 
 #include "gdn/gdn.h"
@@ -22,7 +32,9 @@ inline Capabilities cpu_capabilities() {
   Capabilities c;
   c.backend = Backend::kCPU;
   c.built = true;
-  for (int d = 16; d <= 256; d += 16) c.head_sizes[c.num_head_sizes++] = d;
+  c.min_head_size = 1;
+  c.max_head_size = 256;
+  c.mixed_dtypes = true;
   c.dtypes[static_cast<int>(DType::kFloat32)] = true;
   c.dtypes[static_cast<int>(DType::kFloat16)] = true;
   c.dtypes[static_cast<int>(DType::kBFloat16)] = true;
@@ -40,7 +52,9 @@ inline Capabilities cuda_capabilities() {
 #ifdef GDN_WITH_CUDA
   c.built = true;
 #endif
-  for (int d : {64, 128, 256}) c.head_sizes[c.num_head_sizes++] = d;
+  c.min_head_size = 1;
+  c.max_head_size = 256;
+  c.mixed_dtypes = true;
   c.dtypes[static_cast<int>(DType::kFloat32)] = true;
   c.dtypes[static_cast<int>(DType::kFloat16)] = true;
   c.dtypes[static_cast<int>(DType::kBFloat16)] = true;

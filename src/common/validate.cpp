@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "common/capabilities.h"
 #include "common/token_slots.h"
@@ -29,20 +30,11 @@ bool valid_dtype(DType d) { return d == DType::kFloat32 || d == DType::kFloat16 
 // How a backend's entry reads in a message: "CPU", "CUDA".
 const char* backend_label(Backend backend) { return backend == Backend::kCUDA ? "CUDA" : "CPU"; }
 
-// The table's head sizes in words: "a multiple of 16 in [16, 256]" or "one of 64, 128, 256".
+// The table's head sizes in words: "an integer in [1, 256] on the CPU backend".
 std::string head_sizes_expected(const Capabilities& caps) {
   std::ostringstream os;
-  const int n = caps.num_head_sizes;
-  bool progression = n > 3;
-  for (int i = 0; progression && i < n; ++i) progression = caps.head_sizes[i] == (i + 1) * caps.head_sizes[0];
-  if (progression) {
-    os << "a multiple of " << caps.head_sizes[0] << " in [" << caps.head_sizes[0] << ", " << caps.head_sizes[n - 1]
-       << "]";
-  } else {
-    os << "one of ";
-    for (int i = 0; i < n; ++i) os << (i ? ", " : "") << caps.head_sizes[i];
-  }
-  os << " on the " << backend_label(caps.backend) << " backend";
+  os << "an integer in [" << caps.min_head_size << ", " << caps.max_head_size << "] on the "
+     << backend_label(caps.backend) << " backend";
   return os.str();
 }
 
@@ -356,6 +348,8 @@ int64_t max_num_chunks(int64_t num_tokens, int64_t num_seqs) {
 Problem normalize_problem(const Problem& p) {
   Problem out = p;
   if (out.scale == 0.0f) out.scale = 1.0f / std::sqrt(static_cast<float>(p.head_k));
+  if (!out.qk_dtype) out.qk_dtype = p.dtype;
+  if (!out.o_dtype) out.o_dtype = p.dtype;
   return out;
 }
 
@@ -388,6 +382,22 @@ bool supports(const Problem& p, Backend backend, Operation op, std::string* why)
   if (!caps.has_head_size(p.head_v))
     return reject(why, "head_v (V = ", p.head_v, ") is unsupported; expected ", head_sizes_expected(caps));
   if (!dtype_supported(caps, p.dtype, why)) return false;
+  // q/k and o in dtypes of their own (fla passes fp32 q/k with fp16 v; its fused_recurrent
+  // returns o in q's dtype).
+  for (const auto& [name, d] :
+       {std::pair<const char*, std::optional<DType>>{"qk_dtype", p.qk_dtype}, {"o_dtype", p.o_dtype}}) {
+    if (!d || *d == p.dtype) continue;
+    if (!valid_dtype(*d) || !caps.has_dtype(*d))
+      return reject(why, name, " is ", valid_dtype(*d) ? dtype_name(*d) : "invalid", "; expected one of ",
+                    dtypes_expected(caps));
+    if (!caps.mixed_dtypes)
+      return reject(why, name, " (", dtype_name(*d), ") differs from dtype (", dtype_name(p.dtype),
+                    "); expected the same dtype on the ", backend_label(backend), " backend");
+    // The stages pass q, k and o in the input dtype (chunk_fwd_o reads q, k and writes o in it).
+    if (op == Operation::kStages)
+      return reject(why, name, " (", dtype_name(*d), ") differs from dtype (", dtype_name(p.dtype),
+                    "); expected the same dtype for a stage");
+  }
   const bool gate_ok = p.gate_dtype == DType::kFloat32 || (caps.gates_in_dtype && p.gate_dtype == p.dtype);
   if (!gate_ok)
     return reject(why, "gate_dtype is ", valid_dtype(p.gate_dtype) ? dtype_name(p.gate_dtype) : "invalid",

@@ -2,6 +2,10 @@
 // that the fused forward (forward.cpp) and the stage operations (stages.cpp) share.
 // Chunks are always 64 rows: rows past the end of a sequence are zero (k, q, v, w, u) with g = 0
 // and beta = 0, so they add nothing to the state and the products need no masking.
+// Head sizes that are not a multiple of 16 work the same way in the other direction: every
+// per-chunk buffer has rows of padded(K) / padded(V) floats whose columns past K / V are zero
+// (loads zero-fill them), so the 16-float vector products run unchanged and the padded columns of
+// w, u, v_new, o and the state stay zero; only the first K / V columns are ever stored.
 #pragma once
 
 #include "cpu/common.h"
@@ -10,22 +14,27 @@
 namespace gdn {
 namespace cpu {
 
+// A head size rounded up to whole 16-float vectors: the row width of the chunk buffers.
+inline int padded(int d) { return (d + 15) / 16 * 16; }
+
+// Row widths below are the padded sizes Kp = padded(K), Vp = padded(V).
 struct ChunkScratch {
-  float* S;      // [states, K, V]  running states, K-major (one per value head of a task)
-  float* X;      // [3C, K]  rows [0, C): k, [C, 2C): q, [2C, 3C): w  (so [k; q] and [q; w] are contiguous)
-  float* kT;     // [K, C]   k transposed
+  float* S;      // [states, Kp, Vp]  running states, K-major (one per value head of a task)
+  float* X;      // [3C, Kp] rows [0, C): k, [C, 2C): q, [2C, 3C): w  (so [k; q] and [q; w] are contiguous)
+  float* kT;     // [Kp, C]  k transposed
   float* KQraw;  // [2C, C]  [k k^T; q k^T] (lower triangles), shared by the value heads of a q/k head
   float* KQ;     // [2C, C]  [L; P]: KQraw gated for one value head
   float* A;      // [C, C]   (I + L)^-1
-  float* kb;     // [C, K]   beta exp(G) k
-  float* vb;     // [C, V]   beta v
-  float* u;      // [C, V]   u, then v_new in place
-  float* QW;     // [2C, V]  [q S; w S], then o in rows [0, C)
-  float* vd;     // [C, V]   exp(G_last - G) v_new
+  float* kb;     // [C, Kp]  beta exp(G) k
+  float* vb;     // [C, Vp]  beta v
+  float* u;      // [C, Vp]  u, then v_new in place
+  float* QW;     // [2C, Vp] [q S; w S], then o in rows [0, C)
+  float* vd;     // [C, Vp]  exp(G_last - G) v_new
   double* G;     // [C]      chunk-local cumulative gate (natural log), fp64: see chunk_cumsum
   float* beta;   // [C]
 
-  static size_t bytes(int K, int V, int states) {
+  static size_t bytes(int head_k, int head_v, int states) {
+    const int K = padded(head_k), V = padded(head_v);
     const size_t floats[] = {
         size_t(states) * K * V, 3u * C * K,    size_t(K) * C, 2u * C * C,    2u * C * C, C * C, size_t(C) * K,
         size_t(C) * V,          size_t(C) * V, 2u * C * V,    size_t(C) * V, C,          C};
@@ -35,7 +44,8 @@ struct ChunkScratch {
   }
 
   // Lays the buffers out in `base` (64-byte aligned, ChunkScratch::bytes(K, V) long).
-  static ChunkScratch carve(void* base, int K, int V, int states) {
+  static ChunkScratch carve(void* base, int head_k, int head_v, int states) {
+    const int K = padded(head_k), V = padded(head_v);
     char* p = static_cast<char*>(base);
     auto take = [&](size_t n) {
       float* f = reinterpret_cast<float*>(p);
@@ -83,29 +93,32 @@ inline void prefetch_rows(const void* data, int64_t stride_token, int64_t offset
   }
 }
 
-// Loads `rows` token rows of head `head` of a [T, heads, dim] tensor into dst[C, dim] (fp32),
-// optionally l2-normalized, zero-filling rows [rows, C).
-inline void load_rows(const ConstTensor& t, DType dtype, int64_t t0, int rows, int head, int dim, bool normalize,
-                      float* dst) {
+// Loads `rows` token rows of head `head` of a [T, heads, dim] tensor into dst[C, ld] (fp32, ld >=
+// dim), optionally l2-normalized, zero-filling columns [dim, ld) and rows [rows, C).
+inline void load_rows(const ConstTensor& t, DType dtype, int64_t t0, int rows, int head, int dim, int ld,
+                      bool normalize, float* dst) {
   for (int i = 0; i < rows; ++i) {
-    load_row(t.data, (t0 + i) * t.stride_token + head * t.stride_head, dtype, dim, dst + i * dim);
-    if (normalize) l2norm_row(dst + i * dim, dim);
+    float* row = dst + i * ld;
+    load_row(t.data, (t0 + i) * t.stride_token + head * t.stride_head, dtype, dim, row);
+    if (normalize) l2norm_row(row, dim);
+    for (int x = dim; x < ld; ++x) row[x] = 0.0f;
   }
-  for (int i = rows * dim; i < C * dim; ++i) dst[i] = 0.0f;
+  for (int i = rows * ld; i < C * ld; ++i) dst[i] = 0.0f;
 }
 
 // Same for fp32 packed intermediates [T, heads, dim].
-inline void load_rows_f32(const float* base, int64_t t0, int rows, int heads, int head, int dim, float* dst) {
+inline void load_rows_f32(const float* base, int64_t t0, int rows, int heads, int head, int dim, int ld, float* dst) {
   for (int i = 0; i < rows; ++i) {
     const float* src = base + ((t0 + i) * heads + head) * int64_t{dim};
-    for (int x = 0; x < dim; ++x) dst[i * dim + x] = src[x];
+    for (int x = 0; x < dim; ++x) dst[i * ld + x] = src[x];
+    for (int x = dim; x < ld; ++x) dst[i * ld + x] = 0.0f;
   }
-  for (int i = rows * dim; i < C * dim; ++i) dst[i] = 0.0f;
+  for (int i = rows * ld; i < C * ld; ++i) dst[i] = 0.0f;
 }
-inline void store_rows_f32(const float* src, int64_t t0, int rows, int heads, int head, int dim, float* base) {
+inline void store_rows_f32(const float* src, int ld, int64_t t0, int rows, int heads, int head, int dim, float* base) {
   for (int i = 0; i < rows; ++i) {
     float* d = base + ((t0 + i) * heads + head) * int64_t{dim};
-    for (int x = 0; x < dim; ++x) d[x] = src[i * dim + x];
+    for (int x = 0; x < dim; ++x) d[x] = src[i * ld + x];
   }
 }
 
@@ -158,7 +171,7 @@ inline void invert_unit_lower(const float* L, float* A) {
   }
 }
 
-// kb_j = beta_j exp(G_j) k_j; vb_j = beta_j v_j (vb holds v on entry).
+// kb_j = beta_j exp(G_j) k_j; vb_j = beta_j v_j (vb holds v on entry). K, V: row widths.
 inline void scale_rows_for_w_u(const float* k, const double* G, const float* beta, int K, int V, float* kb, float* vb) {
   for (int j = 0; j < C; ++j) {
     const float fk = beta[j] * std::exp(static_cast<float>(G[j]));
@@ -173,7 +186,8 @@ inline void chunk_w_u(const float* A, const float* kb, const float* vb, int K, i
   gemm<Shape::kLowerA>(C, V, C, A, C, vb, V, u, V, false);
 }
 
-// S <- exp(G_last) S + sum_i exp(G_last - G_i) k_i v_new_i^T  (kT: [K, C], v_new: [C, V]).
+// S <- exp(G_last) S + sum_i exp(G_last - G_i) k_i v_new_i^T  (kT: [K, C], v_new: [C, V]; K, V:
+// the padded widths).
 inline void chunk_state_update(float* S, const float* kT, const float* v_new, const double* G, int K, int V,
                                float* vd) {
   const double G_last = G[C - 1];

@@ -119,38 +119,45 @@ inline int64_t state_offset(const StateRef& s, int64_t row, int hv, int HV, int6
 }
 
 // Copies a [K, V] state between a pool row of either layout and dtype (at element `offset` of
-// `base`) and a K-major fp32 scratch buffer: converted to fp32 on the way in, rounded once on the
-// way out. Rows of the V-major transpose pass through a stack row (K <= 256: kMaxDim).
-inline void load_state(const void* base, int64_t offset, DType dtype, StateLayout layout, int K, int V, float* S) {
+// `base`) and a K-major fp32 scratch S [Kp, Vp] (Kp >= K, Vp >= V: the padded widths of the chunk
+// buffers, cpu/chunk.h; the padding is zero): converted to fp32 on the way in, rounded once on the
+// way out. V-major rows pass through a stack row (K <= 256).
+inline void load_state(const void* base, int64_t offset, DType dtype, StateLayout layout, int K, int V, int Kp, int Vp,
+                       float* S) {
+  if (Kp != K || Vp != V)
+    for (int64_t i = 0; i < int64_t{Kp} * Vp; ++i) S[i] = 0.0f;
   if (layout == StateLayout::kKMajor) {
-    load_row(base, offset, dtype, K * V, S);
+    for (int i = 0; i < K; ++i) load_row(base, offset + int64_t{i} * V, dtype, V, S + int64_t{i} * Vp);
   } else {
     float row[256];
     for (int j = 0; j < V; ++j) {
       load_row(base, offset + int64_t{j} * K, dtype, K, row);
-      for (int i = 0; i < K; ++i) S[i * V + j] = row[i];
+      for (int i = 0; i < K; ++i) S[int64_t{i} * Vp + j] = row[i];
     }
   }
 }
 // State of value head hv of sequence n from the initial-state array or pool (zeros when the
-// sequence has none), into a K-major scratch S [K, V].
+// sequence has none), into a K-major scratch S [Kp, Vp].
 inline void load_initial_state(const StateRef& init, DType init_dtype, int64_t n, int hv, int HV, StateLayout layout,
-                               int K, int V, float* S) {
+                               int K, int V, int Kp, int Vp, float* S) {
   const int64_t row = state_row(init, n), head_elems = int64_t{K} * V;
   if (row >= 0) {
-    load_state(init.data, state_offset(init, row, hv, HV, head_elems), init_dtype, layout, K, V, S);
+    load_state(init.data, state_offset(init, row, hv, HV, head_elems), init_dtype, layout, K, V, Kp, Vp, S);
   } else {
-    for (int64_t i = 0; i < head_elems; ++i) S[i] = 0.0f;
+    for (int64_t i = 0; i < int64_t{Kp} * Vp; ++i) S[i] = 0.0f;
   }
 }
 
-inline void store_state(const float* S, StateLayout layout, int K, int V, void* base, int64_t offset, DType dtype) {
+// The first K rows and V columns of a K-major scratch S [.., Vp] into a pool row of either layout
+// and dtype (at element `offset` of `base`), rounded once.
+inline void store_state(const float* S, int Vp, StateLayout layout, int K, int V, void* base, int64_t offset,
+                        DType dtype) {
   if (layout == StateLayout::kKMajor) {
-    store_row(base, offset, dtype, K * V, S, 1.0f);
+    for (int i = 0; i < K; ++i) store_row(base, offset + int64_t{i} * V, dtype, V, S + int64_t{i} * Vp, 1.0f);
   } else {
     float row[256];
     for (int j = 0; j < V; ++j) {
-      for (int i = 0; i < K; ++i) row[i] = S[i * V + j];
+      for (int i = 0; i < K; ++i) row[i] = S[int64_t{i} * Vp + j];
       store_row(base, offset + int64_t{j} * K, dtype, K, row, 1.0f);
     }
   }

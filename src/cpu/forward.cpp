@@ -27,9 +27,9 @@ namespace {
 // Brings chunk [t0, t0 + rows) of q/k head hk and its value heads into cache ahead of use.
 void prefetch_chunk(const ForwardArgs& a, int64_t t0, int rows, int hk, int ratio) {
   const Problem& p = a.problem;
-  const size_t e = dtype_size(p.dtype), ge = dtype_size(p.gate_dtype);
-  prefetch_rows(a.q.data, a.q.stride_token, hk * a.q.stride_head, t0, rows, int(p.head_k * e), e);
-  prefetch_rows(a.k.data, a.k.stride_token, hk * a.k.stride_head, t0, rows, int(p.head_k * e), e);
+  const size_t e = dtype_size(p.dtype), qe = dtype_size(qk_dtype_of(p)), ge = dtype_size(p.gate_dtype);
+  prefetch_rows(a.q.data, a.q.stride_token, hk * a.q.stride_head, t0, rows, int(p.head_k * qe), qe);
+  prefetch_rows(a.k.data, a.k.stride_token, hk * a.k.stride_head, t0, rows, int(p.head_k * qe), qe);
   prefetch_rows(a.v.data, a.v.stride_token, hk * ratio * a.v.stride_head, t0, rows,
                 int(((ratio - 1) * a.v.stride_head + p.head_v) * e), e);
   prefetch_rows(a.g.data, a.g.stride_token, hk * ratio * a.g.stride_head, t0, rows, int(ratio * ge), ge);
@@ -38,32 +38,35 @@ void prefetch_chunk(const ForwardArgs& a, int64_t t0, int rows, int hk, int rati
 
 void forward_task(const ForwardArgs& a, const Sequences& seqs, int64_t n, int hk, ChunkScratch& s) {
   const Problem& p = a.problem;
-  const int K = p.head_k, V = p.head_v, HV = p.num_v_heads, ratio = heads_per_task(p);
-  const int64_t head_elems = int64_t{K} * V;
+  // K, V: the head sizes; Kp, Vp: the row widths of the chunk buffers (chunk.h).
+  const int K = p.head_k, V = p.head_v, Kp = padded(K), Vp = padded(V), HV = p.num_v_heads;
+  const int ratio = heads_per_task(p);
+  const DType qk_dtype = qk_dtype_of(p), o_dtype = o_dtype_of(p);
+  const int64_t head_elems = int64_t{Kp} * Vp;
 
   for (int r = 0; r < ratio; ++r)
-    load_initial_state(a.initial_state, p.state_dtype, n, hk * ratio + r, HV, p.state_layout, K, V,
+    load_initial_state(a.initial_state, p.state_dtype, n, hk * ratio + r, HV, p.state_layout, K, V, Kp, Vp,
                        s.S + r * head_elems);
 
-  float* k = s.X;          // [C, K]
-  float* q = s.X + C * K;  // [C, K]
-  float* w = q + C * K;    // [C, K]
+  float* k = s.X;           // [C, Kp]
+  float* q = s.X + C * Kp;  // [C, Kp]
+  float* w = q + C * Kp;    // [C, Kp]
   float g[C];
   const int64_t end = seqs.end(n);
   for (int64_t t0 = seqs.begin(n); t0 < end; t0 += C) {
     const int rows = static_cast<int>(std::min<int64_t>(C, end - t0));
     if (t0 + C < end) prefetch_chunk(a, t0 + C, static_cast<int>(std::min<int64_t>(C, end - t0 - C)), hk, ratio);
-    load_rows(a.k, p.dtype, t0, rows, hk, K, p.use_qk_l2norm, k);
-    load_rows(a.q, p.dtype, t0, rows, hk, K, p.use_qk_l2norm, q);
+    load_rows(a.k, qk_dtype, t0, rows, hk, K, Kp, p.use_qk_l2norm, k);
+    load_rows(a.q, qk_dtype, t0, rows, hk, K, Kp, p.use_qk_l2norm, q);
     // [k k^T; q k^T] (lower triangles), shared by the value heads of this q/k head.
-    transpose(C, K, k, K, s.kT, C);
-    gemm<Shape::kLowerC>(C, C, K, k, K, s.kT, C, s.KQraw, C, false);
-    gemm<Shape::kLowerC>(C, C, K, q, K, s.kT, C, s.KQraw + C * C, C, false);
+    transpose(C, Kp, k, Kp, s.kT, C);
+    gemm<Shape::kLowerC>(C, C, Kp, k, Kp, s.kT, C, s.KQraw, C, false);
+    gemm<Shape::kLowerC>(C, C, Kp, q, Kp, s.kT, C, s.KQraw + C * C, C, false);
 
     for (int r = 0; r < ratio; ++r) {
       const int hv = hk * ratio + r;
       float* S = s.S + r * head_elems;
-      load_rows(a.v, p.dtype, t0, rows, hv, V, false, s.vb);
+      load_rows(a.v, p.dtype, t0, rows, hv, V, Vp, false, s.vb);
       for (int i = 0; i < C; ++i) {
         g[i] = 0.0f;
         s.beta[i] = 0.0f;
@@ -74,35 +77,35 @@ void forward_task(const ForwardArgs& a, const Sequences& seqs, int64_t n, int hk
       // L = beta exp(G_i - G_j) k_i.k_j (strict) and A = (I + L)^-1; w = A (beta exp(G) k), u = A (beta v).
       gate_lower_into(s.KQraw, s.KQ, s.G, s.beta, true);
       invert_unit_lower(s.KQ, s.A);
-      scale_rows_for_w_u(k, s.G, s.beta, K, V, s.kb, s.vb);
-      chunk_w_u(s.A, s.kb, s.vb, K, V, w, s.u);
+      scale_rows_for_w_u(k, s.G, s.beta, Kp, Vp, s.kb, s.vb);
+      chunk_w_u(s.A, s.kb, s.vb, Kp, Vp, w, s.u);
 
       // [q S; w S] in one product; v_new = u - w S.
-      gemm(2 * C, V, K, q, K, S, V, s.QW, V, false);
+      gemm(2 * C, Vp, Kp, q, Kp, S, Vp, s.QW, Vp, false);
       float* qS = s.QW;
-      const float* wS = s.QW + C * V;
-      for (int i = 0; i < C * V; ++i) s.u[i] -= wS[i];
+      const float* wS = s.QW + C * Vp;
+      for (int i = 0; i < C * Vp; ++i) s.u[i] -= wS[i];
 
       // o = scale (exp(G) q S + P v_new), P = exp(G_i - G_j) q_i.k_j (inclusive).
       float* P = s.KQ + C * C;
       gate_lower_into(s.KQraw + C * C, P, s.G, nullptr, false);
       for (int i = 0; i < C; ++i) {
         const float f = std::exp(static_cast<float>(s.G[i]));
-        for (int x = 0; x < V; ++x) qS[i * V + x] *= f;
+        for (int x = 0; x < Vp; ++x) qS[i * Vp + x] *= f;
       }
-      gemm<Shape::kLowerA>(C, V, C, P, C, s.u, V, qS, V, true);
+      gemm<Shape::kLowerA>(C, Vp, C, P, C, s.u, Vp, qS, Vp, true);
       for (int i = 0; i < rows; ++i)
-        store_row(a.o.data, (t0 + i) * a.o.stride_token + hv * a.o.stride_head, p.dtype, V, qS + i * V, p.scale);
+        store_row(a.o.data, (t0 + i) * a.o.stride_token + hv * a.o.stride_head, o_dtype, V, qS + i * Vp, p.scale);
 
-      chunk_state_update(S, s.kT, s.u, s.G, K, V, s.vd);
+      chunk_state_update(S, s.kT, s.u, s.G, Kp, Vp, s.vd);
     }
   }
 
   const int64_t out_row = state_row(a.final_state, n);
   if (out_row >= 0)
     for (int r = 0; r < ratio; ++r)
-      store_state(s.S + r * head_elems, p.state_layout, K, V, a.final_state.data,
-                  state_offset(a.final_state, out_row, hk * ratio + r, HV, head_elems), p.state_dtype);
+      store_state(s.S + r * head_elems, Vp, p.state_layout, K, V, a.final_state.data,
+                  state_offset(a.final_state, out_row, hk * ratio + r, HV, int64_t{K} * V), p.state_dtype);
 }
 
 }  // namespace

@@ -10,8 +10,8 @@ namespace gdn {
 namespace cpu {
 namespace {
 
-// Rows of q, k, v and o live on the stack: K and V are at most 256 (the CPU entry of the
-// capability table, common/capabilities.h; validation rejects larger ones).
+// Rows of q, k, v and o live on the stack: K and V are at most 256 (max_head_size of the CPU
+// entry of the capability table, common/capabilities.h; validation rejects larger ones).
 constexpr int kMaxDim = 256;
 
 // One token on a K-major state S [K, V]:  S = e S;  err = beta (v - S^T k);  S += k err^T;  o = S^T q.
@@ -37,12 +37,15 @@ void token_k_major(float* S, int K, int V, const float* k, const float* q, const
 }
 
 // The same on a V-major state S [V, K]: each row j is the column S[:, j] of the K-major form, so
-// the products are dot products along rows (K is a multiple of 16: whole vectors).
+// the products are dot products along rows: whole 16-float vectors, then a scalar tail when K is
+// not a multiple of 16.
 float dot16(const float* a, const float* b, int n) {
   f32x16 acc = {};
-  for (int i = 0; i < n; i += 16) acc += load16(a + i) * load16(b + i);
+  int i = 0;
+  for (; i + 16 <= n; i += 16) acc += load16(a + i) * load16(b + i);
   float sum = 0;
   for (int l = 0; l < 16; ++l) sum += acc[l];
+  for (; i < n; ++i) sum += a[i] * b[i];
   return sum;
 }
 
@@ -50,9 +53,12 @@ void token_v_major(float* S, int K, int V, const float* k, const float* q, const
                    float* o) {
   for (int j = 0; j < V; ++j) {
     float* row = S + j * K;
-    for (int i = 0; i < K; i += 16) store16(row + i, load16(row + i) * decay);
+    const int whole = K / 16 * 16;
+    for (int i = 0; i < whole; i += 16) store16(row + i, load16(row + i) * decay);
+    for (int i = whole; i < K; ++i) row[i] *= decay;
     const float err = beta * (v[j] - dot16(row, k, K));
-    for (int i = 0; i < K; i += 16) store16(row + i, load16(row + i) + err * load16(k + i));
+    for (int i = 0; i < whole; i += 16) store16(row + i, load16(row + i) + err * load16(k + i));
+    for (int i = whole; i < K; ++i) row[i] += err * k[i];
     o[j] = dot16(row, q, K);
   }
 }
@@ -86,6 +92,7 @@ void recurrent_gated_delta_rule(const ForwardArgs& a, const Exec& exec) {
   const Problem& p = a.problem;
   const Sequences seqs(p);
   const int K = p.head_k, V = p.head_v, H = p.num_qk_heads, HV = p.num_v_heads;
+  const DType qk_dtype = qk_dtype_of(p), o_dtype = o_dtype_of(p);
   const int64_t head_elems = int64_t{K} * V;
   float* scratch = static_cast<float*>(exec.workspace);  // [threads, K, V]
   parallel_for(p.num_seqs * HV, resolve_num_threads(exec.num_threads), [&](int thread, int64_t task) {
@@ -113,8 +120,8 @@ void recurrent_gated_delta_rule(const ForwardArgs& a, const Exec& exec) {
       if (parent >= 0)
         load_row(ts.pool.data, state_offset(ts.pool, parent, hv, HV, head_elems), p.state_dtype,
                  static_cast<int>(head_elems), S);
-      load_row(a.k.data, t * a.k.stride_token + hk * a.k.stride_head, p.dtype, K, k);
-      load_row(a.q.data, t * a.q.stride_token + hk * a.q.stride_head, p.dtype, K, q);
+      load_row(a.k.data, t * a.k.stride_token + hk * a.k.stride_head, qk_dtype, K, k);
+      load_row(a.q.data, t * a.q.stride_token + hk * a.q.stride_head, qk_dtype, K, q);
       load_row(a.v.data, t * a.v.stride_token + hv * a.v.stride_head, p.dtype, V, v);
       if (p.use_qk_l2norm) {
         l2norm_row(k, K);
@@ -126,7 +133,7 @@ void recurrent_gated_delta_rule(const ForwardArgs& a, const Exec& exec) {
         token_k_major(S, K, V, k, q, v, std::exp(g), beta, o);
       else
         token_v_major(S, K, V, k, q, v, std::exp(g), beta, o);
-      store_row(a.o.data, t * a.o.stride_token + hv * a.o.stride_head, p.dtype, V, o, p.scale);
+      store_row(a.o.data, t * a.o.stride_token + hv * a.o.stride_head, o_dtype, V, o, p.scale);
       // The state after this token, in the state's layout as it is (rounded once to a 16-bit pool;
       // S itself stays fp32).
       const int64_t snap = ts.pool.data ? slots::token_row(ts, ts.pool.indices, n, t - seqs.begin(n)) : -1;

@@ -1,6 +1,9 @@
 // gdn::cuda entry points: device discovery, workspace sizes, the stage API (exact kernels of
 // stages.cu) and the composed forward, which takes the tensor-core path (fwd_fast.cu) for
-// bf16/fp16 inputs with K = V = 128 or 64 and otherwise chains the exact stage kernels.
+// bf16/fp16 inputs with K = V = 128 or 64 (q/k in the dtype of v) and otherwise chains the exact
+// stage kernels: fp32 inputs, every other head size in [1, 256] (the stages mask the columns past
+// V) and q/k or o in another dtype than v (each is read or written in its own dtype; the work is
+// fp32).
 #include "backend.h"
 #include "cuda/chunk/fwd_fast.cuh"
 #include "cuda/chunk/state_copy.cuh"
@@ -24,11 +27,19 @@ bool device_available() {
 
 namespace {
 
+// The API layer validates head sizes against the capability table first; this guards direct
+// calls of the backend (the kernels keep rows of at most 256 in shared memory and registers).
 void check_dims(const char* op, const Problem& p) {
-  auto ok = [](int d) { return d == 64 || d == 128 || d == 256; };
+  auto ok = [](int d) { return d >= 1 && d <= 256; };
   if (!ok(p.head_k) || !ok(p.head_v))
     throw Error(std::string(op) + ": head_k = " + std::to_string(p.head_k) + ", head_v = " + std::to_string(p.head_v) +
-                " unsupported on the CUDA backend; expected 64, 128 or 256");
+                " unsupported on the CUDA backend; expected [1, 256]");
+}
+
+// The tensor-core forward reads q, k, v and writes o in one dtype: with q/k or o in another, the
+// exact path runs.
+bool takes_fast_path(const Problem& p) {
+  return qk_dtype_of(p) == p.dtype && o_dtype_of(p) == p.dtype && fast_path_supported(p);
 }
 
 TensorView tv(const ConstTensor& t) { return TensorView{t.data, t.stride_token, t.stride_head}; }
@@ -101,9 +112,10 @@ void exact_forward(const ForwardArgs& f, const Exec& exec) {
   exact_ws(p, exec.workspace, &ws, s);
   const int64_t T = p.num_tokens;
   const int H = p.num_qk_heads, HV = p.num_v_heads, K = p.head_k, V = p.head_v;
-  convert_rows(p.dtype, DType::kFloat32, f.q.data, f.q.stride_token, f.q.stride_head, ws.q, int64_t(H) * K, K, T, H, K,
+  const DType qk_dtype = qk_dtype_of(p);
+  convert_rows(qk_dtype, DType::kFloat32, f.q.data, f.q.stride_token, f.q.stride_head, ws.q, int64_t(H) * K, K, T, H, K,
                p.use_qk_l2norm, s);
-  convert_rows(p.dtype, DType::kFloat32, f.k.data, f.k.stride_token, f.k.stride_head, ws.k, int64_t(H) * K, K, T, H, K,
+  convert_rows(qk_dtype, DType::kFloat32, f.k.data, f.k.stride_token, f.k.stride_head, ws.k, int64_t(H) * K, K, T, H, K,
                p.use_qk_l2norm, s);
   convert_rows(p.dtype, DType::kFloat32, f.v.data, f.v.stride_token, f.v.stride_head, ws.v, int64_t(HV) * V, V, T, HV,
                V, false, s);
@@ -120,7 +132,7 @@ void exact_forward(const ForwardArgs& f, const Exec& exec) {
   run_solve_tril(c, ws.L, ws.A);
   run_w_u(c, k, v, DType::kFloat32, beta, DType::kFloat32, G, ws.A, ws.w, ws.u);
   run_fwd_h(c, k, DType::kFloat32, ws.w, ws.u, G, f.initial_state, f.final_state, ws.h, ws.v_new);
-  run_fwd_o(c, q, k, DType::kFloat32, ws.v_new, ws.h, G, f.o.data, f.o.stride_token, f.o.stride_head, p.dtype);
+  run_fwd_o(c, q, k, DType::kFloat32, ws.v_new, ws.h, G, f.o.data, f.o.stride_token, f.o.stride_head, o_dtype_of(p));
 }
 
 // The tensor-core forward on a bf16 / fp16 pool: through a dense fp32 copy of the rows at the
@@ -154,7 +166,7 @@ size_t stage_workspace_size(const Problem& p, int /*num_threads*/) { return plan
 
 size_t chunk_gated_delta_rule_workspace_size(const Problem& p, int /*num_threads*/) {
   check_dims("chunk_gated_delta_rule_workspace_size", p);
-  if (fast_path_supported(p))
+  if (takes_fast_path(p))
     return state_copy_bytes(p) + fast_workspace_size(p, chunk_forward_heuristics(p, device_props()));
   return exact_ws(p, nullptr, nullptr, nullptr);
 }
@@ -163,7 +175,7 @@ void chunk_gated_delta_rule(const ForwardArgs& f, const Exec& exec) {
   const Problem& p = f.problem;
   check_dims("chunk_gated_delta_rule", p);
   // The choices are made once: the workspace this call needs follows from the same config.
-  const bool fast = fast_path_supported(p);
+  const bool fast = takes_fast_path(p);
   const ChunkForwardConfig cfg = fast ? chunk_forward_heuristics(p, device_props()) : ChunkForwardConfig{};
   const size_t need = fast ? state_copy_bytes(p) + fast_workspace_size(p, cfg) : exact_ws(p, nullptr, nullptr, nullptr);
   if (need > 0 && (exec.workspace == nullptr || exec.workspace_bytes < need))

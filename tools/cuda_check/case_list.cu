@@ -1,6 +1,7 @@
 // The correctness cases of the device check: every path of the forward (tensor-core D = 64 / 128,
-// exact stages for fp32 / K = 256 / K != V), the stage API, and the decode step, over layouts,
-// pools with out-of-range indices, padded rows, extreme gates and int32 / int64 indices.
+// exact stages for fp32 / K = 256 / K != V / any other size), the stage API, and the decode step
+// (rows, tiles and general kernels), over layouts, pools with out-of-range indices, padded rows,
+// extreme gates and int32 / int64 indices.
 #include "check.h"
 
 namespace gdn {
@@ -237,6 +238,45 @@ std::vector<Case> correctness_cases(bool quick) {
     c.tol = 1e-5;
     cases.push_back(c);
   }
+  // Head sizes without a tuned kernel (fla's 32, 60, 100; the edges 1 and 256): the exact stages
+  // with masked columns and the general decode kernel, pools with out-of-range indices.
+  for (bool vm : {false, true}) {
+    Case c;
+    c.name = std::string("exact bf16 60x100 ") + (vm ? "vmajor" : "kmajor");
+    c.lens = mix;
+    c.K = 60;
+    c.V = 100;
+    c.vmajor = vm;
+    c.oob = true;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "stages fp32 100x33";
+    c.lens = mix;
+    c.stages = true;
+    c.l2 = false;
+    c.fused = false;
+    c.dt = DType::kFloat32;
+    c.K = 100;
+    c.V = 33;
+    c.tol = 1e-4;
+    cases.push_back(c);
+  }
+  for (const auto& kv : {std::pair<int, int>{100, 60}, {32, 256}, {1, 33}, {256, 17}})
+    for (bool vm : {false, true}) {
+      Case c;
+      c.name =
+          "decode bf16 " + std::to_string(kv.first) + "x" + std::to_string(kv.second) + (vm ? " vmajor" : " kmajor");
+      for (int n = 0; n < 40; ++n) c.lens.push_back(n % 5 == 0 ? 0 : 1 + n % 3);
+      c.K = kv.first;
+      c.V = kv.second;
+      c.vmajor = vm;
+      c.decode = true;
+      c.oob = true;
+      c.idx32 = vm;
+      cases.push_back(c);
+    }
   // Speculative decoding's verify (per-token states), both kernels and layouts, padding rows (the
   // null slot 0), zero-length sequences, and (oob) unchecked indices clamped on the device.
   for (int kd : {128, 64})
@@ -252,6 +292,19 @@ std::vector<Case> correctness_cases(bool quick) {
       c.idx32 = vm;
       cases.push_back(c);
     }
+  for (bool vm : {false, true}) {  // the general decode kernel's per-token states
+    Case c;
+    c.name = std::string("verify bf16 100x60 ") + (vm ? "vmajor" : "kmajor");
+    for (int n = 0; n < 40; ++n) c.lens.push_back(n % 9 == 4 ? 0 : 1 + n % 4);
+    c.K = 100;
+    c.V = 60;
+    c.vmajor = vm;
+    c.decode = true;
+    c.spec_tokens = 4;
+    c.oob = vm;
+    c.idx32 = !vm;
+    cases.push_back(c);
+  }
   if (!quick) {
     {
       Case c;

@@ -23,7 +23,10 @@ struct DecodeArgs {
   int64_t v_st, v_sh;
   void* o;  // [T, HV, V]
   int64_t o_st, o_sh;
-  DType dt;
+  DType dt;        // v
+  DType qk_dt;     // q and k (Problem::qk_dtype: the dtype of v unless set)
+  DType o_dt;      // o (Problem::o_dtype: the dtype of v unless set)
+  int K, V;        // head sizes (the general kernel; the others are instantiated for theirs)
   GateArgs gates;  // g, beta: [T, HV]; A_log, dt_bias: [HV] (fused gates)
   const void* cu;  // [N + 1] or null
   IndexType cu_type;
@@ -143,8 +146,8 @@ __device__ __forceinline__ Tok<K> load_tok(const DecodeArgs& a, int64_t t, int h
   const int64_t qo = t * a.q_st + hk * a.q_sh + lane, ko = t * a.k_st + hk * a.k_sh + lane;
 #pragma unroll
   for (int m = 0; m < K / 32; ++m) {
-    x.q[m] = ld_raw(a.q, a.dt, qo + 32 * m);
-    x.k[m] = ld_raw(a.k, a.dt, ko + 32 * m);
+    x.q[m] = ld_raw(a.q, a.qk_dt, qo + 32 * m);
+    x.k[m] = ld_raw(a.k, a.qk_dt, ko + 32 * m);
   }
   x.v = ld_raw(a.v, a.dt, t * a.v_st + hv * a.v_sh + v0 + lane);
   x.gate = load_gate_bits(a.gates, t, hv);

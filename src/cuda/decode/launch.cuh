@@ -1,6 +1,6 @@
 // The decode kernels' launchers for one pool element type TS (float, __nv_bfloat16, __half):
 // launch_typed picks the kernel of the configuration and the layout. Defined here and
-// instantiated once per TS in decode/instantiate_*.cu (the 3 x 18 kernels compile in parallel);
+// instantiated once per TS in decode/instantiate_*.cu (the kernels of each type compile apart);
 // recurrent.cu turns the run-time state dtype into TS.
 #pragma once
 
@@ -8,6 +8,7 @@
 
 #include "cuda/core/common.cuh"
 #include "cuda/decode/decode_args.cuh"
+#include "cuda/decode/general_kernel.cuh"
 #include "cuda/decode/recurrent.cuh"
 #include "cuda/decode/rows_kernel.cuh"
 #include "cuda/decode/tiles_kernel.cuh"
@@ -60,10 +61,23 @@ void launch_tiles_k(const DecodeArgs& a, int V, bool kmaj, int64_t grid, cudaStr
   }
 }
 
+template <int KT, typename TS>
+void launch_general(const DecodeArgs& a, bool kmaj, int64_t grid, cudaStream_t st) {
+  decode_general_kernel<KT, TS><<<grid_1d(grid, 1), kGeneralWarps * 32, 0, st>>>(a, kmaj);
+  GDN_CUDA_LAUNCH_CHECK("decode_general_kernel");
+}
+
 template <typename TS>
 void launch_typed(const DecodeArgs& a, const Problem& p, const DecodeConfig& c, cudaStream_t st) {
   const bool kmaj = p.state_layout == StateLayout::kKMajor;
-  if (c.kernel == DecodeKernel::kRows) {
+  if (c.kernel == DecodeKernel::kGeneral) {  // the next instantiated row count at or above K
+    if (p.head_k <= 64)
+      launch_general<64, TS>(a, kmaj, c.grid, st);
+    else if (p.head_k <= 128)
+      launch_general<128, TS>(a, kmaj, c.grid, st);
+    else
+      launch_general<256, TS>(a, kmaj, c.grid, st);
+  } else if (c.kernel == DecodeKernel::kRows) {
     if (kmaj)
       launch_rows<true, TS>(a, c.grid, st);
     else

@@ -6,7 +6,10 @@
 //     SM;
 //   every other K, V in {64, 128, 256}: decode_tiles_kernel<K, V, K-major or not>
 //     (tiles_kernel.cuh), persistent warps over 32-value state tiles in cp.async rings, one block
-//     per SM.
+//     per SM;
+//   every other K, V in [1, 256] (fla's 32, 60, 100, ...): decode_general_kernel<KT>
+//     (general_kernel.cuh), a block per 32 columns of a (sequence, value head) with the rows past
+//     K and the columns past V masked; KT is the next of 64, 128, 256 at or above K.
 // The configurations that lost against these (other warp counts and ring depths, register tiles,
 // flash-linear-attention's direct loads, whole rows with 8 warps) are gone from the library; their
 // numbers are in docs/perf.md ("Decode versions", v3 to v5) and in
@@ -25,15 +28,22 @@ namespace cuda {
 namespace decode {
 namespace {
 
-bool supported_head(int d) { return d == 64 || d == 128 || d == 256; }
+// The sizes that the rows and tiles kernels are instantiated for; the general kernel takes the rest.
+bool tuned_head(int d) { return d == 64 || d == 128 || d == 256; }
+bool uses_general_kernel(const Problem& p) { return !tuned_head(p.head_k) || !tuned_head(p.head_v); }
 
 // The API layer validates head sizes first; this guards direct calls of the backend.
 void check_head_sizes(const Problem& p) {
-  if (!supported_head(p.head_k) || !supported_head(p.head_v))
-    throw Error("recurrent_gated_delta_rule: head_k and head_v must be 64, 128 or 256 on the CUDA backend");
+  auto ok = [](int d) { return d >= 1 && d <= 256; };
+  if (!ok(p.head_k) || !ok(p.head_v))
+    throw Error("recurrent_gated_delta_rule: head_k and head_v must be in [1, 256] on the CUDA backend");
 }
 
 bool uses_rows_kernel(const Problem& p) { return p.head_k == kRowsHead && p.head_v == kRowsHead; }
+
+int64_t general_grid(const Problem& p) {
+  return p.num_seqs * p.num_v_heads * ((p.head_v + kGeneralSlice - 1) / kGeneralSlice);
+}
 
 // A configuration names a compiled kernel: decode_rows_kernel<kRowsWarps, ...> for K = V = 128,
 // decode_tiles_kernel with tiles_warps(K) x tiles_stages(K) for the other sizes.
@@ -43,8 +53,11 @@ void check_config(const Problem& p, const DecodeConfig& c) {
     ok = uses_rows_kernel(p) && c.warps == kRowsWarps && c.ring_stages == 0 && c.blocks_per_sm == kRowsBlocksPerSm &&
          c.grid == p.num_seqs * p.num_v_heads;
   else if (c.kernel == DecodeKernel::kTiles)
-    ok = !uses_rows_kernel(p) && c.warps == tiles_warps(p.head_k) && c.ring_stages == tiles_stages(p.head_k) &&
-         c.blocks_per_sm == 1 && c.grid >= 1;
+    ok = !uses_rows_kernel(p) && !uses_general_kernel(p) && c.warps == tiles_warps(p.head_k) &&
+         c.ring_stages == tiles_stages(p.head_k) && c.blocks_per_sm == 1 && c.grid >= 1;
+  else if (c.kernel == DecodeKernel::kGeneral)
+    ok = uses_general_kernel(p) && c.warps == kGeneralWarps && c.ring_stages == 0 && c.blocks_per_sm == 0 &&
+         c.grid == general_grid(p);
   if (!ok)
     throw Error(
         "recurrent_gated_delta_rule: no decode kernel of the CUDA backend matches this DecodeConfig (decode_heuristics "
@@ -67,6 +80,10 @@ DecodeArgs make_decode_args(const ForwardArgs& f) {
   a.o_st = f.o.stride_token;
   a.o_sh = f.o.stride_head;
   a.dt = p.dtype;
+  a.qk_dt = qk_dtype_of(p);
+  a.o_dt = o_dtype_of(p);
+  a.K = p.head_k;
+  a.V = p.head_v;
   a.gates = make_gates(f);
   a.cu = p.cu_seqlens;
   a.cu_type = p.cu_seqlens_type;
@@ -111,6 +128,14 @@ DecodeConfig decode_heuristics(const Problem& p, const DeviceProps& dev) {
   using namespace decode;
   check_head_sizes(p);
   DecodeConfig c;
+  if (uses_general_kernel(p)) {  // a block per 32 columns of each (sequence, value head)
+    c.kernel = DecodeKernel::kGeneral;
+    c.warps = kGeneralWarps;
+    c.ring_stages = 0;
+    c.blocks_per_sm = 0;
+    c.grid = general_grid(p);
+    return c;
+  }
   if (uses_rows_kernel(p)) {
     c.kernel = DecodeKernel::kRows;
     c.warps = kRowsWarps;

@@ -7,26 +7,30 @@
 
 #include <cstdint>
 
-#include "cuda/core/common.cuh"
+#include "cuda/core/device.h"  // DeviceProps (host code: tests/test_heuristics.cpp includes this header)
 
 namespace gdn {
 namespace cuda {
 
 enum class DecodeKernel {
-  kRows,   // decode_rows_kernel: a block per (sequence, value head), the state in registers (K = V = 128)
-  kTiles,  // decode_tiles_kernel: persistent warps over 32-value state tiles in shared-memory rings
+  kRows,     // decode_rows_kernel: a block per (sequence, value head), the state in registers (K = V = 128)
+  kTiles,    // decode_tiles_kernel: persistent warps over 32-value state tiles in shared-memory rings
+  kGeneral,  // decode_general_kernel: a block per 32 columns of a (sequence, head), any K, V in [1, 256]
 };
 
 struct DecodeConfig {
   DecodeKernel kernel = DecodeKernel::kTiles;
   int warps = 0;          // warps per block
-  int ring_stages = 0;    // kTiles: state tiles per warp in its shared-memory ring; kRows: 0
-  int blocks_per_sm = 0;  // blocks per SM that the kernel's registers are sized for (__launch_bounds__)
-  int64_t grid = 0;       // blocks launched (kRows: one per (sequence, value head); kTiles: any >= 1)
+  int ring_stages = 0;    // kTiles: state tiles per warp in its shared-memory ring; kRows, kGeneral: 0
+  int blocks_per_sm = 0;  // blocks per SM that the kernel's registers are sized for (__launch_bounds__; kGeneral: 0)
+  // blocks launched (kRows: one per (sequence, value head); kTiles: any >= 1; kGeneral: one per
+  // (sequence, value head, 32 columns))
+  int64_t grid = 0;
 };
 
 // The configuration of a problem on a device: kRows for K = V = 128 (both state layouts), kTiles
-// for the other head sizes (K, V in {64, 128, 256}). Throws Error for other head sizes.
+// for the other pairs of K, V in {64, 128, 256}, kGeneral for every other K, V in [1, 256].
+// Throws Error for head sizes outside [1, 256].
 DecodeConfig decode_heuristics(const Problem& p, const DeviceProps& dev);
 
 // The decode step with an explicit configuration. Throws Error when no kernel of the library

@@ -101,8 +101,8 @@ __global__ void __launch_bounds__(W * 32, kRowsBlocksPerSm) decode_rows_kernel(D
 #pragma unroll
     for (int i = 0; i < (2 * K + W * 32 - 1) / (W * 32); ++i) {
       const int d = tid + W * 32 * i;
-      qk_bits[i] = d < K ? ld_raw(a.q, a.dt, t * a.q_st + hk * a.q_sh + d)
-                         : (d < 2 * K ? ld_raw(a.k, a.dt, t * a.k_st + hk * a.k_sh + (d - K)) : 0u);
+      qk_bits[i] = d < K ? ld_raw(a.q, a.qk_dt, t * a.q_st + hk * a.q_sh + d)
+                         : (d < 2 * K ? ld_raw(a.k, a.qk_dt, t * a.k_st + hk * a.k_sh + (d - K)) : 0u);
     }
     uint32_t v_bits[NVL];
 #pragma unroll
@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(W * 32, kRowsBlocksPerSm) decode_rows_kernel(D
 #pragma unroll
     for (int i = 0; i < (2 * K + W * 32 - 1) / (W * 32); ++i) {
       const int d = tid + W * 32 * i;
-      if (d < 2 * K) qk_raw[d / K][d % K] = raw_f(qk_bits[i], a.dt);
+      if (d < 2 * K) qk_raw[d / K][d % K] = raw_f(qk_bits[i], a.qk_dt);
     }
     __syncthreads();
     // Norms and q . k, by every warp (the same sums; no block barrier needed for them).
@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(W * 32, kRowsBlocksPerSm) decode_rows_kernel(D
       for (int r = 0; r < RW; ++r) x[r] = s[r].x * q4.x + s[r].y * q4.y + s[r].z * q4.z + s[r].w * q4.w;
       const float qv = warp_transpose_sum(x);
       const float vp = beta * (raw_f(v_bits[0], a.dt) - decay * ik * kv);  // v' of row row0 + lane
-      store_dt(a.o, a.dt, t * a.o_st + hv * a.o_sh + row0 + lane, a.scale * (decay * iq * qv + vp * kq));
+      store_dt(a.o, a.o_dt, t * a.o_st + hv * a.o_sh + row0 + lane, a.scale * (decay * iq * qv + vp * kq));
       // Pass 2: decay S + v' k^T in registers.
       const float4 kh = make_float4(k4.x * ik, k4.y * ik, k4.z * ik, k4.w * ik);
 #pragma unroll
@@ -201,7 +201,7 @@ __global__ void __launch_bounds__(W * 32, kRowsBlocksPerSm) decode_rows_kernel(D
     if (warp == 0) {
       const int64_t ob = t * a.o_st + hv * a.o_sh + 4 * lane;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) store_dt(a.o, a.dt, ob + e, a.scale * (decay * iq * qv[e] + vp[e] * kq));
+      for (int e = 0; e < 4; ++e) store_dt(a.o, a.o_dt, ob + e, a.scale * (decay * iq * qv[e] + vp[e] * kq));
     }
     // Pass 2: decay S + k v'^T in registers; the final state leaves after the last token, a token's
     // state (token_states) after its token.

@@ -249,8 +249,8 @@ __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(De
         float sq = 0.f, sk = 0.f, qk = 0.f;
 #pragma unroll
         for (int m = 0; m < K / 32; ++m) {
-          qf[m] = raw_f(x.q[m], a.dt);
-          kf[m] = raw_f(x.k[m], a.dt);
+          qf[m] = raw_f(x.q[m], a.qk_dt);
+          kf[m] = raw_f(x.k[m], a.qk_dt);
           sq += qf[m] * qf[m];
           sk += kf[m] * kf[m];
           qk += qf[m] * kf[m];
@@ -318,7 +318,7 @@ __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(De
               qs = qv[e];
               vs = vp[e];
             }
-          store_dt(a.o, a.dt, ob + 4 * c + kp, a.scale * (decay * qs + vs * kq));
+          store_dt(a.o, a.o_dt, ob + 4 * c + kp, a.scale * (decay * qs + vs * kq));
           // Pass 2: decay S + k v'^T, back to the tile unless it is the last token, and to global
           // memory: the final state after the last token, the token's state (token_states) after any.
           auto update = [&](auto to_tile, TS* dst, TS* dst2) {
@@ -380,7 +380,7 @@ __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(De
               qs = qv[i];
               vs = vp[i];
             }
-          store_dt(a.o, a.dt, ob + lane, a.scale * (decay * qs + vs * kq));
+          store_dt(a.o, a.o_dt, ob + lane, a.scale * (decay * qs + vs * kq));
           auto update = [&](auto to_tile, TS* dst, TS* dst2) {  // pass 2, as in the K-major branch
 #pragma unroll UA
             for (int jj = 0; jj < K / 32; ++jj) {

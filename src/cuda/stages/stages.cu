@@ -1,6 +1,9 @@
 // Exact stage kernels (fp32 on CUDA cores), one block per (chunk, value head) unless noted.
 // Correctness first: these are the oracle-grade path (fp32 inputs must stay within 1e-4); the
 // fast bf16 tensor-core forward lives in fwd_*.cu.
+// Any K and V in [1, 256] (the capability table): kkt and w_u loop over K and V at run time;
+// fwd_h runs ceil(V / 64) slices of 64 columns and fwd_o the thread layout of the next size up
+// (64, 128 or 256), both with the columns past V masked (loaded as zero, never stored).
 #include "cuda/stages/stages.cuh"
 
 namespace gdn {
@@ -156,23 +159,24 @@ __global__ void __launch_bounds__(256)
   float* S = sm;                // [K][kHSlice]
   float* vs = S + K * kHSlice;  // [C][kHSlice]: v_new_i * exp(G_last - G_i)
   __shared__ TG Gs[C];
-  const int slices = V / kHSlice;
+  const int slices = (V + kHSlice - 1) / kHSlice;
   const int64_t item = blockIdx.x;
   const int sl = static_cast<int>(item % slices);
   const int hv = static_cast<int>((item / slices) % HV);
   const int64_t n = item / (int64_t(slices) * HV);
   const int hk = hv / (HV / H);
   const int v0 = sl * kHSlice;
+  const int cols = min(kHSlice, V - v0);  // columns of this slice inside V; the rest stay zero
   const int tid = threadIdx.x;
   const bool kmaj = layout == StateLayout::kKMajor;
   const int64_t KV = int64_t(K) * V;
   const int64_t r_in = state_row(init, n);
   for (int e = tid; e < K * kHSlice; e += blockDim.x) {
     const int kk = e / kHSlice, vv = e % kHSlice;
-    S[e] = r_in >= 0 ? load_dt(init.data, sdt,
-                               state_offset(init, r_in, hv, HV, KV) +
-                                   (kmaj ? int64_t(kk) * V + v0 + vv : int64_t(v0 + vv) * K + kk))
-                     : 0.f;
+    S[e] = r_in >= 0 && vv < cols ? load_dt(init.data, sdt,
+                                            state_offset(init, r_in, hv, HV, KV) +
+                                                (kmaj ? int64_t(kk) * V + v0 + vv : int64_t(v0 + vv) * K + kk))
+                                  : 0.f;
   }
   __syncthreads();
   const int64_t c0 = pl.chunk_off[n];
@@ -183,7 +187,7 @@ __global__ void __launch_bounds__(256)
     const int len = static_cast<int>(pl.bounds[n + 1] - t0 < C ? pl.bounds[n + 1] - t0 : C);
     for (int e = tid; e < K * kHSlice; e += blockDim.x) {
       const int kk = e / kHSlice, vv = e % kHSlice;
-      h[((gc * HV + hv) * K + kk) * V + v0 + vv] = S[e];
+      if (vv < cols) h[((gc * HV + hv) * K + kk) * V + v0 + vv] = S[e];
     }
     if (tid < C) Gs[tid] = tid < len ? G[(t0 + tid) * HV + hv] : TG(0);
     __syncthreads();
@@ -205,7 +209,7 @@ __global__ void __launch_bounds__(256)
       for (int r = 0; r < C / 4; ++r) {
         const int i = ig + 4 * r;
         float x = 0.f;
-        if (i < len) {
+        if (i < len && vv < cols) {
           const int64_t o = ((t0 + i) * HV + hv) * V + v0 + vv;
           x = u[o] - acc[r];
           v_new[o] = x;
@@ -228,17 +232,19 @@ __global__ void __launch_bounds__(256)
   if (r_out >= 0) {
     for (int e = tid; e < K * kHSlice; e += blockDim.x) {
       const int kk = e / kHSlice, vv = e % kHSlice;
-      store_dt(fin.data, sdt,
-               state_offset(fin, r_out, hv, HV, KV) + (kmaj ? int64_t(kk) * V + v0 + vv : int64_t(v0 + vv) * K + kk),
-               S[e]);  // the one rounding of a bf16 / fp16 pool
+      if (vv < cols)
+        store_dt(fin.data, sdt,
+                 state_offset(fin, r_out, hv, HV, KV) + (kmaj ? int64_t(kk) * V + v0 + vv : int64_t(v0 + vv) * K + kk),
+                 S[e]);  // the one rounding of a bf16 / fp16 pool
     }
   }
 }
 
 // ---- chunk_fwd_o -----------------------------------------------------------------------------------
-template <typename T, typename TO, int V, typename TG>
+// VT: the thread layout's width (64, 128 or 256), V <= VT the head size; columns past V are masked.
+template <typename T, typename TO, int VT, typename TG>
 __global__ void __launch_bounds__(256)
-    stage_fwd_o_kernel(Plan pl, int H, int HV, int K, float scale, TensorView q, TensorView k,
+    stage_fwd_o_kernel(Plan pl, int H, int HV, int K, int V, float scale, TensorView q, TensorView k,
                        const float* __restrict__ v_new, const float* __restrict__ h, const TG* __restrict__ G,
                        TO* __restrict__ o, int64_t o_st, int64_t o_sh) {
   extern __shared__ float sm[];
@@ -273,29 +279,30 @@ __global__ void __launch_bounds__(256)
     P[i * (C + 1) + j] = r;
   }
   __syncthreads();
-  constexpr int kGroups = 256 / V;    // row groups
+  constexpr int kGroups = 256 / VT;   // row groups
   constexpr int kRows = C / kGroups;  // rows per thread
-  const int vv = tid % V, ig = tid / V;
+  const int vv = tid % VT, ig = tid / VT;
+  const bool col = vv < V;  // a column of o (else: masked, computes zeros)
   float acc[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) acc[r] = 0.f;
   const float* hc = h + (gc * HV + hv) * int64_t(K) * V;
   for (int kk = 0; kk < K; ++kk) {
-    const float hval = hc[int64_t(kk) * V + vv];
+    const float hval = col ? hc[int64_t(kk) * V + vv] : 0.f;
 #pragma unroll
     for (int r = 0; r < kRows; ++r) acc[r] += qs[(ig * kRows + r) * KP + kk] * hval;
   }
 #pragma unroll
   for (int r = 0; r < kRows; ++r) acc[r] *= expf(float(Gs[ig * kRows + r]));
   for (int j = 0; j < len; ++j) {
-    const float x = v_new[((t0 + j) * HV + hv) * V + vv];
+    const float x = col ? v_new[((t0 + j) * HV + hv) * V + vv] : 0.f;
 #pragma unroll
     for (int r = 0; r < kRows; ++r) acc[r] += P[(ig * kRows + r) * (C + 1) + j] * x;
   }
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     const int i = ig * kRows + r;
-    if (i < len) o[(t0 + i) * o_st + hv * o_sh + vv] = from_f<TO>(scale * acc[r]);
+    if (i < len && col) o[(t0 + i) * o_st + hv * o_sh + vv] = from_f<TO>(scale * acc[r]);
   }
 }
 
@@ -373,7 +380,7 @@ void run_w_u(const StageCtx& c, TensorView k, TensorView v, DType kvdt, TensorVi
 void run_fwd_h(const StageCtx& c, TensorView k, DType kdt, const float* w, const float* u, GPtr G, const StateRef& init,
                const StateRef& fin, float* h, float* v_new) {
   const size_t smem = sizeof(float) * (size_t(c.K) * kHSlice + C * kHSlice);
-  const int64_t blocks = c.pl.num_seqs * c.HV * (c.V / kHSlice);
+  const int64_t blocks = c.pl.num_seqs * c.HV * ((c.V + kHSlice - 1) / kHSlice);
   by_types(kdt, G, [&](auto tag, auto gtag) {
     using T = decltype(tag);
     using TG = decltype(gtag);
@@ -392,16 +399,17 @@ void run_fwd_o(const StageCtx& c, TensorView q, TensorView k, DType qkdt, const 
     using T = decltype(ttag);
     using TO = decltype(otag);
     using TG = decltype(gtag);
-    constexpr int V = decltype(vtag)::value;
-    allow_smem(stage_fwd_o_kernel<T, TO, V, TG>, smem);
-    stage_fwd_o_kernel<T, TO, V, TG><<<chunk_blocks(c), 256, smem, c.s>>>(
-        c.pl, c.H, c.HV, c.K, c.scale, q, k, v_new, h, static_cast<const TG*>(G.p), static_cast<TO*>(o), o_st, o_sh);
+    constexpr int VT = decltype(vtag)::value;
+    allow_smem(stage_fwd_o_kernel<T, TO, VT, TG>, smem);
+    stage_fwd_o_kernel<T, TO, VT, TG><<<chunk_blocks(c), 256, smem, c.s>>>(c.pl, c.H, c.HV, c.K, c.V, c.scale, q, k,
+                                                                           v_new, h, static_cast<const TG*>(G.p),
+                                                                           static_cast<TO*>(o), o_st, o_sh);
     GDN_CUDA_LAUNCH_CHECK("stage_fwd_o_kernel");
   };
-  auto with_v = [&](auto ttag, auto otag, auto gtag) {
-    if (c.V == 64)
+  auto with_v = [&](auto ttag, auto otag, auto gtag) {  // the next instantiated width up
+    if (c.V <= 64)
       go(ttag, otag, std::integral_constant<int, 64>{}, gtag);
-    else if (c.V == 128)
+    else if (c.V <= 128)
       go(ttag, otag, std::integral_constant<int, 128>{}, gtag);
     else
       go(ttag, otag, std::integral_constant<int, 256>{}, gtag);
