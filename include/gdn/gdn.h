@@ -139,10 +139,6 @@ struct Problem {
   float scale = 0.0f;                  // 0: K^-0.5
   bool use_qk_l2norm = false;          // q, k <- x / sqrt(sum(x^2) + 1e-6) in fp32
   StateLayout state_layout = StateLayout::kKMajor;
-  // Element type of the state pools (initial and final): see capabilities(backend).state_dtypes.
-  // Here rather than in StateRef because the workspace depends on it (the CUDA tensor-core forward
-  // runs bf16 / fp16 pools through an fp32 copy of the rows in its workspace).
-  DType state_dtype = DType::kFloat32;
   // Gate fusion: g holds `a` and beta holds `b` (pre-sigmoid); then
   // g = -exp(A_log[hv]) * softplus(a + dt_bias[hv]) and beta = sigmoid(b).
   bool fused_gate = false;
@@ -161,6 +157,11 @@ struct Problem {
   // o when it is written in another dtype than v (fla's fused_recurrent returns o in q's dtype).
   // Unset: dtype. o is rounded once, to this dtype, when it is written.
   std::optional<DType> o_dtype;
+  // Element type of the state pools (initial, final and token states): see
+  // capabilities(backend).state_dtypes. Here rather than in StateRef because the workspace depends
+  // on it (the CUDA tensor-core forward runs bf16 / fp16 pools through an fp32 copy of the rows in
+  // its workspace) and one call has one state type.
+  DType state_dtype = DType::kFloat32;
 };
 // The dtype of q and k: problem.qk_dtype, or problem.dtype when it is unset.
 inline DType qk_dtype_of(const Problem& problem) { return problem.qk_dtype.value_or(problem.dtype); }
