@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(kGeneralWarps * 32) decode_general_kernel(Deco
   const int64_t out_row = row_checked(a.fin, row_raw(a.fin, n));
   const Span span = span_checked(a, span_raw(a, n));
   // This thread's elements of a state (rows warp + 8 r < K of column j) from or to row `row` of a pool.
-  auto load_state = [&](float* s, const StateRef& pool, int64_t row) {
+  auto load_state = [&](float* s, StateRef pool, int64_t row) {  // pool by value: no local copy of the params
     const TS* src = static_cast<const TS*>(pool.data) + state_offset(pool, row, hv, a.HV, KV);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -72,7 +72,7 @@ __global__ void __launch_bounds__(kGeneralWarps * 32) decode_general_kernel(Deco
       if (col && i < K) s[r] = to_f(src[at(i)]);
     }
   };
-  auto store_state = [&](const float* s, const StateRef& pool, int64_t row) {
+  auto store_state = [&](const float* s, StateRef pool, int64_t row) {
     TS* dst = static_cast<TS*>(pool.data) + state_offset(pool, row, hv, a.HV, KV);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
