@@ -37,7 +37,9 @@ std::string Case::name() const {
      << (layout == StateLayout::kVMajor ? "_vmajor" : "") << (pool ? "_pool" : "") << (initial_state ? "_h0" : "")
      << (fused_gate ? "_fused" : "") << "_g" << int(gate) << "x" << gate_factor << "_b" << int(beta)
      << (strided ? "_strided" + std::to_string(o_pad) : "") << (sparse_final ? "_sparsefinal" : "")
-     << (serving ? "_serving" : "") << (threads ? "_threads" + std::to_string(threads) : "");
+     << (serving ? "_serving" : "") << (threads ? "_threads" + std::to_string(threads) : "")
+     << (state_dtype != DType::kFloat32 ? std::string("_state") + dtype_name(state_dtype) : "")
+     << (row_pad ? "_rowpad" + std::to_string(row_pad) : "");
   return os.str();
 }
 
@@ -156,6 +158,13 @@ Inputs make_inputs(const Case& c, std::mt19937_64& rng) {
     std::normal_distribution<double> d;
     in.state0.resize(in.slots * c.HV * c.K * c.V);
     for (float& x : in.state0) x = static_cast<float>(d(rng));
+    // A bf16 / fp16 pool holds the rounded values; the oracle starts from the same ones.
+    if (c.state_dtype != DType::kFloat32)
+      for (float& x : in.state0) {
+        float bits = 0;  // room for any dtype's element
+        store_from_float(&bits, 0, c.state_dtype, x);
+        x = load_as_float(&bits, 0, c.state_dtype);
+      }
   }
   if (c.pool && c.serving) {
     // Read rows 1..N and write rows N+1..2N, each a shuffle; a quarter of the sequences are
@@ -252,6 +261,7 @@ Problem problem_of(const Case& c) {
   p.gate_dtype = c.gate_in_input_dtype ? c.dtype : DType::kFloat32;
   p.use_qk_l2norm = c.l2norm;
   p.state_layout = c.layout;
+  p.state_dtype = c.state_dtype;
   p.fused_gate = c.fused_gate;
   return p;
 }
@@ -261,6 +271,27 @@ Problem problem_of(const Inputs& in) {
   p.num_tokens = in.T;
   p.num_seqs = in.dims.N();
   return p;
+}
+
+// The pattern of the padding bytes of a padded row stride (not a value any kernel writes: it
+// differs from byte to byte).
+static uint8_t pad_byte(size_t b) { return static_cast<uint8_t>(0xA5 ^ (b * 29)); }
+
+// `rows` packed fp32 state rows [rows, HV K V] as the case stores them: state_dtype, rows
+// HV K V + row_pad elements apart, the padding filled with pad_byte.
+static std::vector<uint8_t> encode_states(const Inputs& in, const std::vector<float>& rows_f32, int64_t rows) {
+  const Case& c = in.c;
+  const int64_t head_elems = int64_t{c.HV} * c.K * c.V, row_stride = head_elems + c.row_pad;
+  const size_t es = dtype_size(c.state_dtype);
+  std::vector<uint8_t> bytes(std::max<int64_t>(rows, 1) * row_stride * es);
+  if (rows_f32.empty()) return bytes;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < head_elems; ++i)
+      store_from_float(bytes.data(), r * row_stride + i, c.state_dtype, rows_f32[r * head_elems + i]);
+    uint8_t* pad = bytes.data() + (r * row_stride + head_elems) * es;
+    for (size_t b = 0; b < c.row_pad * es; ++b) pad[b] = pad_byte(b);
+  }
+  return bytes;
 }
 
 Outputs run(const Inputs& in, Backend backend, Op op) {
@@ -312,16 +343,24 @@ Outputs run(const Inputs& in, Backend backend, Op op) {
   Buffer ob = upload(backend, encode(std::vector<double>(o_elems, std::nan("")), o_dtype));
   a.o = {ob.data(), in.o_stride_token, c.V};
 
-  // States: a pool updated in place, or a dense initial array and a NaN-filled final array.
+  // States: a pool updated in place, or a dense initial array and a NaN-filled final array, in
+  // the case's state dtype with rows row_stride apart (padding: a pattern checked afterwards).
   const int64_t head_elems = int64_t{c.HV} * c.K * c.V;
   Buffer s_in, s_out, idx, final_idx, present;
   std::vector<int32_t> final_rows;
+  const std::vector<uint8_t> in_bytes = encode_states(in, in.state0, in.slots);
+  const int64_t row_stride = head_elems + c.row_pad;
+  auto ref_of = [&](Buffer& b, int64_t rows) {
+    StateRef s;
+    s.data = b.data();
+    s.num_slots = rows;
+    s.row_stride = c.row_pad ? row_stride : 0;
+    return s;
+  };
   if (c.pool) {
-    s_in = upload_vec(backend, in.state0);
+    s_in = upload(backend, in_bytes);
     idx = upload_vec(backend, in.indices);
-    StateRef pool;
-    pool.data = s_in.as<float>();
-    pool.num_slots = in.slots;
+    StateRef pool = ref_of(s_in, in.slots);
     pool.indices = idx.data();
     pool.indices_host = in.indices.data();
     pool.index_type = IndexType::kInt32;
@@ -338,14 +377,12 @@ Outputs run(const Inputs& in, Backend backend, Op op) {
     }
   } else {
     if (c.initial_state) {
-      s_in = upload_vec(backend, in.state0);
-      a.initial_state.data = s_in.as<float>();
-      a.initial_state.num_slots = N;
+      s_in = upload(backend, in_bytes);
+      a.initial_state = ref_of(s_in, N);
     }
     if (c.final_state) {
-      s_out = upload_vec(backend, std::vector<float>(N * head_elems, std::nanf("")));
-      a.final_state.data = s_out.as<float>();
-      a.final_state.num_slots = N;
+      s_out = upload(backend, encode_states(in, std::vector<float>(N * head_elems, std::nanf("")), N));
+      a.final_state = ref_of(s_out, N);
     }
     if (c.final_state && c.sparse_final) {
       for (int64_t n = 0; n < N; ++n) final_rows.push_back(static_cast<int32_t>(final_row_of(in, n)));
@@ -389,8 +426,21 @@ Outputs run(const Inputs& in, Backend backend, Op op) {
           ADD_FAILURE() << "o padding was written at token " << t;
   const Buffer* states = c.pool ? &s_in : &s_out;
   if (c.final_state) {
-    out.states.resize(states->bytes() / sizeof(float));
-    states->download(out.states.data(), states->bytes());
+    const std::vector<uint8_t> bytes = states->to_host();
+    const int64_t rows = c.pool ? in.slots : N;
+    const size_t es = dtype_size(c.state_dtype);
+    out.states.resize(rows * head_elems);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t i = 0; i < head_elems; ++i)
+        out.states[r * head_elems + i] = load_as_float(bytes.data(), r * row_stride + i, c.state_dtype);
+      // The padding of a padded row stride comes back bitwise unchanged.
+      const uint8_t* pad = bytes.data() + (r * row_stride + head_elems) * es;
+      for (size_t b = 0; b < c.row_pad * es; ++b)
+        if (pad[b] != pad_byte(b)) {
+          ADD_FAILURE() << "state row " << r << ": padding byte " << b << " was written";
+          break;
+        }
+    }
   }
   return out;
 }
@@ -417,6 +467,10 @@ double tolerance(const Case& c, Backend backend) {
   return tol;
 }
 
+double state_tolerance(const Case& c, Backend backend) {
+  return std::max(tolerance(c, backend), tolerance(c.state_dtype, Backend::kCPU));
+}
+
 void expect_close(const Inputs& in, const Expected& ref, const Outputs& out, Backend backend, const char* what) {
   const Case& c = in.c;
   const double tol = tolerance(c, backend);
@@ -439,7 +493,8 @@ void expect_close(const Inputs& in, const Expected& ref, const Outputs& out, Bac
   }
   if (!want.empty()) {
     const double err_s = ref::rel_rms_error(got.data(), want.data(), static_cast<int64_t>(want.size()));
-    EXPECT_LE(err_s, tol) << what << " final state on " << backend_name(backend) << ", case " << c.name();
+    EXPECT_LE(err_s, state_tolerance(c, backend))
+        << what << " final state on " << backend_name(backend) << ", case " << c.name();
   }
   // Final rows that no sequence writes stay as they were: NaN in a sparse final array.
   if (c.sparse_final) {

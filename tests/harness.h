@@ -93,6 +93,12 @@ struct Case {
   BetaKind beta = BetaKind::kSigmoid;
   bool strided = false;  // q, k, v as views into a fused [T, (2H K + HV V)] buffer; o padded
   int o_pad = 16;        // strided: o's token stride is HV V + o_pad (odd: rows not 16-byte aligned)
+  // The state pools' element type (initial states drawn, then rounded to it: the oracle runs on
+  // the rounded values) and a padded row stride: each row (slot) HV K V + row_pad elements long,
+  // the padding filled with a pattern that must come back bitwise unchanged. row_pad times the
+  // element size a multiple of 16 bytes keeps the rows 16-byte aligned (CUDA).
+  DType state_dtype = DType::kFloat32;
+  int row_pad = 0;
   std::string name() const;
 };
 
@@ -107,7 +113,7 @@ struct Inputs {
   int64_t q_off = 0, k_off = 0, v_off = 0, stride_qk = 0, stride_v = 0;
   std::vector<double> qd, kd, vd, gd, betad;  // as the kernel sees them (before l2norm / fusion)
   std::vector<float> A_log, dt_bias;
-  std::vector<float> state0;           // [slots, HV, ...] in the case's layout
+  std::vector<float> state0;           // [slots, HV, ...] in the case's layout, rounded to state_dtype (packed)
   std::vector<int32_t> indices;        // [N] when pooled (the read slots of a serving case)
   std::vector<int32_t> final_indices;  // [N] serving: the write slots (0 for the padding)
   std::vector<uint8_t> present;        // [N] serving: the initial state's present mask
@@ -135,7 +141,7 @@ Problem problem_of(const Inputs& in);
 // state array after the call, as host vectors.
 struct Outputs {
   std::vector<double> o;      // [T, HV, V]
-  std::vector<float> states;  // the whole final-state array (pool or dense), its layout
+  std::vector<float> states;  // the whole final-state array (pool or dense), its layout, packed, as fp32
 };
 enum class Op { kChunk, kRecurrent };
 Outputs run(const Inputs& in, Backend backend, Op op);
@@ -148,6 +154,9 @@ void expect_close(const Inputs& in, const Expected& ref, const Outputs& out, Bac
 double tolerance(DType dtype, Backend backend);
 // The bound of a case: that of its coarsest dtype when q/k, v and o differ.
 double tolerance(const Case& c, Backend backend);
+// The bound of the final state: that of the inputs, or of the state's own rounding when coarser
+// (a bf16 pool: 5e-3, an fp16 pool: 1e-3; docs/api.md).
+double state_tolerance(const Case& c, Backend backend);
 
 inline bool backend_ready(Backend b) { return b == Backend::kCPU || cuda_available(); }
 

@@ -239,7 +239,7 @@ TEST_P(Errors, BadPoolIndices) {
                     f.a.initial_state.num_slots = f.a.final_state.num_slots = 200000;
                   },
                   {"indices[1] repeats row 70001", "distinct"});
-  expect_rejected(GetParam(), [](Fixture& f) { f.a.final_state.data = f.a.final_state.data + 1; },  // 4 bytes off
+  expect_rejected(GetParam(), [](Fixture& f) { f.a.final_state.data = static_cast<char*>(f.a.final_state.data) + 4; },
                   {"final_state.data is not 16-byte aligned"});
   expect_rejected(GetParam(), [](Fixture& f) { f.a.initial_state.null_slot = 5; },
                   {"initial_state.null_slot is 5; expected -1 (none) or a row in [0, num_slots = 5)"});
@@ -296,6 +296,50 @@ TEST_P(Errors, NullSlotAndAbsentSequencesMayRepeat) {
 TEST_P(Errors, BadStrides) {
   expect_rejected(GetParam(), [](Fixture& f) { f.a.k.stride_head = 32; }, {"k.stride_head (32) overlaps rows"});
   expect_rejected(GetParam(), [](Fixture& f) { f.a.v.stride_token = -256; }, {"v has a negative stride"});
+}
+
+// State pools: the element type against the table, the row stride against the row size and, on
+// CUDA, the 16-byte row alignment.
+TEST_P(Errors, BadStateDtypeAndRowStride) {
+  const char* backend = GetParam() == Backend::kCUDA ? "CUDA" : "CPU";
+  expect_rejected(GetParam(), [](Fixture& f) { f.a.problem.state_dtype = static_cast<DType>(9); },
+                  {"state_dtype is invalid; expected one of float32, float16, bfloat16 on the ",
+                   std::string(backend) + " backend"});
+  expect_rejected(GetParam(), [](Fixture& f) { f.a.initial_state.row_stride = 4 * 64 * 64 - 4; },
+                  {"initial_state.row_stride is 16380; expected 0 (packed) or >= HV * K * V = 16384"});
+  expect_rejected(GetParam(), [](Fixture& f) { f.a.final_state.row_stride = -16384; },
+                  {"final_state.row_stride is -16384; expected 0 (packed) or >= HV * K * V = 16384"});
+  // 16385 fp32 elements: rows not 16-byte aligned (4 rows fit in the fixture's 5 packed ones).
+  auto unaligned = [](Fixture& f) {
+    for (StateRef* s : {&f.a.initial_state, &f.a.final_state}) {
+      s->num_slots = 4;
+      s->row_stride = 4 * 64 * 64 + 1;
+    }
+  };
+  if (GetParam() == Backend::kCUDA) {
+    expect_rejected(GetParam(), unaligned,
+                    {"initial_state.row_stride is 16385 float32 elements (65540 bytes); expected a multiple of 16 "
+                     "bytes on the CUDA backend"});
+  } else {  // the CPU backend reads any row stride
+    Fixture f(GetParam());
+    unaligned(f);
+    EXPECT_NO_THROW(recurrent_gated_delta_rule(f.a, f.exec));
+  }
+  // bf16: 8 elements = 16 bytes is aligned, 4 is not (CUDA).
+  auto bf16_stride = [](int64_t pad) {
+    return [pad](Fixture& f) {
+      f.a.problem.state_dtype = DType::kBFloat16;
+      for (StateRef* s : {&f.a.initial_state, &f.a.final_state}) s->row_stride = 4 * 64 * 64 + pad;
+    };
+  };
+  if (GetParam() == Backend::kCUDA)
+    expect_rejected(GetParam(), bf16_stride(4),
+                    {"initial_state.row_stride is 16388 bfloat16 elements (32776 bytes); expected a multiple of 16"});
+  Fixture ok(GetParam());
+  bf16_stride(8)(ok);  // 5 rows of 16392 bf16 fit in the fixture's 5 fp32 rows
+  EXPECT_NO_THROW(chunk_gated_delta_rule(ok.a, ok.exec));
+  EXPECT_NO_THROW(recurrent_gated_delta_rule(ok.a, ok.exec));
+  synchronize(GetParam());
 }
 
 TEST_P(Errors, WorkspaceTooSmall) {
@@ -357,6 +401,8 @@ TEST(Capabilities, TableStatesTheBackends) {
     for (DType d : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) EXPECT_TRUE(c->has_dtype(d));
     EXPECT_FALSE(c->has_dtype(static_cast<DType>(7)));
     for (StateLayout l : {StateLayout::kKMajor, StateLayout::kVMajor}) EXPECT_TRUE(c->has_state_layout(l));
+    for (DType d : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) EXPECT_TRUE(c->has_state_dtype(d));
+    EXPECT_FALSE(c->has_state_dtype(static_cast<DType>(7)));
     for (Operation op : {Operation::kForward, Operation::kDecode, Operation::kStages, Operation::kL2Norm})
       EXPECT_TRUE(c->has_operation(op));
   }
@@ -387,6 +433,11 @@ TEST(Capabilities, SupportsExplainsWhy) {
   EXPECT_EQ(why, "gate_dtype is float16; expected float32 or the input dtype (bfloat16)");
   p.gate_dtype = DType::kBFloat16;
   EXPECT_TRUE(supports(p, Backend::kCPU, Operation::kDecode));
+  p.state_dtype = static_cast<DType>(4);
+  EXPECT_FALSE(supports(p, Backend::kCPU, Operation::kForward, &why));
+  EXPECT_EQ(why, "state_dtype is invalid; expected one of float32, float16, bfloat16 on the CPU backend");
+  p.state_dtype = DType::kFloat16;
+  EXPECT_TRUE(supports(p, Backend::kCPU, Operation::kForward));
   EXPECT_FALSE(supports(p, static_cast<Backend>(5), Operation::kDecode, &why));
   EXPECT_EQ(why, "exec.backend is invalid");
 }

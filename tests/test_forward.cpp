@@ -1,8 +1,10 @@
 // The composed chunked forward and the decode step against the double-precision recurrence,
 // over the whole case matrix of the CPU backend (and the CUDA backend where a GPU is present).
 #include <cmath>
+#include <cstring>
 #include <functional>
 
+#include "common/host_dtype.h"
 #include "harness.h"
 
 namespace gdn {
@@ -209,6 +211,60 @@ std::vector<Case> forward_cases() {
       c.lens = {1, 2, 1, 1, 3, 1, 4, 1, 1, 2, 1, 1};
     });
   }
+  // bf16 / fp16 state pools and padded row strides (the padding must stay bitwise unchanged):
+  // serving pools for prefill and decode batches, both layouts, the decode kernels' two families
+  // (K = V = 128: rows; 64 and 256: tiles), dense initial / final arrays, a sparse final array,
+  // and the tensor-core forward with its split (CUDA: through the fp32 copy of the rows).
+  for (DType sd : {DType::kBFloat16, DType::kFloat16, DType::kFloat32})
+    for (StateLayout layout : {StateLayout::kKMajor, StateLayout::kVMajor}) {
+      const int pad = sd == DType::kFloat32 ? 4 : 8;  // 16 bytes
+      add([&](Case& c) {
+        c.pool = c.serving = true;
+        c.state_dtype = sd;
+        c.row_pad = pad;
+        c.layout = layout;
+        c.lens = {65, 0, 1, 130, 20, 64, 7, 3};
+      });
+      add([&](Case& c) {
+        c.pool = c.serving = true;
+        c.state_dtype = sd;
+        c.row_pad = 3 * pad;
+        c.layout = layout;
+        c.K = c.V = 128;
+        c.dtype = DType::kBFloat16;
+        c.lens = {1, 2, 1, 1, 3, 1, 4, 1, 1, 2, 1, 1};
+      });
+    }
+  for (int d : {64, 256})
+    add([&](Case& c) {
+      c.pool = c.serving = true;
+      c.state_dtype = DType::kBFloat16;
+      c.row_pad = 8;
+      c.H = 1, c.HV = 2, c.K = d, c.V = d == 64 ? 256 : 64;
+      c.dtype = DType::kBFloat16;
+      c.lens = {1, 3, 1, 0, 2, 1};
+    });
+  add([](Case& c) {
+    c.state_dtype = DType::kFloat16;
+    c.row_pad = 8;
+    c.dtype = DType::kFloat16;
+    c.K = c.V = 64;
+    c.lens = {70, 1, 0, 3};
+  });
+  add([](Case& c) {
+    c.state_dtype = DType::kBFloat16;
+    c.sparse_final = true;
+    c.layout = StateLayout::kVMajor;
+    c.lens = {5, 1, 70, 3, 2, 9, 1, 64};
+  });
+  add([](Case& c) {
+    c.pool = c.serving = true;
+    c.state_dtype = DType::kBFloat16;
+    c.row_pad = 8;
+    c.H = 1, c.HV = 2, c.K = c.V = 128;
+    c.dtype = DType::kBFloat16;
+    c.lens = {6000, 700, 1, 0};
+  });
   add([](Case& c) {  // with the split (CUDA): a part 0 from a masked or padded state
     c.pool = c.serving = true;
     c.H = 1, c.HV = 2, c.K = c.V = 128;
@@ -288,6 +344,37 @@ TEST_P(Forward, Deterministic) {
   EXPECT_EQ(a.states.size(), b.states.size());
   EXPECT_EQ(0, std::memcmp(a.states.data(), b.states.data(), a.states.size() * sizeof(float)))
       << "states differ between runs";
+}
+
+// A bf16 / fp16 pool computes in fp32 and rounds once, on write: the call on the 16-bit pool gives
+// bitwise the o of the same call on an fp32 pool holding the same (rounded) initial states, and
+// final states that are exactly those fp32 final states rounded to the pool's dtype. (Any rounding
+// between tokens or chunks, or a second rounding, would break the equality.)
+TEST_P(Forward, LowPrecisionPoolRoundsOnce) {
+  if (case_.state_dtype == DType::kFloat32) GTEST_SKIP() << "an fp32 pool";
+  const Inputs in = make_inputs(case_, rng_);  // state0 already rounded to the pool's dtype
+  Inputs in32 = in;
+  in32.c.state_dtype = DType::kFloat32;
+  in32.c.row_pad = 0;
+  for (Op op : {Op::kChunk, Op::kRecurrent}) {
+    const char* what = op == Op::kChunk ? "chunk_gated_delta_rule" : "recurrent_gated_delta_rule";
+    const Outputs lo = run(in, backend_, op), hi = run(in32, backend_, op);
+    ASSERT_EQ(lo.o.size(), hi.o.size());
+    EXPECT_EQ(0, std::memcmp(lo.o.data(), hi.o.data(), lo.o.size() * sizeof(double)))
+        << what << ": o differs from the fp32 pool's";
+    ASSERT_EQ(lo.states.size(), hi.states.size());
+    int64_t mismatches = 0, first = -1;
+    for (size_t i = 0; i < lo.states.size(); ++i) {
+      float bits = 0;  // room for any dtype's element
+      store_from_float(&bits, 0, case_.state_dtype, hi.states[i]);
+      const float want = load_as_float(&bits, 0, case_.state_dtype);
+      const bool same = std::memcmp(&want, &lo.states[i], sizeof(float)) == 0 ||
+                        (std::isnan(want) && std::isnan(lo.states[i]));  // NaN-filled rows nobody writes
+      if (!same && mismatches++ == 0) first = static_cast<int64_t>(i);
+    }
+    EXPECT_EQ(mismatches, 0) << what << ": " << mismatches << " state elements differ from the fp32 pool's rounded"
+                             << " final states (first at " << first << ")";
+  }
 }
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {

@@ -70,6 +70,24 @@ std::vector<SpecCase> spec_cases() {
   c.N = 1;  // one sequence
   c.max_tokens = 1;
   cases.push_back(c);
+  // bf16 / fp16 pools and buffers: every stored state rounded once, the running state fp32; both
+  // kernels (128: rows, 64: tiles) and both layouts; an EAGLE tree (reloads read rounded states).
+  for (Convention conv : {Convention::kVllm, Convention::kSglangGroups, Convention::kSglangDense})
+    for (DType sd : {DType::kBFloat16, DType::kFloat16}) {
+      SpecCase l;
+      l.conv = conv;
+      l.state_dtype = sd;
+      l.disable_state_update = conv == Convention::kSglangDense;
+      cases.push_back(l);
+      l.K = l.V = 64;
+      l.layout = StateLayout::kVMajor;
+      cases.push_back(l);
+    }
+  SpecCase t;
+  t.state_dtype = DType::kBFloat16;
+  t.tree = true;
+  t.max_tokens = 6;
+  cases.push_back(t);
   return cases;
 }
 

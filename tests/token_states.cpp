@@ -7,6 +7,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "common/host_dtype.h"
+
 #ifdef GDN_HAS_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -22,7 +24,8 @@ std::string SpecCase::name() const {
      << "_N" << N << "_M" << max_tokens << "_K" << K << "_V" << V << "_" << dtype_name(dtype)
      << (layout == StateLayout::kVMajor ? "_vmajor" : "") << (varlen ? "_varlen" : "_fixed")
      << (conv != Convention::kVllm && !disable_state_update ? "_update" : "") << (int64_indices ? "_i64" : "")
-     << (tree ? "_tree" : "");
+     << (tree ? "_tree" : "")
+     << (state_dtype != DType::kFloat32 ? std::string("_state") + dtype_name(state_dtype) : "");
   return os.str();
 }
 
@@ -48,6 +51,7 @@ SpecInputs make_spec_inputs(const SpecCase& c, std::mt19937_64& rng) {
   hc.H = 2, hc.HV = 4, hc.K = c.K, hc.V = c.V;
   hc.dtype = c.dtype;
   hc.layout = c.layout;
+  hc.state_dtype = c.state_dtype;
   hc.initial_state = hc.final_state = false;
   s.in = make_inputs(hc, rng);
 
@@ -87,6 +91,12 @@ SpecInputs make_spec_inputs(const SpecCase& c, std::mt19937_64& rng) {
   }
   s.pool.resize(s.pool_slots * head);
   for (float& x : s.pool) x = nd(rng);
+  // A bf16 / fp16 pool holds the rounded values; the oracle starts from the same ones.
+  for (float& x : s.pool) {
+    float bits = 0;  // room for any dtype's element
+    store_from_float(&bits, 0, c.state_dtype, x);
+    x = load_as_float(&bits, 0, c.state_dtype);
+  }
   // EAGLE trees: each token's parent drawn among the earlier tokens whose state is stored, or -1.
   for (int64_t n = 0; n < N && c.tree; ++n)
     for (int64_t t = 0; t < M; ++t) {
@@ -113,9 +123,16 @@ std::vector<uint8_t> index_bytes(const std::vector<int64_t>& x, bool i64) {
   return b;
 }
 
-std::vector<float> download_floats(const Buffer& b) {
-  std::vector<float> x(b.bytes() / sizeof(float));
-  if (!x.empty()) b.download(x.data(), b.bytes());
+// Packed fp32 rows as a pool of `dtype` stores them, and back.
+std::vector<uint8_t> state_bytes(const std::vector<float>& x, DType dtype) {
+  std::vector<uint8_t> b(x.size() * dtype_size(dtype));
+  for (size_t i = 0; i < x.size(); ++i) store_from_float(b.data(), static_cast<int64_t>(i), dtype, x[i]);
+  return b;
+}
+std::vector<float> download_states(const Buffer& b, DType dtype) {
+  const std::vector<uint8_t> bytes = b.to_host();
+  std::vector<float> x(bytes.size() / dtype_size(dtype));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = load_as_float(bytes.data(), static_cast<int64_t>(i), dtype);
   return x;
 }
 
@@ -242,7 +259,7 @@ SpecOutputs run_spec(const SpecInputs& s, Backend backend, const std::function<v
   const IndexType itype = i64 ? IndexType::kInt64 : IndexType::kInt32;
   const std::vector<uint8_t> tok_host = index_bytes(s.token_indices, i64), acc_host = index_bytes(s.num_accepted, i64),
                              pool_idx_host = index_bytes(s.pool_indices, i64), par_host = index_bytes(s.parents, i64);
-  Buffer pool = upload_vec(backend, s.pool), buffer, tok, acc, pool_idx;
+  Buffer pool = upload(backend, state_bytes(s.pool, c.state_dtype)), buffer, tok, acc, pool_idx;
   StateRef pool_ref;
   pool_ref.data = pool.as<float>();
   pool_ref.num_slots = s.pool_slots;
@@ -267,8 +284,8 @@ SpecOutputs run_spec(const SpecInputs& s, Backend backend, const std::function<v
     pool_ref.index_type = itype;
     a.initial_state = pool_ref;
     if (!c.disable_state_update) a.final_state = pool_ref;
-    buffer = upload_vec(backend, s.buffer);
-    ts.pool.data = buffer.as<float>();
+    buffer = upload(backend, state_bytes(s.buffer, c.state_dtype));
+    ts.pool.data = buffer.data();
     ts.pool.num_slots = s.buffer_slots;
     ts.per_token = false;
     if (c.conv == Convention::kSglangGroups) {
@@ -306,8 +323,8 @@ SpecOutputs run_spec(const SpecInputs& s, Backend backend, const std::function<v
   }
   const std::vector<uint8_t> ob = o.to_host();
   out.o = decode(ob.data(), static_cast<size_t>(in.T) * 4 * c.V, c.dtype);
-  out.pool = download_floats(pool);
-  if (buffer.bytes()) out.buffer = download_floats(buffer);
+  out.pool = download_states(pool, c.state_dtype);
+  if (buffer.bytes()) out.buffer = download_states(buffer, c.state_dtype);
   return out;
 }
 
@@ -361,7 +378,8 @@ void expect_spec_close(const SpecInputs& s, const SpecOutputs& out, Backend back
         compare(out.pool, s.pool_indices[n], &hT[n * head]);
       }
   ASSERT_FALSE(want.empty());
-  EXPECT_LE(ref::rel_rms_error(got.data(), want.data(), static_cast<int64_t>(want.size())), tol)
+  EXPECT_LE(ref::rel_rms_error(got.data(), want.data(), static_cast<int64_t>(want.size())),
+            state_tolerance(in.c, backend))
       << "stored states, " << c.name();
   // Rows that nothing writes are bitwise unchanged (NaN in the intermediate buffer).
   const std::vector<float>& stored_before = vllm ? s.pool : s.buffer;

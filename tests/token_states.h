@@ -21,6 +21,9 @@ struct SpecCase {
   int K = 128, V = 128;
   DType dtype = DType::kBFloat16;
   StateLayout layout = StateLayout::kKMajor;
+  // The pools' (state pool and intermediate buffer) element type: values drawn, then rounded to it;
+  // the stored states are checked against the state bound (harness.h: state_tolerance).
+  DType state_dtype = DType::kFloat32;
   // false: a fixed-length batch [N, max_tokens] (cu_seqlens null): padding entries have tokens.
   bool varlen = true;
   bool disable_state_update = true;  // SGLang: the pool rows are not written (else updated in place)

@@ -54,14 +54,16 @@ struct MutTensor {
   int64_t stride_head = 0;
 };
 
-// fp32 recurrent states, contiguous: [num_slots, HV, K, V] (kKMajor) or [num_slots, HV, V, K].
-// Sequence n uses row indices[n] (row n when indices is null). A negative index means "no state":
-// the sequence starts from zero (initial) or its final state is not written (final).
-// For the pool of a serving engine, pass the same data and indices as initial and final state:
-// the update happens in place; or the same data with other indices for the final state, to read
-// one slot and write another (a row written by one sequence must not be read by another one).
-// Indices must be in [-inf, num_slots) and the ones that name a row distinct among the sequences
-// of one call.
+// Recurrent states: [num_slots, HV, K, V] (kKMajor) or [num_slots, HV, V, K], each head's K x V
+// block contiguous, rows row_stride elements apart. The element type is Problem::state_dtype (one
+// for both pools of a call): fp32, or bf16 / fp16 to halve the memory and the decode step's
+// traffic; the arithmetic is fp32 whatever it is (a state row is converted to fp32 when read and
+// rounded once, to nearest even, when the final state is written). Sequence n uses row indices[n] (row n when indices
+// is null). A negative index means "no state": the sequence starts from zero (initial) or its final state is not
+// written (final). For the pool of a serving engine, pass the same data and indices as initial and final state: the
+// update happens in place; or the same data with other indices for the final state, to read one slot and write another
+// (a row written by one sequence must not be read by another one). Indices must be in [-inf, num_slots) and the ones
+// that name a row distinct among the sequences of one call.
 //
 // Serving engines' padding and new requests:
 //   null_slot: an index equal to it means "no state" as a negative index does (vLLM pads its
@@ -72,7 +74,7 @@ struct MutTensor {
 // Padding entries (index negative or null_slot in both) touch no state; their o is computed from
 // a zero state like any sequence's (a zero-length padding sequence has no o at all).
 struct StateRef {
-  float* data = nullptr;               // null: no state (zeros in, nothing out)
+  void* data = nullptr;                // [num_slots, row_stride] of state_dtype; null: no state (zeros in, nothing out)
   int64_t num_slots = 0;               // rows of data; for a dense per-sequence array, N
   const void* indices = nullptr;       // [N] on the backend's device, IndexType below
   const void* indices_host = nullptr;  // optional host copy of indices, for validation (CUDA)
@@ -80,6 +82,10 @@ struct StateRef {
   int64_t null_slot = -1;                 // -1 or a row in [0, num_slots) that means "no state"
   const uint8_t* present = nullptr;       // [N] on the backend's device, optional (see above)
   const uint8_t* present_host = nullptr;  // optional host copy of present, for validation (CUDA)
+  // Elements between consecutive rows (slots); 0: packed (HV * K * V). Otherwise >= HV * K * V,
+  // e.g. an engine's pool whose rows carry other data too. The CUDA backend needs every row to
+  // start 16-byte aligned (row_stride * the element size a multiple of 16).
+  int64_t row_stride = 0;
 };
 
 // Multi-token decode (speculative decoding's verify, MTP / EAGLE): the state after every token of
@@ -151,6 +157,11 @@ struct Problem {
   // o when it is written in another dtype than v (fla's fused_recurrent returns o in q's dtype).
   // Unset: dtype. o is rounded once, to this dtype, when it is written.
   std::optional<DType> o_dtype;
+  // Element type of the state pools (initial, final and token states): see
+  // capabilities(backend).state_dtypes. Here rather than in StateRef because the workspace depends
+  // on it (the CUDA tensor-core forward runs bf16 / fp16 pools through an fp32 copy of the rows in
+  // its workspace) and one call has one state type.
+  DType state_dtype = DType::kFloat32;
 };
 // The dtype of q and k: problem.qk_dtype, or problem.dtype when it is unset.
 inline DType qk_dtype_of(const Problem& problem) { return problem.qk_dtype.value_or(problem.dtype); }
@@ -191,6 +202,7 @@ struct Capabilities {
   bool mixed_dtypes = false;    // q/k and o may come in other dtypes of `dtypes` than v (qk_dtype, o_dtype)
   bool gates_in_dtype = false;  // g and beta may come in the input dtype (float32 always works)
   bool state_layouts[2] = {};   // by StateLayout
+  bool state_dtypes[3] = {};    // by DType: Problem::state_dtype, the state pools' element type
   bool operations[4] = {};      // by Operation
 
   bool has_head_size(int d) const { return d >= min_head_size && d <= max_head_size; }
@@ -198,6 +210,7 @@ struct Capabilities {
   bool has_state_layout(StateLayout l) const {
     return static_cast<unsigned>(l) < 2u && state_layouts[static_cast<int>(l)];
   }
+  bool has_state_dtype(DType d) const { return static_cast<unsigned>(d) < 3u && state_dtypes[static_cast<int>(d)]; }
   bool has_operation(Operation op) const { return static_cast<unsigned>(op) < 4u && operations[static_cast<int>(op)]; }
 };
 
@@ -205,8 +218,8 @@ struct Capabilities {
 const Capabilities& capabilities(Backend backend);
 
 // True when `backend` can run `op` on problems of this kind: it is built in, and the head sizes,
-// dtypes and state layout are in its table (for kStages also: use_qk_l2norm and fused_gate off,
-// and q, k, o in dtype).
+// dtypes (inputs, gates, states) and state layout are in its table (for kStages also:
+// use_qk_l2norm and fused_gate off, and q, k, o in dtype).
 // Otherwise false, with the reason in *why (when given) in the words a rejected call would use.
 // Counts, boundaries and pointers are not looked at: the call itself validates those.
 bool supports(const Problem& problem, Backend backend, Operation op = Operation::kForward, std::string* why = nullptr);

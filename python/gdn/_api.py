@@ -40,8 +40,10 @@ def chunk_gated_delta_rule(
             ``beta = sigmoid(b)`` (``2 * sigmoid(b)`` with ``allow_neg_eigval``).
         scale: defaults to ``K ** -0.5``.
         initial_state: ``[N, HV, K, V]`` (``[N, HV, V, K]`` with ``state_v_first``); fp32 (others are
-            converted). With ``state_indices``: a state pool ``[slots, HV, ...]`` fp32, read in place.
-        output_final_state: return the final states ``[N, HV, K, V]`` (fp32).
+            converted). With ``state_indices``: a state pool ``[slots, HV, ...]`` in fp32, bf16 or fp16
+            (rows may be further apart than ``HV*K*V``: a padded slot stride), read in place.
+        output_final_state: return the final states ``[N, HV, K, V]`` (fp32; a bf16 / fp16 pool's dtype
+            when read through ``state_indices``).
         use_qk_l2norm_in_kernel: l2-normalize q and k per head inside the kernel.
         state_v_first: states in the V-major ``[.., V, K]`` layout (vLLM's cache).
         cu_seqlens: ``[N + 1]`` int32/int64 boundaries on q's device (varlen; then ``B == 1``).
@@ -60,7 +62,8 @@ def chunk_gated_delta_rule(
             index means no state (start from zeros, write nothing back).
         state_indices_cpu: optional host copy of state_indices (validated on the host).
         inplace_final_state: write the final states back into ``initial_state`` (pool rows, or the
-            dense fp32 array) in place; the returned final state is then ``initial_state`` itself.
+            dense array) in place, rounded once to its dtype; the returned final state is then
+            ``initial_state`` itself.
         out: preallocated ``o`` (the shape of v; any float dtype, v's by default); written and returned.
 
     Returns:
@@ -145,7 +148,9 @@ def prefill_(q, k, v, g, beta, state, state_indices=None, *, scale=None, use_qk_
              final_state_indices_cpu=None):
     r"""Serving-engine prefill: the chunked forward with states in a pool, updated in place.
 
-    ``state`` is a fp32 pool ``[slots, HV, K, V]`` (``[slots, HV, V, K]`` with ``state_v_first``);
+    ``state`` is a pool ``[slots, HV, K, V]`` (``[slots, HV, V, K]`` with ``state_v_first``) in fp32, bf16
+    or fp16, each row contiguous and rows possibly further apart (a padded slot stride: a view into an
+    engine's cache); the arithmetic is fp32 and a written state is rounded once to the pool's dtype;
     sequence n starts from row ``state_indices[n]`` and its final state is written back to that row
     (a negative index: start from zeros, write nothing). Without ``state_indices``, ``state`` is a
     dense ``[N, ...]`` array updated in place. With ``A_log`` (and optional ``dt_bias``), ``g`` and

@@ -203,7 +203,11 @@ def run_forward(op, q, k, v, g, beta, *, scale, initial_state, output_final_stat
                 initial_state = env.contiguous(initial_state)
             initial_indices, initial_indices_cpu = state_indices, state_indices_cpu
         if output_final_state:
-            final_state = env.empty((N, HV, V, K) if state_v_first else (N, HV, K, V), "float32")
+            # fp32, or the dtype of a bf16 / fp16 pool read through state_indices (one state
+            # dtype per call: the kernels convert to fp32 on read and round once on write).
+            like = initial_state if initial_state is not None and state_indices is not None else None
+            final_state = env.empty((N, HV, V, K) if state_v_first else (N, HV, K, V),
+                                    None if like is not None else "float32", like=like)
 
     # o's dtype as fla's: v's for the chunked form, q's for the recurrence (they differ when q/k
     # come in another dtype than v).

@@ -173,6 +173,13 @@ void expect_dtype(const char* op, const char* name, const A& a, gdn::DType want,
 }
 
 template <typename A>
+std::string stride_str(const A& a) {
+  std::string out = "(";
+  for (size_t i = 0; i < a.ndim(); ++i) out += cat(i ? ", " : "", a.stride(i));
+  return out + ")";
+}
+
+template <typename A>
 bool c_contiguous(const A& a) {
   int64_t expect = 1;
   for (size_t i = a.ndim(); i-- > 0;) {
@@ -213,11 +220,13 @@ gdn::IndexType index_array(const char* op, const char* name, const A& a, int64_t
   return t;
 }
 
-// Fills a StateRef from a pool/dense state array and optional (device, host) indices.
+// Fills a StateRef from a pool/dense state array and optional (device, host) indices. The array's
+// dtype (fp32, fp16 or bf16) goes to *state_dtype; when *state_dtype_set (an earlier state of the
+// call), it must be the same.
 template <typename S>
 gdn::StateRef state_ref(const char* op, DeviceCtx& dev, const char* name, const S& s, const In& idx, const In& idx_host,
                         int64_t N, int64_t HV, int64_t K, int64_t V, bool v_major, const char* idx_name,
-                        const char* idx_host_name) {
+                        const char* idx_host_name, gdn::DType* state_dtype, bool* state_dtype_set) {
   gdn::StateRef r;
   if (!s.is_valid()) {
     if (idx.is_valid()) value_error(op, idx_name, " is given without ", name);
@@ -227,13 +236,31 @@ gdn::StateRef state_ref(const char* op, DeviceCtx& dev, const char* name, const 
   const int64_t d2 = v_major ? V : K, d3 = v_major ? K : V;
   const std::string expect = cat("[slots, HV, ", v_major ? "V, K" : "K, V", "] = [.., ", HV, ", ", d2, ", ", d3, "]",
                                  v_major ? " (state_v_first)" : "");
-  if (!is_f32(s.dtype())) type_error(op, name, " has dtype ", dl_dtype_name(s.dtype()), "; expected float32 ", expect);
+  gdn::DType sdt;
+  if (!to_gdn_dtype(s.dtype(), &sdt))
+    type_error(op, name, " has dtype ", dl_dtype_name(s.dtype()), "; expected float32, float16 or bfloat16 ", expect);
+  if (*state_dtype_set && *state_dtype != sdt)
+    type_error(op, name, " has dtype ", gdn::dtype_name(sdt), "; expected that of the other state (",
+               gdn::dtype_name(*state_dtype), ")");
+  *state_dtype = sdt;
+  *state_dtype_set = true;
   if (s.ndim() != 4 || dim(s, 1) != HV || dim(s, 2) != d2 || dim(s, 3) != d3)
     value_error(op, name, " has shape ", shape_str(s), "; expected ", expect);
-  if (!c_contiguous(s)) value_error(op, name, " is not contiguous; expected a C-contiguous ", expect);
+  // Each row [HV, d2, d3] contiguous; rows (slots) may be further apart (an engine's pool view
+  // with a padded slot stride): the row stride goes to gdn, which checks it.
+  const int64_t row_elems = HV * d2 * d3;
+  const bool rows_contiguous =
+      (d3 == 1 || s.stride(3) == 1) && (d2 == 1 || s.stride(2) == d3) && (HV == 1 || s.stride(1) == d2 * d3);
+  if (!rows_contiguous)
+    value_error(op, name, " is not contiguous within a row (strides ", stride_str(s), "); expected each row ", expect,
+                " contiguous (a padded row stride is allowed)");
   if (dim(s, 0) < 1) value_error(op, name, " has ", dim(s, 0), " rows; expected at least 1");
-  r.data = static_cast<float*>(const_cast<void*>(static_cast<const void*>(s.data())));
+  if (dim(s, 0) > 1 && s.stride(0) < row_elems)
+    value_error(op, name, " has a row stride of ", s.stride(0), " elements; expected >= HV * ", d2, " * ", d3, " = ",
+                row_elems, " (rows must not overlap)");
+  r.data = const_cast<void*>(static_cast<const void*>(s.data()));
   r.num_slots = dim(s, 0);
+  r.row_stride = dim(s, 0) > 1 ? s.stride(0) : row_elems;
   if (idx.is_valid()) {
     dev.check(idx_name, idx);
     r.index_type = index_array(op, idx_name, idx, N, "one row index per sequence");

@@ -9,22 +9,44 @@ namespace {
 // The per-token states of the decode step (gdn::TokenStates): a pool [slots, HV, K, V] whose rows
 // the 2-D indices [N, T_max] name per token (vLLM), or a buffer [S, T_max, HV, K, V] with one group
 // index per sequence [N] or none (S = N; SGLang's intermediate states). T_max comes from the shapes.
+// Its dtype is the call's state dtype: that of the other states when there are any (*state_dtype_set).
 gdn::TokenStates token_state_ref(const char* op, DeviceCtx& dev, const Out& s, const In& idx, const In& idx_host,
-                                 int64_t N, int64_t HV, int64_t K, int64_t V, bool v_major) {
+                                 int64_t N, int64_t HV, int64_t K, int64_t V, bool v_major, gdn::DType* state_dtype,
+                                 bool* state_dtype_set) {
   dev.check("token_states", s);
   const int64_t d2 = v_major ? V : K, d3 = v_major ? K : V;
   const std::string expect =
       cat("[slots, HV, ", v_major ? "V, K" : "K, V", "] with [N, T_max] token_state_indices, or [S, ", "T_max, HV, ",
           v_major ? "V, K" : "K, V", "] with [N] or no indices; HV = ", HV, ", ", v_major ? "V, K" : "K, V", " = ", d2,
           ", ", d3);
-  if (!is_f32(s.dtype())) type_error(op, "token_states has dtype ", dl_dtype_name(s.dtype()), "; expected float32");
+  gdn::DType sdt;
+  if (!to_gdn_dtype(s.dtype(), &sdt))
+    type_error(op, "token_states has dtype ", dl_dtype_name(s.dtype()), "; expected float32, float16 or bfloat16");
+  if (*state_dtype_set && sdt != *state_dtype)
+    type_error(op, "token_states has dtype ", gdn::dtype_name(sdt), "; expected that of the state pool (",
+               gdn::dtype_name(*state_dtype), ")");
+  *state_dtype = sdt;
+  *state_dtype_set = true;
   const size_t nd = s.ndim();
   if ((nd != 4 && nd != 5) || dim(s, nd - 3) != HV || dim(s, nd - 2) != d2 || dim(s, nd - 1) != d3)
     value_error(op, "token_states has shape ", shape_str(s), "; expected ", expect);
-  if (!c_contiguous(s)) value_error(op, "token_states is not contiguous; expected a C-contiguous array");
+  // Each row [HV, d2, d3] contiguous, rows evenly apart (a padded slot stride is allowed; in a
+  // buffer [S, T_max, ...] the (s, t) rows too).
+  const int64_t row_elems = HV * d2 * d3, rs = nd == 5 && dim(s, 1) == 1 ? s.stride(0) : s.stride(nd - 4);
+  const bool rows_contiguous = (d3 == 1 || s.stride(nd - 1) == 1) && (d2 == 1 || s.stride(nd - 2) == d3) &&
+                               (HV == 1 || s.stride(nd - 3) == d2 * d3) &&
+                               (nd == 4 || dim(s, 0) == 1 || dim(s, 1) == 1 || s.stride(0) == dim(s, 1) * rs);
+  if (!rows_contiguous)
+    value_error(op, "token_states is not contiguous within its rows (strides ", stride_str(s), "); expected rows [HV, ",
+                d2, ", ", d3, "] contiguous and evenly apart");
+  const int64_t num_rows = nd == 4 ? dim(s, 0) : dim(s, 0) * dim(s, 1);
+  if (num_rows > 1 && rs < row_elems)
+    value_error(op, "token_states has a row stride of ", rs, " elements; expected >= HV * ", d2, " * ", d3, " = ",
+                row_elems, " (rows must not overlap)");
   gdn::TokenStates ts;
-  ts.pool.data = static_cast<float*>(s.data());
-  ts.pool.num_slots = nd == 4 ? dim(s, 0) : dim(s, 0) * dim(s, 1);
+  ts.pool.data = s.data();
+  ts.pool.num_slots = num_rows;
+  ts.pool.row_stride = num_rows > 1 ? rs : row_elems;
   if (!idx.is_valid()) {
     if (idx_host.is_valid()) value_error(op, "token_state_indices_cpu is given without token_state_indices");
     if (nd != 5 || dim(s, 0) != N)
@@ -161,19 +183,22 @@ void forward(In q, In k, In v, In g, In beta, Out o, In A_log, In dt_bias, In in
     value_error(op, "A_log / dt_bias are given but the fused gate is off (use_gate_in_kernel=False)");
   }
 
+  gdn::DType sdt = gdn::DType::kFloat32;  // the state pools' dtype: that of the state arrays
+  bool sdt_set = false;
   if (final_is_initial)
-    a.final_state = state_ref(op, dev, "state (initial_state, updated in place)", final_state, final_indices,
-                              final_indices_host, N, HV, K, V, state_v_first, "state_indices", "state_indices_cpu");
+    a.final_state =
+        state_ref(op, dev, "state (initial_state, updated in place)", final_state, final_indices, final_indices_host, N,
+                  HV, K, V, state_v_first, "state_indices", "state_indices_cpu", &sdt, &sdt_set);
   else
     a.final_state = state_ref(op, dev, "final_state", final_state, final_indices, final_indices_host, N, HV, K, V,
-                              state_v_first, "final_state_indices", "final_state_indices_cpu");
+                              state_v_first, "final_state_indices", "final_state_indices_cpu", &sdt, &sdt_set);
   if (final_is_initial) {
     if (!final_state.is_valid()) value_error(op, "the in-place state update needs a state (pool)");
     if (initial_state.is_valid()) value_error(op, "initial_state must be None for the in-place state update");
     a.initial_state = a.final_state;
   } else {
     a.initial_state = state_ref(op, dev, "initial_state", initial_state, initial_indices, initial_indices_host, N, HV,
-                                K, V, state_v_first, "state_indices", "state_indices_cpu");
+                                K, V, state_v_first, "state_indices", "state_indices_cpu", &sdt, &sdt_set);
   }
 
   // Serving pools: the null slot (padding) on both, the present mask (has_initial_state) on the
@@ -196,12 +221,13 @@ void forward(In q, In k, In v, In g, In beta, Out o, In A_log, In dt_bias, In in
   }
 
   if (token_states.is_valid()) {
-    a.token_states =
-        token_state_ref(op, dev, token_states, token_indices, token_indices_host, N, HV, K, V, state_v_first);
+    a.token_states = token_state_ref(op, dev, token_states, token_indices, token_indices_host, N, HV, K, V,
+                                     state_v_first, &sdt, &sdt_set);
     a.token_states.pool.null_slot = null_slot;
   } else if (token_indices.is_valid() || token_indices_host.is_valid()) {
     value_error(op, "token_state_indices is given without token_states");
   }
+  p.state_dtype = a.problem.state_dtype = sdt;
   if (num_accepted.is_valid()) {
     if (!token_states.is_valid()) value_error(op, "num_accepted_tokens is given without token_states");
     dev.check("num_accepted_tokens", num_accepted);

@@ -151,15 +151,19 @@ void stage(const std::string& which, int64_t T, int64_t N, int64_t H, int64_t HV
   }
 
   if (need & kS) {
+    gdn::DType sdt = gdn::DType::kFloat32;  // the state pools' dtype: that of the state arrays
+    bool sdt_set = false;
     b.final_state = state_ref(op, dev, "final_state", final_state, final_indices, final_indices_host, N, HV, K, V,
-                              state_v_first, "final_state_indices", "final_state_indices_cpu");
+                              state_v_first, "final_state_indices", "final_state_indices_cpu", &sdt, &sdt_set);
     if (final_is_initial) {
       if (!final_state.is_valid()) value_error(op, "the in-place state update needs a state (pool)");
       b.initial_state = b.final_state;
     } else {
-      b.initial_state = state_ref(op, dev, "initial_state", initial_state, initial_indices, initial_indices_host, N, HV,
-                                  K, V, state_v_first, "initial_state_indices", "initial_state_indices_cpu");
+      b.initial_state =
+          state_ref(op, dev, "initial_state", initial_state, initial_indices, initial_indices_host, N, HV, K, V,
+                    state_v_first, "initial_state_indices", "initial_state_indices_cpu", &sdt, &sdt_set);
     }
+    p.state_dtype = sdt;
   }
 
   if (!dev.set) value_error(op, "no arrays were given");

@@ -310,6 +310,70 @@ def test_serving_pool(rng, fn, state_v_first):
     np.testing.assert_array_equal(pool[untouched], before[untouched])  # slot 0 and every read row
 
 
+@pytest.mark.parametrize("fn", ["prefill_", "decode_"])
+@pytest.mark.parametrize("state_v_first", [False, True])
+def test_fp16_pool_with_padded_rows(rng, fn, state_v_first):
+    """An fp16 pool viewed out of a wider buffer (slot stride > HV*K*V): fp32 arithmetic, the final
+    state rounded once (fp16 bound 1e-3; o at the fp32 bound, from the same rounded states); the
+    padding and the rows nobody writes come back bitwise unchanged."""
+    H, HV, K, V = 2, 4, 32, 16
+    N, slots, pad = 5, 9, 24
+    cu = np.arange(N + 1, dtype=np.int32) * 2 if fn == "decode_" else ragged_cu_seqlens(rng, N, 100)
+    T = int(cu[-1])
+    q, k, v, g, beta = make_inputs(rng, (1, T), H, HV, K, V)
+    row = HV * K * V
+    base = rng.standard_normal((slots, row + pad)).astype(np.float16)
+    shape = (slots, HV, V, K) if state_v_first else (slots, HV, K, V)
+    pool = base[:, :row].reshape(shape)
+    assert np.shares_memory(pool, base) and pool.strides[0] == (row + pad) * 2
+    before = base.copy()
+    idx = rng.permutation(slots)[:N].astype(np.int32)
+    idx[3] = -1
+    ro, rh = recurrence(q, k, v, g, beta, initial_state=pool.astype(np.float32), state_indices=idx, cu_seqlens=cu,
+                        state_v_first=state_v_first)
+    f = gdn.prefill_ if fn == "prefill_" else gdn.decode_
+    o = f(q, k, v, g, beta, pool, idx, cu_seqlens=cu, state_v_first=state_v_first)
+    assert rel_err(o, ro) <= F32_TOL
+    for n in range(N):
+        if idx[n] >= 0:
+            assert rel_err(pool[idx[n]].astype(np.float32), rh[n]) <= F16_TOL
+    np.testing.assert_array_equal(base[:, row:].view(np.uint16), before[:, row:].view(np.uint16))
+    untouched = sorted(set(range(slots)) - {int(i) for i in idx if i >= 0})
+    np.testing.assert_array_equal(base[untouched].view(np.uint16), before[untouched].view(np.uint16))
+
+
+def test_low_precision_pool_read_only_gives_final_in_its_dtype(rng):
+    """chunk_gated_delta_rule reading an fp16 pool (state_indices, not in place) returns the final
+    states in the pool's dtype: one state dtype per call."""
+    H, HV, K, V = 2, 2, 16, 16
+    cu = np.array([0, 5, 70], np.int32)
+    q, k, v, g, beta = make_inputs(rng, (1, 70), H, HV, K, V)
+    pool = rng.standard_normal((4, HV, K, V)).astype(np.float16)
+    idx = np.array([2, 0], np.int32)
+    o, ht = gdn.chunk_gated_delta_rule(q, k, v, g, beta, initial_state=pool, state_indices=idx, cu_seqlens=cu,
+                                       output_final_state=True)
+    ro, rh = recurrence(q, k, v, g, beta, initial_state=pool.astype(np.float32), state_indices=idx, cu_seqlens=cu)
+    assert ht.dtype == np.float16
+    assert rel_err(o, ro) <= F32_TOL and rel_err(ht.astype(np.float32), rh) <= F16_TOL
+
+
+def test_pool_bad_row_strides(rng):
+    H, HV, K, V = 2, 2, 16, 16
+    cu = np.array([0, 3, 5], np.int32)
+    q, k, v, g, beta = make_inputs(rng, (1, 5), H, HV, K, V)
+    idx = np.array([1, 0], np.int32)
+    row = HV * K * V
+    flat = np.zeros(4 * row, np.float32)
+    overlapping = np.lib.stride_tricks.as_strided(flat, (3, HV, K, V), ((row - 16) * 4, K * V * 4, V * 4, 4))
+    with pytest.raises(ValueError, match=r"row stride of 496 elements; expected >= HV \* 16 \* 16 = 512"):
+        gdn.prefill_(q, k, v, g, beta, overlapping, idx, cu_seqlens=cu)
+    transposed = np.zeros((3, HV, V, K), np.float32).transpose(0, 1, 3, 2)
+    with pytest.raises(ValueError, match="expected each row .* contiguous"):
+        gdn.prefill_(q, k, v, g, beta, transposed, idx, cu_seqlens=cu)
+    with pytest.raises(TypeError, match="has dtype int32; expected float32, float16 or bfloat16"):
+        gdn.decode_(q, k, v, g, beta, np.zeros((3, HV, K, V), np.int32), idx, cu_seqlens=cu)
+
+
 def test_serving_pool_bad_args(rng):
     q, k, v, g, beta = make_inputs(rng, (1, 20), 2, 4, 32, 16)
     cu = np.array([0, 12, 20], np.int32)

@@ -112,8 +112,8 @@ def test_bad_dtypes(rng):
         gdn.chunk_gated_delta_rule(q, k, v, g, beta, out=np.zeros(v.shape, np.float64))
     with pytest.raises(TypeError, match="cu_seqlens has dtype"):
         gdn.chunk_gated_delta_rule(q, k, v, g, beta, cu_seqlens=np.array([0, 64], np.float32))
-    with pytest.raises(TypeError, match="state .* has dtype float16"):  # an in-place pool must be fp32 already
-        gdn.prefill_(q, k, v, g, beta, np.zeros((2, 4, 32, 32), np.float16), np.array([0], np.int32))
+    with pytest.raises(TypeError, match="state .* has dtype float64; expected float32, float16 or bfloat16"):
+        gdn.prefill_(q, k, v, g, beta, np.zeros((2, 4, 32, 32), np.float64), np.array([0], np.int32))
     with pytest.raises(TypeError, match="expected a torch.Tensor"):
         gdn.chunk_gated_delta_rule(q.tolist(), k, v, g, beta)
 

@@ -65,6 +65,37 @@ def test_vllm_spec_decode(rng, varlen, state_v_first, index_dtype):
     np.testing.assert_array_equal(pool[untouched], before[untouched])
 
 
+@pytest.mark.parametrize("state_v_first", [False, True])
+def test_vllm_spec_decode_fp16_pool(rng, state_v_first):
+    """An fp16 pool with a padded slot stride: every stored token state rounded once (fp16 bound
+    1e-3), o from the fp32 running state; padding bytes and rows nothing writes unchanged."""
+    N, M, pad = 6, 4, 40
+    padding, lens, cu, (q, k, v, g, beta) = _batch(rng, N, M, True)
+    slots = 1 + N * M + 2
+    row = HV * K * V
+    base = rng.standard_normal((slots, row + pad)).astype(np.float16)
+    pool = base[:, :row].reshape((slots, HV, V, K) if state_v_first else (slots, HV, K, V))
+    before = base.copy()
+    idx = (1 + rng.permutation(slots - 1)[: N * M]).reshape(N, M).astype(np.int32)
+    idx[padding] = 0
+    acc = np.where(padding, 1, rng.integers(1, M + 1, size=N)).astype(np.int32)
+    read = np.array([-1 if padding[n] else idx[n, acc[n] - 1] for n in range(N)])
+    ro, _, rt = recurrence(q, k, v, g, beta, initial_state=pool.astype(np.float32), state_indices=read,
+                           cu_seqlens=cu, state_v_first=state_v_first, token_states=True)
+    o = gdn.decode_(q, k, v, g, beta, pool, idx, cu_seqlens=cu, state_v_first=state_v_first, null_slot=0,
+                    num_accepted_tokens=acc)
+    assert rel_err(o, ro) <= F32_TOL
+    written = set()
+    for n, s in enumerate(_starts(lens)):
+        for t in range(lens[n]):
+            if idx[n, t] > 0:
+                written.add(int(idx[n, t]))
+                assert rel_err(pool[idx[n, t]].astype(np.float32), rt[s + t]) <= 1e-3, (n, t)
+    untouched = sorted(set(range(slots)) - written)
+    np.testing.assert_array_equal(base[untouched].view(np.uint16), before[untouched].view(np.uint16))
+    np.testing.assert_array_equal(base[:, row:].view(np.uint16), before[:, row:].view(np.uint16))
+
+
 @pytest.mark.parametrize("groups", [True, False])
 @pytest.mark.parametrize("disable_state_update", [True, False])
 @pytest.mark.parametrize("state_v_first", [False, True])

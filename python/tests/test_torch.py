@@ -112,6 +112,38 @@ def test_torch_pool_decode_in_place(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("state_dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("fn", ["prefill_", "decode_"])
+def test_torch_low_precision_pool_padded_rows(device, state_dtype, fn):
+    """bf16 / fp16 pools as views with a padded slot stride (an engine's cache): fp32 arithmetic, one
+    rounding on write; padding and untouched rows bitwise unchanged."""
+    N, slots, H, HV, K, V, pad = 5, 11, 2, 4, 64, 64, 64
+    T = 2 if fn == "decode_" else 70
+    q, k, v, g, beta, _ = gen(3, N, T, H, HV, K, V, torch.bfloat16, device)
+    row = HV * K * V
+    base = torch.randn(slots, row + pad, device=device).to(state_dtype)
+    pool = base[:, :row].view(slots, HV, V, K)
+    assert pool.stride(0) == row + pad
+    before = base.clone()
+    idx = torch.randperm(slots)[:N].to(torch.int32)
+    idx[1] = -1
+    h0 = pool.float().clone()
+    f = gdn.prefill_ if fn == "prefill_" else gdn.decode_
+    o = f(q, k, v, g, beta, pool, idx.to(device), state_v_first=True, use_qk_l2norm_in_kernel=True,
+          state_indices_cpu=idx)
+    ro, rh = torch_recurrence(q, k, v, g, beta, initial_state=h0, state_indices=idx, use_qk_l2norm=True,
+                              state_v_first=True)
+    assert torch_rel_err(o, ro) <= BF16_TOL
+    state_tol = BF16_TOL if state_dtype == torch.bfloat16 else 1e-3
+    for n in range(N):
+        if idx[n] >= 0:
+            assert torch_rel_err(pool[int(idx[n])].float(), rh[n]) <= state_tol
+    assert torch.equal(base[:, row:].view(torch.int16), before[:, row:].view(torch.int16))
+    untouched = sorted(set(range(slots)) - {int(i) for i in idx if i >= 0})
+    assert torch.equal(base[untouched].view(torch.int16), before[untouched].view(torch.int16))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_torch_errors_name_the_argument(device):
     q, k, v, g, beta, h0 = gen(3, 1, 64, 2, 4, 64, 64, torch.bfloat16, device)
     with pytest.raises(ValueError, match="HV"):
@@ -220,13 +252,14 @@ def test_torch_compile_fullgraph(device):
 
 
 @needs_cuda
-def test_cuda_graph_capture_replay():
+@pytest.mark.parametrize("pool_dtype", [torch.float32, torch.bfloat16])
+def test_cuda_graph_capture_replay(pool_dtype):
     N, H, HV, K, V = 4, 2, 8, 128, 128
     cu_cpu = torch.tensor([0, 100, 164, 400, 401], dtype=torch.int64)
     T = int(cu_cpu[-1])
     q, k, v, g, beta, h0 = gen(7, 1, T, H, HV, K, V, torch.bfloat16, "cuda", n_states=N)
     cu = cu_cpu.cuda()
-    pool = torch.randn(2 * N, HV, V, K, device="cuda")
+    pool = torch.randn(2 * N, HV, V, K, device="cuda").to(pool_dtype)
     idx = torch.tensor([3, 0, -1, 6], dtype=torch.int32, device="cuda")
     dq, dk, dv, dg, db, _ = gen(8, N, 1, H, HV, K, V, torch.bfloat16, "cuda")
 
@@ -234,8 +267,11 @@ def test_cuda_graph_capture_replay():
         o, ht = gdn.chunk_gated_delta_rule(q, k, v, g, beta, initial_state=h0, output_final_state=True,
                                            cu_seqlens=cu, cu_seqlens_cpu=cu_cpu if with_cpu else None,
                                            use_qk_l2norm_in_kernel=True)
+        # The pool's prefill (a bf16 pool: through the forward's fp32 copy of the rows), then decode.
+        op = gdn.prefill_(q, k, v, g, beta, pool, idx, cu_seqlens=cu, cu_seqlens_cpu=cu_cpu if with_cpu else None,
+                          state_v_first=True, use_qk_l2norm_in_kernel=True)
         od = gdn.decode_(dq, dk, dv, dg, db, pool, idx, state_v_first=True, use_qk_l2norm_in_kernel=True)
-        return o, ht, od
+        return o, ht, op, od
 
     for with_cpu in (True, False):
         pool0 = pool.clone()

@@ -16,8 +16,11 @@
 //         (src/cuda/decode/general_kernel.cuh). The choice is made in src/cuda/backend.cu and
 //         decode_heuristics.
 // Both: every dtype for q/k/v/o, q/k and o in other dtypes than v (Problem::qk_dtype, o_dtype; not
-// for the stage operations), gates in float32 or the input dtype, both state layouts, every
-// operation.
+// for the stage operations), gates in float32 or the input dtype, both state layouts, state
+// pools in float32, float16 and bfloat16 (Problem::state_dtype; fp32 arithmetic, one rounding on
+// write: src/cpu/common.h; CUDA: the decode kernels natively, the exact stages natively, the
+// tensor-core forward through an fp32 copy of the rows in its workspace,
+// src/cuda/chunk/state_copy.cu), every operation.
 #pragma once
 
 #include "gdn/gdn.h"
@@ -38,6 +41,7 @@ inline Capabilities cpu_capabilities() {
   c.gates_in_dtype = true;
   c.state_layouts[static_cast<int>(StateLayout::kKMajor)] = true;
   c.state_layouts[static_cast<int>(StateLayout::kVMajor)] = true;
+  for (bool& d : c.state_dtypes) d = true;
   for (bool& op : c.operations) op = true;
   return c;
 }
@@ -57,6 +61,7 @@ inline Capabilities cuda_capabilities() {
   c.gates_in_dtype = true;
   c.state_layouts[static_cast<int>(StateLayout::kKMajor)] = true;
   c.state_layouts[static_cast<int>(StateLayout::kVMajor)] = true;
+  for (bool& d : c.state_dtypes) d = true;
   for (bool& op : c.operations) op = true;
   return c;
 }

@@ -145,13 +145,23 @@ int64_t first_repeated_index(const StateRef& s, const void* indices, const uint8
   return first;
 }
 
+// Checks a state pool and fills in its packed row stride (row_stride 0 -> HV * K * V).
 // `indexed_per_sequence` false: only the pool itself is checked (TokenStates' indices are not [N]).
-void check_state(const char* op, const char* name, const StateRef& s, const Problem& p, Backend backend, bool written,
+void check_state(const char* op, const char* name, StateRef& s, const Problem& p, Backend backend, bool written,
                  bool indexed_per_sequence = true) {
   if (s.data == nullptr) return;
   // The CUDA kernels move state rows in 16-byte pieces; any allocator's pools qualify.
   if (reinterpret_cast<uintptr_t>(s.data) % 16 != 0)
-    fail(op, name, ".data is not 16-byte aligned; expected a 16-byte aligned fp32 state array");
+    fail(op, name, ".data is not 16-byte aligned; expected a 16-byte aligned state array");
+  const int64_t packed = int64_t{p.num_v_heads} * p.head_k * p.head_v;
+  if (s.row_stride != 0 && s.row_stride < packed)
+    fail(op, name, ".row_stride is ", s.row_stride, "; expected 0 (packed) or >= HV * K * V = ", packed,
+         " (rows must not overlap)");
+  if (s.row_stride == 0) s.row_stride = packed;
+  const int64_t row_bytes = s.row_stride * static_cast<int64_t>(dtype_size(p.state_dtype));
+  if (backend == Backend::kCUDA && row_bytes % 16 != 0)
+    fail(op, name, ".row_stride is ", s.row_stride, " ", dtype_name(p.state_dtype), " elements (", row_bytes,
+         " bytes); expected a multiple of 16 bytes on the CUDA backend (every row 16-byte aligned)");
   if (s.num_slots <= 0) fail(op, name, ".num_slots is ", s.num_slots, "; expected > 0");
   if (s.index_type != IndexType::kInt32 && s.index_type != IndexType::kInt64)
     fail(op, name, ".index_type is invalid; expected kInt32 or kInt64");
@@ -393,6 +403,14 @@ bool supports(const Problem& p, Backend backend, Operation op, std::string* why)
     return reject(why, "gate_dtype is ", valid_dtype(p.gate_dtype) ? dtype_name(p.gate_dtype) : "invalid",
                   caps.gates_in_dtype ? "; expected float32 or the input dtype (" : "; expected float32 (",
                   dtype_name(p.dtype), ")");
+  if (!caps.has_state_dtype(p.state_dtype)) {
+    std::ostringstream expected;
+    int listed = 0;
+    for (DType d : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
+      if (caps.has_state_dtype(d)) expected << (listed++ ? ", " : "") << dtype_name(d);
+    return reject(why, "state_dtype is ", valid_dtype(p.state_dtype) ? dtype_name(p.state_dtype) : "invalid",
+                  "; expected one of ", expected.str(), " on the ", backend_label(backend), " backend");
+  }
   if (p.state_layout != StateLayout::kKMajor && p.state_layout != StateLayout::kVMajor)
     return reject(why, "state_layout is invalid; expected kKMajor or kVMajor");
   if (!caps.has_state_layout(p.state_layout))

@@ -112,39 +112,54 @@ inline void load_gates(const Problem& p, const ConstTensor& g, const ConstTensor
   *beta_out = spec::fused_beta(bv);
 }
 
-// Copies a [K, V] state between a pool row of either layout and a K-major scratch S [Kp, Vp]
-// (Kp >= K, Vp >= V: the padded widths of the chunk buffers, cpu/chunk.h); the padding is zero.
-inline void load_state(const float* src, StateLayout layout, int K, int V, int Kp, int Vp, float* S) {
+// Offset (elements) of head hv of row `row` of a pool: rows are row_stride apart (0: packed; the
+// API layer fills it in), the heads of a row K * V apart.
+inline int64_t state_offset(const StateRef& s, int64_t row, int hv, int HV, int64_t head_elems) {
+  return row * (s.row_stride != 0 ? s.row_stride : HV * head_elems) + hv * head_elems;
+}
+
+// Copies a [K, V] state between a pool row of either layout and dtype (at element `offset` of
+// `base`) and a K-major fp32 scratch S [Kp, Vp] (Kp >= K, Vp >= V: the padded widths of the chunk
+// buffers, cpu/chunk.h; the padding is zero): converted to fp32 on the way in, rounded once on the
+// way out. V-major rows pass through a stack row (K <= 256).
+inline void load_state(const void* base, int64_t offset, DType dtype, StateLayout layout, int K, int V, int Kp, int Vp,
+                       float* S) {
   if (Kp != K || Vp != V)
     for (int64_t i = 0; i < int64_t{Kp} * Vp; ++i) S[i] = 0.0f;
   if (layout == StateLayout::kKMajor) {
-    for (int i = 0; i < K; ++i)
-      for (int j = 0; j < V; ++j) S[i * Vp + j] = src[i * V + j];
+    for (int i = 0; i < K; ++i) load_row(base, offset + int64_t{i} * V, dtype, V, S + int64_t{i} * Vp);
   } else {
-    for (int j = 0; j < V; ++j)
-      for (int i = 0; i < K; ++i) S[i * Vp + j] = src[j * K + i];
+    float row[256];
+    for (int j = 0; j < V; ++j) {
+      load_row(base, offset + int64_t{j} * K, dtype, K, row);
+      for (int i = 0; i < K; ++i) S[int64_t{i} * Vp + j] = row[i];
+    }
   }
 }
 // State of value head hv of sequence n from the initial-state array or pool (zeros when the
 // sequence has none), into a K-major scratch S [Kp, Vp].
-inline void load_initial_state(const StateRef& init, int64_t n, int hv, int HV, StateLayout layout, int K, int V,
-                               int Kp, int Vp, float* S) {
+inline void load_initial_state(const StateRef& init, DType init_dtype, int64_t n, int hv, int HV, StateLayout layout,
+                               int K, int V, int Kp, int Vp, float* S) {
   const int64_t row = state_row(init, n), head_elems = int64_t{K} * V;
   if (row >= 0) {
-    load_state(init.data + (row * HV + hv) * head_elems, layout, K, V, Kp, Vp, S);
+    load_state(init.data, state_offset(init, row, hv, HV, head_elems), init_dtype, layout, K, V, Kp, Vp, S);
   } else {
     for (int64_t i = 0; i < int64_t{Kp} * Vp; ++i) S[i] = 0.0f;
   }
 }
 
-// The first K rows and V columns of a K-major scratch S [.., Vp] into a pool row of either layout.
-inline void store_state(const float* S, int Vp, StateLayout layout, int K, int V, float* dst) {
+// The first K rows and V columns of a K-major scratch S [.., Vp] into a pool row of either layout
+// and dtype (at element `offset` of `base`), rounded once.
+inline void store_state(const float* S, int Vp, StateLayout layout, int K, int V, void* base, int64_t offset,
+                        DType dtype) {
   if (layout == StateLayout::kKMajor) {
-    for (int i = 0; i < K; ++i)
-      for (int j = 0; j < V; ++j) dst[i * V + j] = S[i * Vp + j];
+    for (int i = 0; i < K; ++i) store_row(base, offset + int64_t{i} * V, dtype, V, S + int64_t{i} * Vp, 1.0f);
   } else {
-    for (int j = 0; j < V; ++j)
-      for (int i = 0; i < K; ++i) dst[j * K + i] = S[i * Vp + j];
+    float row[256];
+    for (int j = 0; j < V; ++j) {
+      for (int i = 0; i < K; ++i) row[i] = S[int64_t{i} * Vp + j];
+      store_row(base, offset + int64_t{j} * K, dtype, K, row, 1.0f);
+    }
   }
 }
 

@@ -45,7 +45,8 @@ void forward_task(const ForwardArgs& a, const Sequences& seqs, int64_t n, int hk
   const int64_t head_elems = int64_t{Kp} * Vp;
 
   for (int r = 0; r < ratio; ++r)
-    load_initial_state(a.initial_state, n, hk * ratio + r, HV, p.state_layout, K, V, Kp, Vp, s.S + r * head_elems);
+    load_initial_state(a.initial_state, p.state_dtype, n, hk * ratio + r, HV, p.state_layout, K, V, Kp, Vp,
+                       s.S + r * head_elems);
 
   float* k = s.X;           // [C, Kp]
   float* q = s.X + C * Kp;  // [C, Kp]
@@ -103,8 +104,8 @@ void forward_task(const ForwardArgs& a, const Sequences& seqs, int64_t n, int hk
   const int64_t out_row = state_row(a.final_state, n);
   if (out_row >= 0)
     for (int r = 0; r < ratio; ++r)
-      store_state(s.S + r * head_elems, Vp, p.state_layout, K, V,
-                  a.final_state.data + (out_row * HV + hk * ratio + r) * int64_t{K} * V);
+      store_state(s.S + r * head_elems, Vp, p.state_layout, K, V, a.final_state.data,
+                  state_offset(a.final_state, out_row, hk * ratio + r, HV, int64_t{K} * V), p.state_dtype);
 }
 
 }  // namespace

@@ -1,8 +1,6 @@
 // The decode step on the CPU: the recurrence itself, token by token, one task per
 // (sequence, value head). The state is worked on in place in its own layout, so a decode step
 // reads each state row once and writes it once.
-#include <cstring>
-
 #include "backend.h"
 #include "common/token_slots.h"
 #include "cpu/common.h"
@@ -65,20 +63,23 @@ void token_v_major(float* S, int K, int V, const float* k, const float* q, const
   }
 }
 
-// Value head hv of sequence n's initial state: a token_states row (num_accepted), an
-// initial_state row, or null (zeros).
-const float* initial_head(const ForwardArgs& a, int64_t n, int hv, int64_t head_elems) {
+// Value head hv of sequence n's initial state: a token_states row (num_accepted) or an
+// initial_state row, as its pool and element offset; data null: none (zeros).
+struct HeadRef {
+  const void* data;
+  int64_t offset;
+};
+HeadRef initial_head(const ForwardArgs& a, int64_t n, int hv, int64_t head_elems) {
   const TokenStates& ts = a.token_states;
-  int64_t row = -1;
-  const float* data = a.initial_state.data;
+  const int HV = a.problem.num_v_heads;
   if (ts.num_accepted != nullptr) {
     const int64_t c = slots::read_column(ts, ts.num_accepted, n);
-    row = c < 0 ? -1 : slots::token_row(ts, ts.pool.indices, n, c);
-    data = ts.pool.data;
-  } else {
-    row = state_row(a.initial_state, n);
+    const int64_t row = c < 0 ? -1 : slots::token_row(ts, ts.pool.indices, n, c);
+    return row >= 0 ? HeadRef{ts.pool.data, state_offset(ts.pool, row, hv, HV, head_elems)} : HeadRef{nullptr, 0};
   }
-  return row >= 0 ? data + (row * a.problem.num_v_heads + hv) * head_elems : nullptr;
+  const int64_t row = state_row(a.initial_state, n);
+  return row >= 0 ? HeadRef{a.initial_state.data, state_offset(a.initial_state, row, hv, HV, head_elems)}
+                  : HeadRef{nullptr, 0};
 }
 
 }  // namespace
@@ -97,13 +98,18 @@ void recurrent_gated_delta_rule(const ForwardArgs& a, const Exec& exec) {
   parallel_for(p.num_seqs * HV, resolve_num_threads(exec.num_threads), [&](int thread, int64_t task) {
     const int64_t n = task / HV;
     const int hv = static_cast<int>(task % HV), hk = hv / (HV / H);
-    // Work in the final row when there is one (in place when it is also the initial row),
-    // otherwise in the thread's state of the workspace.
+    // An fp32 pool: work in the final row when there is one (in place when it is also the initial
+    // row). Otherwise (no final row, or a bf16 / fp16 pool) in the thread's fp32 state of the
+    // workspace, converted from the initial row and rounded once into the final row at the end.
     const int64_t out_row = state_row(a.final_state, n);
-    float* S = out_row >= 0 ? a.final_state.data + (out_row * HV + hv) * head_elems : scratch + thread * head_elems;
-    const float* init = initial_head(a, n, hv, head_elems);
-    if (init != S) {
-      for (int64_t i = 0; i < head_elems; ++i) S[i] = init ? init[i] : 0.0f;
+    const int64_t out_off = out_row >= 0 ? state_offset(a.final_state, out_row, hv, HV, head_elems) : 0;
+    const bool in_pool = out_row >= 0 && p.state_dtype == DType::kFloat32;
+    float* S = in_pool ? static_cast<float*>(a.final_state.data) + out_off : scratch + thread * head_elems;
+    const HeadRef init = initial_head(a, n, hv, head_elems);
+    if (init.data == nullptr) {
+      for (int64_t i = 0; i < head_elems; ++i) S[i] = 0.0f;
+    } else if (!in_pool || init.data != a.final_state.data || init.offset != out_off) {
+      load_row(init.data, init.offset, p.state_dtype, static_cast<int>(head_elems), S);
     }
     const TokenStates& ts = a.token_states;
     float k[kMaxDim], q[kMaxDim], v[kMaxDim], o[kMaxDim];
@@ -111,7 +117,9 @@ void recurrent_gated_delta_rule(const ForwardArgs& a, const Exec& exec) {
       // EAGLE trees: continue from the parent's stored state rather than the previous token's.
       const int64_t parent =
           ts.pool.data ? slots::parent_row(ts, ts.pool.indices, ts.parents, n, t - seqs.begin(n)) : -1;
-      if (parent >= 0) std::memcpy(S, ts.pool.data + (parent * HV + hv) * head_elems, head_elems * sizeof(float));
+      if (parent >= 0)
+        load_row(ts.pool.data, state_offset(ts.pool, parent, hv, HV, head_elems), p.state_dtype,
+                 static_cast<int>(head_elems), S);
       load_row(a.k.data, t * a.k.stride_token + hk * a.k.stride_head, qk_dtype, K, k);
       load_row(a.q.data, t * a.q.stride_token + hk * a.q.stride_head, qk_dtype, K, q);
       load_row(a.v.data, t * a.v.stride_token + hv * a.v.stride_head, p.dtype, V, v);
@@ -126,10 +134,15 @@ void recurrent_gated_delta_rule(const ForwardArgs& a, const Exec& exec) {
       else
         token_v_major(S, K, V, k, q, v, std::exp(g), beta, o);
       store_row(a.o.data, t * a.o.stride_token + hv * a.o.stride_head, o_dtype, V, o, p.scale);
-      // The state after this token, in the state's layout as it is.
+      // The state after this token, in the state's layout as it is (rounded once to a 16-bit pool;
+      // S itself stays fp32).
       const int64_t snap = ts.pool.data ? slots::token_row(ts, ts.pool.indices, n, t - seqs.begin(n)) : -1;
-      if (snap >= 0) std::memcpy(ts.pool.data + (snap * HV + hv) * head_elems, S, head_elems * sizeof(float));
+      if (snap >= 0)
+        store_row(ts.pool.data, state_offset(ts.pool, snap, hv, HV, head_elems), p.state_dtype,
+                  static_cast<int>(head_elems), S, 1.0f);
     }
+    if (out_row >= 0 && !in_pool)
+      store_row(a.final_state.data, out_off, p.state_dtype, static_cast<int>(head_elems), S, 1.0f);
   });
 }
 

@@ -144,12 +144,12 @@ void chunk_fwd_h(const Problem& p, const StageBuffers& b, const Exec& exec) {
   int64_t* offsets = chunk_offsets(exec.workspace);
   fill_chunk_offsets(seqs, offsets);
   for_each_sequence_head(p, exec, [&](ChunkScratch& s, int64_t n, int hv) {
-    load_initial_state(b.initial_state, n, hv, HV, p.state_layout, K, V, Kp, Vp, s.S);
+    load_initial_state(b.initial_state, p.state_dtype, n, hv, HV, p.state_layout, K, V, Kp, Vp, s.S);
     float* w = s.X + 2 * C * Kp;
     int64_t chunk = offsets[n];
     for (int64_t t0 = seqs.begin(n); t0 < seqs.end(n); t0 += C, ++chunk) {
       const int rows = static_cast<int>(std::min<int64_t>(C, seqs.end(n) - t0));
-      store_state(s.S, Vp, StateLayout::kKMajor, K, V, b.h + (chunk * HV + hv) * head_elems);
+      store_state(s.S, Vp, StateLayout::kKMajor, K, V, b.h, (chunk * HV + hv) * head_elems, DType::kFloat32);
       load_rows(b.k, p.dtype, t0, rows, hv / hk_ratio, K, Kp, false, s.X);
       load_rows_f32(b.w, t0, rows, HV, hv, K, Kp, w);
       load_rows_f32(b.u, t0, rows, HV, hv, V, Vp, s.u);
@@ -161,7 +161,9 @@ void chunk_fwd_h(const Problem& p, const StageBuffers& b, const Exec& exec) {
       chunk_state_update(s.S, s.kT, s.u, s.G, Kp, Vp, s.vd);
     }
     const int64_t out_row = state_row(b.final_state, n);
-    if (out_row >= 0) store_state(s.S, Vp, p.state_layout, K, V, b.final_state.data + (out_row * HV + hv) * head_elems);
+    if (out_row >= 0)
+      store_state(s.S, Vp, p.state_layout, K, V, b.final_state.data,
+                  state_offset(b.final_state, out_row, hv, HV, head_elems), p.state_dtype);
   });
 }
 
@@ -189,7 +191,7 @@ void chunk_fwd_o(const Problem& p, const StageBuffers& b, const Exec& exec) {
       // zero-padded state scratch.
       const float* h = b.h + (chunk * HV + hv) * head_elems;
       if (Kp != K || Vp != V) {
-        load_state(h, StateLayout::kKMajor, K, V, Kp, Vp, s.S);
+        load_state(h, 0, DType::kFloat32, StateLayout::kKMajor, K, V, Kp, Vp, s.S);
         h = s.S;
       }
       gemm(C, Vp, Kp, q, Kp, h, Vp, s.QW, Vp, false);

@@ -6,6 +6,7 @@
 // fp32).
 #include "backend.h"
 #include "cuda/chunk/fwd_fast.cuh"
+#include "cuda/chunk/state_copy.cuh"
 #include "cuda/stages/l2norm.cuh"
 #include "cuda/stages/stages.cuh"
 
@@ -53,6 +54,7 @@ StageCtx make_ctx(const Problem& p, const Plan& pl, cudaStream_t s) {
   c.V = p.head_v;
   c.scale = p.scale;
   c.layout = p.state_layout;
+  c.state_dtype = p.state_dtype;
   c.s = s;
   return c;
 }
@@ -133,13 +135,39 @@ void exact_forward(const ForwardArgs& f, const Exec& exec) {
   run_fwd_o(c, q, k, DType::kFloat32, ws.v_new, ws.h, G, f.o.data, f.o.stride_token, f.o.stride_head, o_dtype_of(p));
 }
 
+// The tensor-core forward on a bf16 / fp16 pool: through a dense fp32 copy of the rows at the
+// front of the workspace (state_copy.cuh). Sequence n reads and writes row n of the copy.
+void fast_forward_copied_states(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg) {
+  const Problem& p = f.problem;
+  const cudaStream_t s = stream_of(exec);
+  const size_t copy = state_copy_bytes(p);
+  float* dense = static_cast<float*>(exec.workspace);  // [N, HV, K, V], the pools' layout
+  StateRef dense_ref;
+  dense_ref.data = dense;
+  dense_ref.num_slots = p.num_seqs;
+  dense_ref.row_stride = int64_t(p.num_v_heads) * p.head_k * p.head_v;
+  ForwardArgs g = f;
+  g.problem.state_dtype = DType::kFloat32;
+  if (f.initial_state.data) {
+    gather_states(p, f.initial_state, dense, s);
+    g.initial_state = dense_ref;
+  }
+  if (f.final_state.data) g.final_state = dense_ref;
+  Exec inner = exec;
+  inner.workspace = static_cast<char*>(exec.workspace) + copy;
+  inner.workspace_bytes = exec.workspace_bytes - copy;
+  fast_forward(g, inner, cfg);
+  if (f.final_state.data) scatter_states(p, dense, f.final_state, s);
+}
+
 }  // namespace
 
 size_t stage_workspace_size(const Problem& p, int /*num_threads*/) { return plan_bytes(p.num_tokens, p.num_seqs); }
 
 size_t chunk_gated_delta_rule_workspace_size(const Problem& p, int /*num_threads*/) {
   check_dims("chunk_gated_delta_rule_workspace_size", p);
-  if (takes_fast_path(p)) return fast_workspace_size(p, chunk_forward_heuristics(p, device_props()));
+  if (takes_fast_path(p))
+    return state_copy_bytes(p) + fast_workspace_size(p, chunk_forward_heuristics(p, device_props()));
   return exact_ws(p, nullptr, nullptr, nullptr);
 }
 
@@ -149,10 +177,12 @@ void chunk_gated_delta_rule(const ForwardArgs& f, const Exec& exec) {
   // The choices are made once: the workspace this call needs follows from the same config.
   const bool fast = takes_fast_path(p);
   const ChunkForwardConfig cfg = fast ? chunk_forward_heuristics(p, device_props()) : ChunkForwardConfig{};
-  const size_t need = fast ? fast_workspace_size(p, cfg) : exact_ws(p, nullptr, nullptr, nullptr);
+  const size_t need = fast ? state_copy_bytes(p) + fast_workspace_size(p, cfg) : exact_ws(p, nullptr, nullptr, nullptr);
   if (need > 0 && (exec.workspace == nullptr || exec.workspace_bytes < need))
     throw Error("chunk_gated_delta_rule: exec.workspace must hold chunk_gated_delta_rule_workspace_size() bytes");
-  if (fast)
+  if (fast && needs_state_copy(p))
+    fast_forward_copied_states(f, exec, cfg);
+  else if (fast)
     fast_forward(f, exec, cfg);
   else
     exact_forward(f, exec);

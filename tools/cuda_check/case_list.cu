@@ -169,7 +169,37 @@ std::vector<Case> correctness_cases(bool quick) {
       c.vmajor = vm;
       c.decode = true;
       cases.push_back(c);
+      // The same on bf16 / fp16 pools with padded rows (the decode kernels' 16-bit paths).
+      for (DType sdt : {DType::kBFloat16, DType::kFloat16}) {
+        c.name = std::string("decode pool ") + dtype_str(sdt) + " " + std::to_string(kd) + (vm ? " vmajor" : " kmajor");
+        c.sdt = sdt;
+        c.row_pad = 8;
+        cases.push_back(c);
+      }
     }
+  // bf16 / fp16 pools on the chunked forward: the tensor-core path through its fp32 copy of the
+  // rows (D = 128 wgmma, D = 64 mma), and the exact stages (K != V) natively.
+  for (DType sdt : {DType::kBFloat16, DType::kFloat16})
+    for (int kd : {64, 128}) {
+      Case c;
+      c.name = std::string("prefill pool ") + dtype_str(sdt) + " " + std::to_string(kd);
+      c.lens = {70, 1, 0, 200};
+      c.K = c.V = kd;
+      c.sdt = sdt;
+      c.row_pad = 8;
+      c.vmajor = kd == 64;
+      cases.push_back(c);
+    }
+  {
+    Case c;
+    c.name = "prefill pool bfloat16 exact 64x128";
+    c.lens = {70, 3};
+    c.K = 64;
+    c.V = 128;
+    c.sdt = DType::kBFloat16;
+    c.row_pad = 8;
+    cases.push_back(c);
+  }
   {
     Case c;
     c.name = "decode fp32 128 plain";

@@ -34,6 +34,11 @@ namespace check {
 // ---- device_io.cu ----------------------------------------------------------------------------
 // x rounded to the storage dtype (the value the device will read).
 float round_to(DType dtype, float x);
+// The dtype's name and element size (the tool links the CUDA backend alone, not gdn::dtype_name).
+inline const char* dtype_str(DType d) {
+  return d == DType::kFloat32 ? "float32" : d == DType::kFloat16 ? "float16" : "bfloat16";
+}
+inline size_t dtype_bytes(DType d) { return d == DType::kFloat32 ? 4 : 2; }
 // rows x row_len host floats as dtype on the device, rows `stride` elements apart (the gaps zero).
 void* upload(const std::vector<float>& x, DType dtype, int64_t rows, int64_t row_len, int64_t stride);
 std::vector<float> download(const void* device, DType dtype, int64_t rows, int64_t row_len, int64_t stride);
@@ -48,13 +53,15 @@ struct Case {
   DType dt = DType::kBFloat16;
   bool gate_in_dtype = false;
   bool l2 = true, fused = true, vmajor = false, pool = true, pad = false;
-  bool decode = false;        // recurrent_gated_delta_rule instead of the chunked forward
-  bool stages = false;        // run the stage API chain (no l2norm / fusion)
-  bool idx32 = false;         // int32 cu_seqlens and pool indices (else int64)
-  bool oob = false;           // also pool indices >= num_slots (read as zeros / not written)
-  bool fwd_o_after = false;   // the tensor-core forward with fwd_o after fwd_h (no overlap)
-  bool fuse_o = false;        // the tensor-core forward with o computed in the chain (cfg.fuse_o)
-  bool bulk_overlap = false;  // ... with bulk stores and late signals beside fwd_o (cfg.bulk_overlap)
+  bool decode = false;          // recurrent_gated_delta_rule instead of the chunked forward
+  bool stages = false;          // run the stage API chain (no l2norm / fusion)
+  bool idx32 = false;           // int32 cu_seqlens and pool indices (else int64)
+  bool oob = false;             // also pool indices >= num_slots (read as zeros / not written)
+  bool fwd_o_after = false;     // the tensor-core forward with fwd_o after fwd_h (no overlap)
+  bool fuse_o = false;          // the tensor-core forward with o computed in the chain (cfg.fuse_o)
+  bool bulk_overlap = false;    // ... with bulk stores and late signals beside fwd_o (cfg.bulk_overlap)
+  DType sdt = DType::kFloat32;  // the state pool's element type
+  int row_pad = 0;              // pool rows HV K V + row_pad elements apart
   // > 0 (with decode): speculative decoding's verify in vLLM's convention, max_tokens = spec_tokens
   // (lens <= it): the pool's rows named per token by 2-D indices (row 0 the null slot), the state
   // after every token stored, the initial state read through num_accepted; with oob also indices
@@ -81,8 +88,10 @@ struct BenchOptions {
 // (the A/B row of the overlap, "NAME/seq"), or with o computed in the chain ("NAME/fused").
 enum class PrefillVariant { kDefault, kOAfter, kFusedO, kBulkOverlap };
 void bench_prefill(const tools::PrefillCase& c, const std::string& label, PrefillVariant variant, BenchOptions& o);
-// The decode step for N sequences (one token each) of the benchmark shape, against the copy rate.
-void bench_decode(int64_t N, bool vmajor, BenchOptions& o);
+// The decode step for N sequences (one token each) of the benchmark shape, against the copy rate,
+// on a state pool of `state_dtype` (GB/s counts the state bytes moved: one read and one write of
+// every state, in the pool's element size).
+void bench_decode(int64_t N, bool vmajor, DType state_dtype, BenchOptions& o);
 // Speculative decoding's verify: N sequences of T tokens with the state after every token stored
 // (vLLM: pool rows by 2-D indices, the initial state through num_accepted; sglang: the pool row
 // read, a dense buffer written), against the copy rate counting one state read and T writes.

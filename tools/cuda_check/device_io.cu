@@ -7,10 +7,6 @@
 namespace gdn {
 namespace check {
 
-namespace {
-size_t dtype_bytes(DType dt) { return dt == DType::kFloat32 ? 4 : 2; }
-}  // namespace
-
 float round_to(DType dtype, float x) {
   if (dtype == DType::kBFloat16) return bf16_to_float(float_to_bf16(x));
   if (dtype == DType::kFloat16) return fp16_to_float(float_to_fp16(x));

@@ -73,7 +73,7 @@ Data make_data(const Case& c, std::mt19937& rng) {
   for (int h = 0; h < c.HV; ++h) d.A_log[h] = 0.5f * nd(rng), d.dt_bias[h] = 0.5f * nd(rng);
   const int64_t M = c.spec_tokens;
   d.slots = M > 0 ? 1 + d.N * M + 2 : c.pool ? 2 * d.N : d.N;
-  fill(d.S0, d.slots * c.HV * c.K * c.V, 0.5f, DType::kFloat32);
+  fill(d.S0, d.slots * c.HV * c.K * c.V, 0.5f, c.sdt);
   d.idx_in.resize(d.N);
   d.idx_out.resize(d.N);
   for (int64_t n = 0; n < d.N; ++n) {
@@ -191,6 +191,7 @@ bool run_case(const Case& c, std::mt19937& rng) {
   p.use_qk_l2norm = c.l2;
   p.fused_gate = c.fused;
   p.state_layout = c.vmajor ? StateLayout::kVMajor : StateLayout::kKMajor;
+  p.state_dtype = c.sdt;
   const IndexType it = c.idx32 ? IndexType::kInt32 : IndexType::kInt64;
   void* cu_d = upload_indices(d.cu, it);
   p.cu_seqlens = cu_d;
@@ -210,7 +211,8 @@ bool run_case(const Case& c, std::mt19937& rng) {
   for (int64_t r = 0; r < d.slots * HV; ++r)
     for (int i = 0; i < K; ++i)
       for (int j = 0; j < V; ++j) S0l[r * KV + (c.vmajor ? j * K + i : i * V + j)] = d.S0[r * KV + i * V + j];
-  float* S_d = static_cast<float*>(upload(S0l, DType::kFloat32, 1, S0l.size(), S0l.size()));
+  const int64_t row_elems = HV * KV, row_stride = row_elems + c.row_pad;
+  void* S_d = upload(S0l, c.sdt, d.slots, row_elems, row_stride);
   void* ii_d = upload_indices(d.idx_in, it);
   void* io_d = upload_indices(d.idx_out, it);
   void* o_d;
@@ -230,12 +232,14 @@ bool run_case(const Case& c, std::mt19937& rng) {
   f.o = {o_d, ost, V};
   f.initial_state = {S_d, d.slots, ii_d, nullptr, it};
   f.final_state = {S_d, d.slots, io_d, nullptr, it};
+  f.initial_state.row_stride = f.final_state.row_stride = row_stride;
   void *tok_d = nullptr, *acc_d = nullptr;
   if (c.spec_tokens > 0) {  // vLLM's verify: the pool takes every token's state; no other states
     tok_d = upload_indices(d.idx_tok, it);
     acc_d = upload_indices(d.accepted, it);
     f.initial_state = f.final_state = StateRef{};
     f.token_states.pool = {S_d, d.slots, tok_d, nullptr, it};
+    f.token_states.pool.row_stride = row_stride;
     f.token_states.pool.null_slot = 0;
     f.token_states.max_tokens = c.spec_tokens;
     f.token_states.num_accepted = acc_d;
@@ -313,7 +317,7 @@ bool run_case(const Case& c, std::mt19937& rng) {
     CK(cudaGetLastError());
     const Expected want = oracle(c, d);
     const std::vector<float> o = download(o_d, c.dt, T, HV * V, ost);
-    const std::vector<float> Sl = download(S_d, DType::kFloat32, 1, S0l.size(), S0l.size());
+    const std::vector<float> Sl = download(S_d, c.sdt, d.slots, row_elems, row_stride);
     std::vector<float> S(Sl.size());
     for (int64_t r = 0; r < d.slots * HV; ++r)
       for (int i = 0; i < K; ++i)
@@ -330,8 +334,7 @@ bool run_case(const Case& c, std::mt19937& rng) {
                 (long long)T, (long long)N, eo, es, c.stages ? (" err_h=" + std::to_string(eh)).c_str() : "",
                 finite ? "" : " NON-FINITE");
   }
-  for (void* x : {q_d, k_d, v_d, g_d, b_d, A_d, dtb_d, static_cast<void*>(S_d), ii_d, io_d, o_d, cu_d, tok_d, acc_d})
-    cudaFree(x);
+  for (void* x : {q_d, k_d, v_d, g_d, b_d, A_d, dtb_d, S_d, ii_d, io_d, o_d, cu_d, tok_d, acc_d}) cudaFree(x);
   for (void* x : scratch) cudaFree(x);
   cudaStreamDestroy(st);
   return ok;

@@ -199,14 +199,16 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   cudaFree(cu_d);
 }
 
-void bench_decode(int64_t N, bool vmajor, BenchOptions& o) {
+void bench_decode(int64_t N, bool vmajor, DType state_dtype, BenchOptions& o) {
   std::mt19937 rng(2);
   std::normal_distribution<float> nd;
   BenchInputs in(N, N, kBH, kBHV, rng, nd, std::vector<float>(N * kBHV, -0.1f), std::vector<float>(N * kBHV, 0.5f));
   in.p.state_layout = vmajor ? StateLayout::kVMajor : StateLayout::kKMajor;
+  in.p.state_dtype = state_dtype;
   const int64_t slots = 2 * N;
-  const size_t sbytes = size_t(slots) * kBHV * kBK * kBV * 4;
-  float* S;
+  const size_t es = dtype_bytes(state_dtype);
+  const size_t sbytes = size_t(slots) * kBHV * kBK * kBV * es;
+  void* S;
   CK(cudaMalloc(&S, sbytes));
   CK(cudaMemset(S, 0, sbytes));
   std::vector<int64_t> idx(N);
@@ -220,7 +222,7 @@ void bench_decode(int64_t N, bool vmajor, BenchOptions& o) {
   ex.backend = Backend::kCUDA;
   ex.stream = in.st;
   const float med = graph_median_ms(in.st, 50, [&] { cuda::recurrent_gated_delta_rule(f, ex); });
-  const double bytes = 2.0 * N * kBHV * kBK * kBV * 4;
+  const double bytes = 2.0 * N * kBHV * kBK * kBV * es;  // the states read and written
   // copy bandwidth on a buffer of the same size
   void *c0, *c1;
   CK(cudaMalloc(&c0, bytes / 2));
@@ -229,12 +231,14 @@ void bench_decode(int64_t N, bool vmajor, BenchOptions& o) {
       median_ms(in.st, 20, [&] { CK(cudaMemcpyAsync(c1, c0, bytes / 2, cudaMemcpyDeviceToDevice, in.st)); });
   const double gbps = bytes / (med * 1e6), cbps = bytes / (copy_ms * 1e6);
   const char* layout = vmajor ? "vmajor" : "kmajor";
-  std::printf("decode N=%-5lld %s %.4f ms  %.0f GB/s  copy %.0f GB/s  (%.0f%%)\n", (long long)N, layout, med, gbps,
-              cbps, 100 * gbps / cbps);
-  char fields[256];
+  const char* sname = dtype_str(state_dtype);
+  std::printf("decode N=%-5lld %s %-8s %.4f ms  %.0f GB/s  copy %.0f GB/s  (%.0f%%)\n", (long long)N, layout, sname,
+              med, gbps, cbps, 100 * gbps / cbps);
+  char fields[320];
   std::snprintf(fields, sizeof fields,
-                "\"decode_n\":%lld,\"layout\":\"%s\",\"gdn_ms\":%.4f,\"gdn_GBps\":%.1f,\"copy_GBps\":%.1f",
-                (long long)N, layout, med, gbps, cbps);
+                "\"decode_n\":%lld,\"layout\":\"%s\",\"state_dtype\":\"%s\",\"gdn_ms\":%.4f,\"gdn_GBps\":%.1f,"
+                "\"copy_GBps\":%.1f",
+                (long long)N, layout, sname, med, gbps, cbps);
   json_object(o, fields);
   cudaFree(c0);
   cudaFree(c1);

@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(NW * 32, 1)
   float st[UMT][2 * UNP][4];
   {
     const int64_t r = state_row(init, n);
-    const float* base = r >= 0 ? init.data + (r * HV + hv) * DD : nullptr;
+    const float* base = r >= 0 ? static_cast<const float*>(init.data) + state_offset(init, r, hv, HV, DD) : nullptr;
 #pragma unroll
     for (int mt = 0; mt < UMT; ++mt)
 #pragma unroll
@@ -223,7 +223,7 @@ __global__ void __launch_bounds__(NW * 32, 1)
 
   const int64_t r = state_row(fin, n);
   if (r >= 0) {
-    float* base = fin.data + (r * HV + hv) * DD;
+    float* base = static_cast<float*>(fin.data) + state_offset(fin, r, hv, HV, DD);
 #pragma unroll
     for (int mt = 0; mt < UMT; ++mt)
 #pragma unroll

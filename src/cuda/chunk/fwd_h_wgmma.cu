@@ -163,7 +163,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     bool base_kmajor = kmajor;
     if (part == 0) {
       const int64_t r = state_row(init, n);
-      if (r >= 0) base = init.data + (r * HV + hv) * DD;
+      if (r >= 0) base = static_cast<const float*>(init.data) + state_offset(init, r, hv, HV, DD);
     } else if (!kSummary) {
       base = sp.part_state + ((n * sp.max_parts + part) * HV + hv) * DD;
       base_kmajor = true;
@@ -425,7 +425,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
   } else {
     __syncthreads();  // last_part_flag, set before the loop, seen by every thread
     const int64_t r = last_part_flag ? state_row(fin, seq_of_block()) : -1;
-    if (r >= 0) base = fin.data + (r * HV + hv) * DD;
+    if (r >= 0) base = static_cast<float*>(fin.data) + state_offset(fin, r, hv, HV, DD);
   }
   if (base) {
 #pragma unroll

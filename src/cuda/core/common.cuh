@@ -78,6 +78,14 @@ __device__ __forceinline__ int64_t state_row(const StateRef& s, int64_t n) {
   return (r >= 0 && r < s.num_slots && r != s.null_slot) ? r : -1;
 }
 
+// Offset (elements of the pool's dtype) of head hv of pool row r: rows s.row_stride apart (0:
+// packed, HV heads; the API layer fills it in, tools that call the backend directly may not),
+// heads head_elems = K * V apart.
+__host__ __device__ __forceinline__ int64_t state_offset(const StateRef& s, int64_t r, int hv, int HV,
+                                                         int64_t head_elems) {
+  return r * (s.row_stride != 0 ? s.row_stride : HV * head_elems) + hv * head_elems;
+}
+
 // Gates of token t, head hv: fp32 decay g (natural log) and beta, with optional model fusion
 // (SPEC's formulas, spec_math.h, evaluated in fp32).
 struct GateArgs {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common/spec_math.h"
 #include "common/token_slots.h"
@@ -35,9 +36,59 @@ struct DecodeArgs {
   int group;  // HV / H
   float scale;
   bool l2norm;
-  StateRef init, fin;  // pools [num_slots, HV, K, V] or [num_slots, HV, V, K]
+  StateRef init, fin;  // pools [num_slots, row_stride] holding [HV, K, V] or [HV, V, K], of the kernel's TS
   TokenStates ts;      // per-token states: pool like init's, rows by the slot map (common/token_slots.h)
 };
+
+// ---- state pools of element type TS (float, __nv_bfloat16 or __half) ----------------------------
+// Four consecutive state elements are one 16-byte (fp32) or 8-byte (bf16 / fp16) access; the
+// validation keeps every pool row 16-byte aligned, and the offsets the kernels use are multiples
+// of 4 elements. The state is fp32 in the kernels; a 16-bit pool's elements are rounded once, when
+// the final state is stored.
+template <typename TS>
+struct StatePair;  // two 16-bit elements and their fp32 conversions
+template <>
+struct StatePair<__nv_bfloat16> {
+  using T = __nv_bfloat162;
+  static __device__ __forceinline__ float2 to_f2(T x) { return __bfloat1622float2(x); }
+  static __device__ __forceinline__ T from_f2(float2 x) { return __float22bfloat162_rn(x); }
+};
+template <>
+struct StatePair<__half> {
+  using T = __half2;
+  static __device__ __forceinline__ float2 to_f2(T x) { return __half22float2(x); }
+  static __device__ __forceinline__ T from_f2(float2 x) { return __float22half2_rn(x); }
+};
+
+// Four 16-bit elements (as loaded: a uint2) to fp32, and back with round-to-nearest-even.
+template <typename TS>
+__device__ __forceinline__ float4 state4_to_f(uint2 r) {
+  using P = StatePair<TS>;
+  const float2 lo = P::to_f2(*reinterpret_cast<const typename P::T*>(&r.x));
+  const float2 hi = P::to_f2(*reinterpret_cast<const typename P::T*>(&r.y));
+  return make_float4(lo.x, lo.y, hi.x, hi.y);
+}
+template <typename TS>
+__device__ __forceinline__ uint2 state4_from_f(float4 x) {
+  using P = StatePair<TS>;
+  const typename P::T lo = P::from_f2(make_float2(x.x, x.y)), hi = P::from_f2(make_float2(x.z, x.w));
+  return make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+}
+// Streaming load / store (each state element is read once and written once per call).
+template <typename TS>
+__device__ __forceinline__ float4 ld_state4(const TS* p) {
+  if constexpr (std::is_same_v<TS, float>)
+    return __ldcs(reinterpret_cast<const float4*>(p));
+  else
+    return state4_to_f<TS>(__ldcs(reinterpret_cast<const uint2*>(p)));
+}
+template <typename TS>
+__device__ __forceinline__ void st_state4(TS* p, float4 x) {
+  if constexpr (std::is_same_v<TS, float>)
+    __stcs(reinterpret_cast<float4*>(p), x);
+  else
+    __stcs(reinterpret_cast<uint2*>(p), state4_from_f<TS>(x));
+}
 
 // An element's raw bits (fp32, or fp16/bf16 zero-extended), converted at the use: a prefetch must
 // not wait for its own load.
@@ -118,7 +169,7 @@ __device__ __forceinline__ int64_t row_checked(const StateRef& s, int64_t r) {
 }
 
 // The initial state's row in the same two halves: a token_states row through num_accepted (vLLM's
-// speculative decoding, checked by the slot map), or initial_state's row. read_data: its pool.
+// speculative decoding, checked by the slot map), or initial_state's row. read_pool: its pool.
 __device__ __forceinline__ int64_t read_raw(const DecodeArgs& a, int64_t n) {
   if (a.ts.num_accepted == nullptr) return row_raw(a.init, n);
   const int64_t c = slots::read_column(a.ts, a.ts.num_accepted, n);
@@ -127,8 +178,8 @@ __device__ __forceinline__ int64_t read_raw(const DecodeArgs& a, int64_t n) {
 __device__ __forceinline__ int64_t read_checked(const DecodeArgs& a, int64_t r) {
   return a.ts.num_accepted ? r : row_checked(a.init, r);
 }
-__device__ __forceinline__ float* read_data(const DecodeArgs& a) {
-  return a.ts.num_accepted ? a.ts.pool.data : a.init.data;
+__device__ __forceinline__ const StateRef& read_pool(const DecodeArgs& a) {
+  return a.ts.num_accepted ? a.ts.pool : a.init;
 }
 // Row of token_states that takes the state after token t (0-based in its sequence) of sequence n,
 // or -1 (none: also when the call has no token states).

@@ -34,7 +34,9 @@ namespace decode {
 constexpr int kGeneralWarps = 8;
 constexpr int kGeneralSlice = 32;  // values of v per item (one per lane)
 
-template <int KT>
+// TS: the pools' element type (float, __nv_bfloat16, __half); the state is fp32 in registers and
+// rounded once per store.
+template <int KT, typename TS>
 __global__ void __launch_bounds__(kGeneralWarps * 32) decode_general_kernel(DecodeArgs a, bool kmaj) {
   constexpr int W = kGeneralWarps;
   constexpr int R = KT / W;  // state rows per thread
@@ -62,32 +64,32 @@ __global__ void __launch_bounds__(kGeneralWarps * 32) decode_general_kernel(Deco
   const int64_t out_row = row_checked(a.fin, row_raw(a.fin, n));
   const Span span = span_checked(a, span_raw(a, n));
   // This thread's elements of a state (rows warp + 8 r < K of column j) from or to row `row` of a pool.
-  auto load_state = [&](float* s, const float* data, int64_t row) {
-    const float* src = data + (row * a.HV + hv) * KV;
+  auto load_state = [&](float* s, StateRef pool, int64_t row) {  // pool by value: no local copy of the params
+    const TS* src = static_cast<const TS*>(pool.data) + state_offset(pool, row, hv, a.HV, KV);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const int i = warp + W * r;
-      if (col && i < K) s[r] = src[at(i)];
+      if (col && i < K) s[r] = to_f(src[at(i)]);
     }
   };
-  auto store_state = [&](const float* s, float* data, int64_t row) {
-    float* dst = data + (row * a.HV + hv) * KV;
+  auto store_state = [&](const float* s, StateRef pool, int64_t row) {
+    TS* dst = static_cast<TS*>(pool.data) + state_offset(pool, row, hv, a.HV, KV);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const int i = warp + W * r;
-      if (col && i < K) dst[at(i)] = s[r];
+      if (col && i < K) dst[at(i)] = from_f<TS>(s[r]);
     }
   };
 
   float s[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) s[r] = 0.f;
-  if (in_row >= 0) load_state(s, read_data(a), in_row);
+  if (in_row >= 0) load_state(s, read_pool(a), in_row);
 
   for (int64_t t = span.b; t < span.e; ++t) {
     // EAGLE trees: continue from the parent token's stored state (this thread's own elements).
     const int64_t parent = parent_row(a, n, t - span.b);
-    if (parent >= 0) load_state(s, a.ts.pool.data, parent);
+    if (parent >= 0) load_state(s, a.ts.pool, parent);
     __syncthreads();     // the previous token's readers of qs, ks, red_k and red_q are done
     const int hi = tid;  // one element of q and of k per thread (K <= KT <= 256 = blockDim)
     if (hi < KT) {
@@ -143,10 +145,10 @@ __global__ void __launch_bounds__(kGeneralWarps * 32) decode_general_kernel(Deco
       store_dt(a.o, a.o_dt, t * a.o_st + hv * a.o_sh + j, a.scale * o);
     }
     const int64_t snap = token_row(a, n, t - span.b);  // token_states row of the state after this token
-    if (snap >= 0) store_state(s, a.ts.pool.data, snap);
+    if (snap >= 0) store_state(s, a.ts.pool, snap);
   }
 
-  if (out_row >= 0) store_state(s, a.fin.data, out_row);
+  if (out_row >= 0) store_state(s, a.fin, out_row);
 }
 
 }  // namespace decode

@@ -1,6 +1,6 @@
-// The decode step: the token-by-token recurrence, memory-bound on the fp32 state (read once and
-// written once: 64 KiB per (sequence, value head) at K = V = 128). Two kernels run, chosen by
-// decode_heuristics (recurrent.cuh) from the head sizes:
+// The decode step: the token-by-token recurrence, memory-bound on the state (read once and
+// written once: 64 KiB per (sequence, value head) at K = V = 128 in fp32, 32 KiB in bf16 / fp16).
+// Two kernels run, chosen by decode_heuristics (recurrent.cuh) from the head sizes:
 //   K = V = 128, both state layouts: decode_rows_kernel<4, K-major or not> (rows_kernel.cuh), a
 //     block of 4 warps per (sequence, value head) with the whole state in registers, 2 blocks per
 //     SM;
@@ -20,17 +20,13 @@
 #include "backend.h"
 #include "cuda/core/common.cuh"
 #include "cuda/decode/decode_args.cuh"
-#include "cuda/decode/general_kernel.cuh"
+#include "cuda/decode/launch.cuh"
 #include "cuda/decode/recurrent.cuh"
-#include "cuda/decode/rows_kernel.cuh"
-#include "cuda/decode/tiles_kernel.cuh"
 
 namespace gdn {
 namespace cuda {
 namespace decode {
 namespace {
-
-constexpr int kRowsHead = 128;  // decode_rows_kernel's K = V
 
 // The sizes that the rows and tiles kernels are instantiated for; the general kernel takes the rest.
 bool tuned_head(int d) { return d == 64 || d == 128 || d == 256; }
@@ -105,70 +101,19 @@ DecodeArgs make_decode_args(const ForwardArgs& f) {
   return a;
 }
 
-template <bool KMAJ>
-void launch_rows(const DecodeArgs& a, int64_t grid, cudaStream_t st) {
-  decode_rows_kernel<kRowsWarps, KMAJ><<<grid_1d(grid, 1), kRowsWarps * 32, 0, st>>>(a);
-  GDN_CUDA_LAUNCH_CHECK("decode_rows_kernel");
-}
-
-template <int K, int V, bool KMAJ>
-void launch_tiles(const DecodeArgs& a, int64_t grid, cudaStream_t st) {
-  constexpr size_t smem = tiles_smem_bytes(K);
-  auto kern = decode_tiles_kernel<K, V, KMAJ>;
-  allow_smem(kern, smem);
-  kern<<<grid_1d(grid, 1), tiles_warps(K) * 32, smem, st>>>(a);
-  GDN_CUDA_LAUNCH_CHECK("decode_tiles_kernel");
-}
-
-template <int K, int V>
-void launch_tiles_layout(const DecodeArgs& a, bool kmaj, int64_t grid, cudaStream_t st) {
-  if (kmaj)
-    launch_tiles<K, V, true>(a, grid, st);
-  else
-    launch_tiles<K, V, false>(a, grid, st);
-}
-
-// V = 128 with K = 128 runs decode_rows_kernel: its tiles kernel is not compiled.
-template <int K>
-void launch_tiles_k(const DecodeArgs& a, int V, bool kmaj, int64_t grid, cudaStream_t st) {
-  if (V == 64) {
-    launch_tiles_layout<K, 64>(a, kmaj, grid, st);
-  } else if (V == 256) {
-    launch_tiles_layout<K, 256>(a, kmaj, grid, st);
-  } else {
-    if constexpr (K != kRowsHead)
-      launch_tiles_layout<K, 128>(a, kmaj, grid, st);
-    else
-      throw std::logic_error("decode: K = V = 128 runs decode_rows_kernel (check_config)");
-  }
-}
-
-template <int KT>
-void launch_general(const DecodeArgs& a, bool kmaj, int64_t grid, cudaStream_t st) {
-  decode_general_kernel<KT><<<grid_1d(grid, 1), kGeneralWarps * 32, 0, st>>>(a, kmaj);
-  GDN_CUDA_LAUNCH_CHECK("decode_general_kernel");
-}
-
+// The one place the pool's element type becomes a template argument (launch.cuh; each type's
+// kernels are instantiated in a file of their own, decode/instantiate_*.cu).
 void launch(const DecodeArgs& a, const Problem& p, const DecodeConfig& c, cudaStream_t st) {
-  const bool kmaj = p.state_layout == StateLayout::kKMajor;
-  if (c.kernel == DecodeKernel::kGeneral) {  // the next instantiated row count at or above K
-    if (p.head_k <= 64)
-      launch_general<64>(a, kmaj, c.grid, st);
-    else if (p.head_k <= 128)
-      launch_general<128>(a, kmaj, c.grid, st);
-    else
-      launch_general<256>(a, kmaj, c.grid, st);
-  } else if (c.kernel == DecodeKernel::kRows) {
-    if (kmaj)
-      launch_rows<true>(a, c.grid, st);
-    else
-      launch_rows<false>(a, c.grid, st);
-  } else if (p.head_k == 64) {
-    launch_tiles_k<64>(a, p.head_v, kmaj, c.grid, st);
-  } else if (p.head_k == 128) {
-    launch_tiles_k<128>(a, p.head_v, kmaj, c.grid, st);
-  } else {
-    launch_tiles_k<256>(a, p.head_v, kmaj, c.grid, st);
+  switch (p.state_dtype) {
+    case DType::kBFloat16:
+      launch_typed<__nv_bfloat16>(a, p, c, st);
+      break;
+    case DType::kFloat16:
+      launch_typed<__half>(a, p, c, st);
+      break;
+    default:
+      launch_typed<float>(a, p, c, st);
+      break;
   }
 }
 

@@ -47,7 +47,10 @@ __device__ __forceinline__ float warp_transpose_sum(float (&x)[32]) {
 // Not persistent: the whole state's loads are issued at the block's start; two blocks per SM
 // (4 warps: 219 registers K-major, 253 V-major) keep up to 128 KB of loads in flight, as
 // flash-linear-attention's one-warp programs do.
-template <int W, bool KMAJ>
+// TS: the pool's element type. A bf16 / fp16 pool moves half the bytes (a lane loads 8 bytes per
+// row instead of 16) and is converted to fp32 in registers; the state is rounded once, at the
+// store after the last token.
+template <int W, bool KMAJ, typename TS>
 __global__ void __launch_bounds__(W * 32, kRowsBlocksPerSm) decode_rows_kernel(DecodeArgs a) {
   constexpr int K = 128, V = 128, RW = K / W;
   static_assert(KMAJ || RW == 32, "V-major rows: 32 rows per warp (one per lane after the sums)");
@@ -64,18 +67,19 @@ __global__ void __launch_bounds__(W * 32, kRowsBlocksPerSm) decode_rows_kernel(D
   const int64_t row0 = int64_t(RW) * warp;  // first state row of this warp
 
   float4 s[RW];  // s[r]: row row0 + r, columns 4 lane..4 lane + 3 (row stride 128 = K = V in both layouts)
+  // This thread's part of row `row` of pool p (its 4 elements of each of the warp's state rows).
+  auto part_of = [&](const StateRef& p, int64_t row) -> TS* {
+    return static_cast<TS*>(p.data) + state_offset(p, row, hv, a.HV, KV) + row0 * V + 4 * lane;
+  };
   {
-    const float* src = rin >= 0 ? read_data(a) + (rin * a.HV + hv) * KV + row0 * V + 4 * lane : nullptr;
+    const TS* src = rin >= 0 ? part_of(read_pool(a), rin) : nullptr;
 #pragma unroll
-    for (int r = 0; r < RW; ++r)
-      s[r] = src ? __ldcs(reinterpret_cast<const float4*>(src + r * V)) : make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int r = 0; r < RW; ++r) s[r] = src ? ld_state4(src + r * V) : make_float4(0.f, 0.f, 0.f, 0.f);
   }
-  // This thread's part of row `row` of a pool (its float4 of each of the warp's state rows).
-  auto part_of = [&](float* data, int64_t row) { return data + (row * a.HV + hv) * KV + row0 * V + 4 * lane; };
-  float* out = rfin >= 0 ? part_of(a.fin.data, rfin) : nullptr;
-  auto store_state = [&](float* dst) {
+  TS* out = rfin >= 0 ? part_of(a.fin, rfin) : nullptr;
+  auto store_state = [&](TS* dst) {
 #pragma unroll
-    for (int r = 0; r < RW; ++r) __stcs(reinterpret_cast<float4*>(dst + r * V), s[r]);
+    for (int r = 0; r < RW; ++r) st_state4(dst + r * V, s[r]);
   };
   const Span span = span_checked(a, span_raw(a, n));
   if (span.b == span.e) {  // no tokens: the final state is the initial state
@@ -87,9 +91,9 @@ __global__ void __launch_bounds__(W * 32, kRowsBlocksPerSm) decode_rows_kernel(D
     // EAGLE trees: this thread's part of the parent token's state, which this thread stored itself.
     const int64_t parent = parent_row(a, n, t - span.b);
     if (parent >= 0) {
-      const float* src = part_of(a.ts.pool.data, parent);
+      const TS* src = part_of(a.ts.pool, parent);
 #pragma unroll
-      for (int r = 0; r < RW; ++r) s[r] = *reinterpret_cast<const float4*>(src + r * V);
+      for (int r = 0; r < RW; ++r) s[r] = ld_state4(src + r * V);
     }
     // The token's inputs (raw bits, converted at the use): q, k by all threads, v and the gates by
     // each lane for its columns.
@@ -156,7 +160,7 @@ __global__ void __launch_bounds__(W * 32, kRowsBlocksPerSm) decode_rows_kernel(D
         s[r] = make_float4(fmaf(kh.x, vr, s[r].x * decay), fmaf(kh.y, vr, s[r].y * decay),
                            fmaf(kh.z, vr, s[r].z * decay), fmaf(kh.w, vr, s[r].w * decay));
       }
-      if (snap >= 0) store_state(part_of(a.ts.pool.data, snap));
+      if (snap >= 0) store_state(part_of(a.ts.pool, snap));
       continue;
     }
     // Pass 1: S^T k, S^T q over this warp's rows (the norms applied once, after the sums).
@@ -207,7 +211,7 @@ __global__ void __launch_bounds__(W * 32, kRowsBlocksPerSm) decode_rows_kernel(D
       s[r] = make_float4(fmaf(kr, vp[0], s[r].x * decay), fmaf(kr, vp[1], s[r].y * decay),
                          fmaf(kr, vp[2], s[r].z * decay), fmaf(kr, vp[3], s[r].w * decay));
     }
-    if (snap >= 0) store_state(part_of(a.ts.pool.data, snap));
+    if (snap >= 0) store_state(part_of(a.ts.pool, snap));
   }
   if (out) store_state(out);
 }

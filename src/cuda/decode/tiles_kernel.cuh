@@ -34,6 +34,11 @@
 // zeros (zero-filled tile) and are not written; cu_seqlens is clamped to [0, T] per sequence.
 // The initial tile comes from initial_state, or from a token_states row through num_accepted.
 // The state pools must be 16-byte aligned (float4 accesses).
+//
+// bf16 / fp16 pools (TS): the ring keeps fp32 tiles (a tile stays in the slot between the tokens
+// of a multi-token item and is rounded only when it leaves). A 16-bit tile is copied, 8 bytes a
+// lane per chunk, into the upper half of its slot, and expanded to fp32 in place once it has
+// arrived (in the item loop: fp32 chunk q overwrites only 16-bit chunks below q, already read).
 #pragma once
 
 #include <cstddef>
@@ -76,8 +81,9 @@ __device__ __forceinline__ Item item_of(int64_t j, int HV) {
   return it;
 }
 
-template <int K, int V, bool KMAJ>
+template <int K, int V, bool KMAJ, typename TS>
 __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(DecodeArgs a) {
+  constexpr bool kWide = std::is_same_v<TS, float>;  // fp32 pool: cp.async straight into the fp32 tile
   constexpr int W = tiles_warps(K), P = tiles_stages(K);
   static_assert(P >= 2, "a warp computes in one ring slot: at least one more must be in flight");
   // Distance (in items of this warp) of the tile copy that the loop starts next: the prologue
@@ -112,9 +118,14 @@ __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(De
   auto soff = [&](int pa, int pb) -> int {
     return KMAJ ? 128 * (4 * pa + pb) + 4 * lane : (8 * (lane / 8) + pb) * K + 32 * pa + 4 * (lane % 8);
   };
-  auto tile_of = [&](float* data, int64_t row, const Item& it) -> float* {
-    return data + (row * a.HV + it.hv) * KV + (KMAJ ? int64_t(it.v0) : int64_t(it.v0) * K);
+  // The tile's first element in pool s (of type TS).
+  auto tile_of = [&](const StateRef& s, int64_t row, const Item& it) -> TS* {
+    return static_cast<TS*>(s.data) + state_offset(s, row, it.hv, a.HV, KV) +
+           (KMAJ ? int64_t(it.v0) : int64_t(it.v0) * K);
   };
+  // A 16-bit tile's chunk c of this lane (4 elements, 8 bytes) while in flight: in the slot's upper
+  // half, 16-bit chunk 32 c + lane.
+  auto raw_of = [&](float* slot_base, int c) -> float* { return slot_base + TILE / 2 + 64 * c + 2 * lane; };
   // Starts the copy of item j's initial tile into ring slot `slot` (zeros when it has no row) and
   // closes one cp.async group (possibly empty: the group count stays one per item).
   auto issue = [&](int64_t j, int slot, int64_t raw_row) {
@@ -122,12 +133,22 @@ __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(De
       float* dst = ring + slot * TILE + 4 * lane;
       const int64_t row = read_checked(a, raw_row);
       if (row >= 0) {
-        const float* src = tile_of(read_data(a), row, item_of<SL>(j, a.HV));
+        const TS* src = tile_of(read_pool(a), row, item_of<SL>(j, a.HV));
 #pragma unroll 8
-        for (int c = 0; c < CH; ++c) cp_async16(dst + 128 * c, src + goff(c), 16);
+        for (int c = 0; c < CH; ++c) {
+          if constexpr (kWide)
+            cp_async16(dst + 128 * c, src + goff(c), 16);
+          else
+            cp_async8(raw_of(ring + slot * TILE, c), src + goff(c), 8);
+        }
       } else {
 #pragma unroll 8
-        for (int c = 0; c < CH; ++c) *reinterpret_cast<float4*>(dst + 128 * c) = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int c = 0; c < CH; ++c) {
+          if constexpr (kWide)
+            *reinterpret_cast<float4*>(dst + 128 * c) = make_float4(0.f, 0.f, 0.f, 0.f);
+          else
+            *reinterpret_cast<uint2*>(raw_of(ring + slot * TILE, c)) = make_uint2(0u, 0u);
+        }
       }
     }
     cp_async_commit();
@@ -172,34 +193,53 @@ __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(De
     __syncwarp();            // and the chunks that other lanes copied are visible to this lane
 
     float* tile = ring + slot * TILE;
+    if constexpr (!kWide) {
+      // Expand the 16-bit tile to fp32 in place, 8 chunks per lane at a time: all of a group's
+      // 16-bit chunks are read (into registers) before any of its fp32 chunks is written, and a
+      // write of fp32 chunk q lands on 16-bit chunks 2 q - TILE / 4 (+1) < q, read in this or an
+      // earlier group; later groups' chunks are above every q written so far.
+      constexpr int G = 8;
+      static_assert(CH % G == 0, "whole groups of chunks");
+#pragma unroll 1
+      for (int c0 = 0; c0 < CH; c0 += G) {
+        uint2 raw[G];
+#pragma unroll
+        for (int g = 0; g < G; ++g) raw[g] = *reinterpret_cast<const uint2*>(raw_of(tile, c0 + g));
+        __syncwarp();
+#pragma unroll
+        for (int g = 0; g < G; ++g)
+          *reinterpret_cast<float4*>(tile + 128 * (c0 + g) + 4 * lane) = state4_to_f<TS>(raw[g]);
+        __syncwarp();
+      }
+    }
     // Piece (a, b) of the tile, read and written back between tokens.
     auto ld = [&](int pa, int pb) -> float4 { return *reinterpret_cast<const float4*>(tile + soff(pa, pb)); };
     auto st = [&](int pa, int pb, float4 r) { *reinterpret_cast<float4*>(tile + soff(pa, pb)) = r; };
     const Span span = span_checked(a, span_cur);
     const int64_t fin_row = row_checked(a.fin, fin_raw);
-    float* out = fin_row >= 0 ? tile_of(a.fin.data, fin_row, it) : nullptr;
+    TS* out = fin_row >= 0 ? tile_of(a.fin, fin_row, it) : nullptr;
     if (span.b == span.e) {  // no tokens: the final state is the initial state
       if (out) {
 #pragma unroll 8
         for (int c = 0; c < CH; ++c)
-          __stcs(reinterpret_cast<float4*>(out + goff(c)), *reinterpret_cast<const float4*>(tile + 128 * c + 4 * lane));
+          st_state4(out + goff(c), *reinterpret_cast<const float4*>(tile + 128 * c + 4 * lane));
       }
     } else {
       Tok<K> x = tok_cur;
       for (int64_t t = span.b; t < span.e; ++t) {
         const bool last = t + 1 == span.e;
         const int64_t snap_row = token_row(a, it.n, t - span.b);  // token_states row of this token's state
-        float* snap = snap_row >= 0 ? tile_of(a.ts.pool.data, snap_row, it) : nullptr;
+        TS* snap = snap_row >= 0 ? tile_of(a.ts.pool, snap_row, it) : nullptr;
         // EAGLE trees: the parent token's state into the tile, each lane the pieces that it stored
         // itself (global offset goff / soff of the pass pieces), so no other lane is involved.
         const int64_t parent = parent_row(a, it.n, t - span.b);
         if (parent >= 0) {
-          const float* src = tile_of(a.ts.pool.data, parent, it);
+          const TS* src = tile_of(a.ts.pool, parent, it);
 #pragma unroll 1
           for (int pa = 0; pa < CH / (KMAJ ? 4 : 8); ++pa)
 #pragma unroll
             for (int pb = 0; pb < (KMAJ ? 4 : 8); ++pb)
-              st(pa, pb, *reinterpret_cast<const float4*>(src + (KMAJ ? goff(4 * pa + pb) : soff(pa, pb))));
+              st(pa, pb, ld_state4(src + (KMAJ ? goff(4 * pa + pb) : soff(pa, pb))));
         }
         Tok<K> x_next = x;
         if (!last) x_next = load_tok<K>(a, t + 1, it.hv, it.v0, lane);  // in flight during this token
@@ -281,7 +321,7 @@ __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(De
           store_dt(a.o, a.o_dt, ob + 4 * c + kp, a.scale * (decay * qs + vs * kq));
           // Pass 2: decay S + k v'^T, back to the tile unless it is the last token, and to global
           // memory: the final state after the last token, the token's state (token_states) after any.
-          auto update = [&](auto to_tile, float* dst, float* dst2) {
+          auto update = [&](auto to_tile, TS* dst, TS* dst2) {
 #pragma unroll UA
             for (int u = 0; u < K / 16; ++u) {
               const float4 k4 = *reinterpret_cast<const float4*>(kr + 4 * u);
@@ -292,8 +332,8 @@ __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(De
                 const float4 r = make_float4(fmaf(kk[e], vp[0], s.x * decay), fmaf(kk[e], vp[1], s.y * decay),
                                              fmaf(kk[e], vp[2], s.z * decay), fmaf(kk[e], vp[3], s.w * decay));
                 if constexpr (decltype(to_tile)::value) st(u, e, r);
-                if (dst) __stcs(reinterpret_cast<float4*>(dst + goff(4 * u + e)), r);
-                if (dst2) __stcs(reinterpret_cast<float4*>(dst2 + goff(4 * u + e)), r);
+                if (dst) st_state4(dst + goff(4 * u + e), r);
+                if (dst2) st_state4(dst2 + goff(4 * u + e), r);
               }
             }
           };
@@ -341,7 +381,7 @@ __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(De
               vs = vp[i];
             }
           store_dt(a.o, a.o_dt, ob + lane, a.scale * (decay * qs + vs * kq));
-          auto update = [&](auto to_tile, float* dst, float* dst2) {  // pass 2, as in the K-major branch
+          auto update = [&](auto to_tile, TS* dst, TS* dst2) {  // pass 2, as in the K-major branch
 #pragma unroll UA
             for (int jj = 0; jj < K / 32; ++jj) {
               const float4 k4 = *reinterpret_cast<const float4*>(kbuf + 32 * jj + 4 * kg);
@@ -352,8 +392,8 @@ __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(De
                                              fmaf(k4.z, vp[i], s.z * decay), fmaf(k4.w, vp[i], s.w * decay));
                 if constexpr (decltype(to_tile)::value) st(jj, i, r);
                 // The same offset in the tile and in global memory.
-                if (dst) __stcs(reinterpret_cast<float4*>(dst + soff(jj, i)), r);
-                if (dst2) __stcs(reinterpret_cast<float4*>(dst2 + soff(jj, i)), r);
+                if (dst) st_state4(dst + soff(jj, i), r);
+                if (dst2) st_state4(dst2 + soff(jj, i), r);
               }
             }
           };

@@ -152,7 +152,7 @@ constexpr int kHSlice = 64;
 
 template <typename T, typename TG>
 __global__ void __launch_bounds__(256)
-    stage_fwd_h_kernel(Plan pl, int H, int HV, int K, int V, StateLayout layout, TensorView k,
+    stage_fwd_h_kernel(Plan pl, int H, int HV, int K, int V, StateLayout layout, DType sdt, TensorView k,
                        const float* __restrict__ w, const float* __restrict__ u, const TG* __restrict__ G,
                        StateRef init, StateRef fin, float* __restrict__ h, float* __restrict__ v_new) {
   extern __shared__ float sm[];
@@ -173,9 +173,10 @@ __global__ void __launch_bounds__(256)
   const int64_t r_in = state_row(init, n);
   for (int e = tid; e < K * kHSlice; e += blockDim.x) {
     const int kk = e / kHSlice, vv = e % kHSlice;
-    S[e] = r_in >= 0 && vv < cols
-               ? init.data[(r_in * HV + hv) * KV + (kmaj ? int64_t(kk) * V + v0 + vv : int64_t(v0 + vv) * K + kk)]
-               : 0.f;
+    S[e] = r_in >= 0 && vv < cols ? load_dt(init.data, sdt,
+                                            state_offset(init, r_in, hv, HV, KV) +
+                                                (kmaj ? int64_t(kk) * V + v0 + vv : int64_t(v0 + vv) * K + kk))
+                                  : 0.f;
   }
   __syncthreads();
   const int64_t c0 = pl.chunk_off[n];
@@ -232,7 +233,9 @@ __global__ void __launch_bounds__(256)
     for (int e = tid; e < K * kHSlice; e += blockDim.x) {
       const int kk = e / kHSlice, vv = e % kHSlice;
       if (vv < cols)
-        fin.data[(r_out * HV + hv) * KV + (kmaj ? int64_t(kk) * V + v0 + vv : int64_t(v0 + vv) * K + kk)] = S[e];
+        store_dt(fin.data, sdt,
+                 state_offset(fin, r_out, hv, HV, KV) + (kmaj ? int64_t(kk) * V + v0 + vv : int64_t(v0 + vv) * K + kk),
+                 S[e]);  // the one rounding of a bf16 / fp16 pool
     }
   }
 }
@@ -382,8 +385,8 @@ void run_fwd_h(const StageCtx& c, TensorView k, DType kdt, const float* w, const
     using T = decltype(tag);
     using TG = decltype(gtag);
     allow_smem(stage_fwd_h_kernel<T, TG>, smem);
-    stage_fwd_h_kernel<T, TG><<<grid_1d(blocks, 1), 256, smem, c.s>>>(c.pl, c.H, c.HV, c.K, c.V, c.layout, k, w, u,
-                                                                      static_cast<const TG*>(G.p), init, fin, h, v_new);
+    stage_fwd_h_kernel<T, TG><<<grid_1d(blocks, 1), 256, smem, c.s>>>(
+        c.pl, c.H, c.HV, c.K, c.V, c.layout, c.state_dtype, k, w, u, static_cast<const TG*>(G.p), init, fin, h, v_new);
     GDN_CUDA_LAUNCH_CHECK("stage_fwd_h_kernel");
   });
 }

@@ -23,6 +23,7 @@ struct StageCtx {
   int H, HV, K, V;
   float scale;
   StateLayout layout;
+  DType state_dtype;  // the state pools' element type (fwd_h reads and writes them)
   cudaStream_t s;
 };
 
