@@ -1,8 +1,8 @@
-"""gdn.compat, both engines: 16-bit pools (updated in place where gdn has them, a clear
-NotImplementedError where it has not), the packed decode (q / k / v views of mixed_qkv, o into
-out), and item 6's Python side for gdn's own ops: q, k, v as strided views of one packed
-projection and o into a caller's strided buffer, with no copy (checked with the profiler); and
-each adapter's signature against the engine's, written out from the engines' code."""
+"""gdn.compat, both engines: 16-bit pools (updated in place, fp32 inside), the packed decode
+(q / k / v views of mixed_qkv, o into out), and item 6's Python side for gdn's own ops: q, k, v
+as strided views of one packed projection and o into a caller's strided buffer, with no copy
+(checked with the profiler); and each adapter's signature against the engine's, written out from
+the engines' code."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ torch = pytest.importorskip("torch")
 from compat_models import (  # noqa: E402
     BF16_TOL, CHUNK_F32_TOL, DEVICES, F32_TOL, HV, K, NAN, V, _flat, _gate_model, _gen, _no_copies, _packed,
     _packed_views, _step, check_pool, chunk_model, gate_params, inputs, on, pool_of, ragged, rel,
-    vllm_recurrent_model,
+    sglang_decode_model, vllm_recurrent_model,
 )
 import gdn  # noqa: E402
-from gdn.compat import _common, sglang, vllm  # noqa: E402
+from gdn.compat import sglang, vllm  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------
 # 16-bit pools: updated in place where gdn has them; a clear NotImplementedError where it has not.
@@ -26,9 +26,8 @@ from gdn.compat import _common, sglang, vllm  # noqa: E402
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("device", DEVICES)
 def test_low_precision_pools(rng, device, dtype):
-    """A bf16 / fp16 pool: updated in place (fp32 inside, one rounding on write) by the vLLM decode,
-    the SGLang decode and the SGLang extend (both paths) where gdn has 16-bit pools; else each
-    raises NotImplementedError naming the missing feature and the pool is untouched."""
+    """A bf16 / fp16 pool, updated in place (fp32 inside, one rounding on write) by the vLLM decode,
+    the SGLang decode and the SGLang extend (both paths)."""
     gen = _gen(rng)
     N = 3
     q, k, v, a, b, g, beta = inputs(gen, (1, N))
@@ -49,13 +48,6 @@ def test_low_precision_pools(rng, device, dtype):
         "sglang_chunk_fast": lambda: sglang.chunk_gated_delta_rule(q_d, k_d, v_d, g_d, beta_d, None, P, idx_d, cu_d,
                                                                    output_h=False)[0],
     }
-    if not _common._takes_pool_dtype(dtype):
-        for name, call in calls.items():
-            with pytest.raises(NotImplementedError, match="bf16 / fp16 state pools are a gdn feature not in this "
-                                                          "build"):
-                call()
-            assert torch.equal(P.cpu(), pool), name
-        return
     gm, bm = _gate_model(a, b, A_log, dt_bias)
     for name, call in calls.items():
         P.copy_(on(device, pool))
@@ -70,6 +62,49 @@ def test_low_precision_pools(rng, device, dtype):
         o = call().cpu()
         assert rel(o[0, live], ro[0, live]) <= CHUNK_F32_TOL[device], name
         check_pool(P.cpu(), pool, rp, [int(idx[n]) for n in live], 5e-3)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("device", DEVICES)
+def test_low_precision_pools_verify(rng, device, dtype):
+    """Speculative verify on a 16-bit pool: vLLM's per-token slots and SGLang's intermediate buffer
+    (the pool's dtype), one rounding per stored state; a buffer of another dtype than the pool is
+    refused by gdn with a TypeError naming both."""
+    gen = _gen(rng)
+    lens = [3, 0, 2]
+    cu = ragged(gen, lens)
+    q, k, v, a, b, _, _ = inputs(gen, (1, int(cu[-1])))
+    A_log, dt_bias = gate_params(gen)
+    pool = pool_of(gen, 9, dtype)
+    args = on(device, A_log, a, b, dt_bias, q, k, v)
+    A_log_d, a_d, b_d, dt_d, q_d, k_d, v_d = args
+    idx, nat = torch.tensor([[1, 2, 3], [0, 0, 0], [4, 5, 6]]), torch.tensor([2, 1, 1])
+    sidx, bidx = torch.tensor([7, -1, 8]), torch.tensor([0, -1, 2])
+    buf = torch.full((4, 3, HV, V, K), NAN, dtype=dtype)
+    P, P2, Bf = on(device, pool.clone(), pool.clone(), buf)
+    gm, bm = _gate_model(a, b, A_log, dt_bias)
+    ro, rp = vllm_recurrent_model(q, k, v, gm, bm, K ** -0.5, pool, True, cu, idx, nat, False)
+    o, _ = vllm.fused_sigmoid_gating_delta_rule_update(*args, initial_state=P, cu_seqlens=on(device, cu),
+                                                       ssm_state_indices=on(device, idx),
+                                                       num_accepted_tokens=on(device, nat))
+    live = torch.isfinite(ro)
+    assert rel(o.cpu()[live], ro[live]) <= F32_TOL
+    check_pool(P.cpu(), pool, rp, [1, 2, 3, 4, 5], 5e-3)
+    ro2, _, rb2 = sglang_decode_model(q, k, v, gm, bm, K ** -0.5, pool, sidx, cu, False, True, buf, bidx)
+    o2 = sglang.fused_sigmoid_gating_delta_rule_update(A_log_d, a_d, dt_d, 1.0, 20.0, q_d, k_d, v_d, b_d, P2,
+                                                       on(device, sidx), cu_seqlens=on(device, cu),
+                                                       disable_state_update=True, intermediate_states_buffer=Bf,
+                                                       intermediate_state_indices=on(device, bidx))
+    assert rel(o2.cpu(), ro2) <= F32_TOL and torch.equal(P2.cpu(), pool)
+    got, ref = Bf.cpu().reshape(12, -1), rb2.reshape(12, -1)
+    stored = torch.isfinite(ref).all(-1)
+    assert stored.any() and rel(got[stored], ref[stored]) <= 5e-3 and torch.isnan(got[~stored]).all()
+    with pytest.raises(TypeError, match="token_states has dtype float32; expected that of the state pool"):
+        sglang.fused_sigmoid_gating_delta_rule_update(A_log_d, a_d, dt_d, 1.0, 20.0, q_d, k_d, v_d, b_d, P2,
+                                                      on(device, sidx), cu_seqlens=on(device, cu),
+                                                      disable_state_update=True,
+                                                      intermediate_states_buffer=Bf.float(),
+                                                      intermediate_state_indices=on(device, bidx))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -43,8 +43,8 @@ engine calls its own kernel:
 
 Each module's docstring lists its conventions and the (few) differences from the engine, all on
 calls the engine does not make. SGLang's ``retrieve_parent_token`` (EAGLE tree verify) maps to
-gdn's token parents. Not supported, with NotImplementedError naming the missing gdn feature: KDA
-(``is_kda``), vLLM's per-value beta, and bf16 / fp16 state pools on a gdn build without 16-bit
-pools."""
+gdn's token parents; fp32, bf16 and fp16 pools are updated in place (fp32 arithmetic, one rounding
+on write). Not supported, with NotImplementedError naming what gdn lacks: KDA (``is_kda``) and
+vLLM's per-value beta."""
 
 __all__ = ["vllm", "sglang"]

@@ -1,10 +1,8 @@
 """What the engine adapters share: argument translation only (gates with a non-default softplus,
-index slicing, the check that this gdn takes a 16-bit state pool). Torch tensors only: the engines
-call these functions with torch tensors."""
+index slicing, the packed decode's views). Torch tensors only: the engines call these functions
+with torch tensors."""
 
 from __future__ import annotations
-
-import functools
 
 import torch
 
@@ -64,30 +62,6 @@ def first_rows(op, name, idx, N):
     return idx[:N].contiguous()
 
 
-@functools.lru_cache(maxsize=None)
-def _takes_pool_dtype(dtype) -> bool:
-    """Whether this gdn build takes a state pool of `dtype` (fp32 always; bf16 / fp16 once gdn has
-    16-bit pools): one decode step of one token on a 1-row CPU pool, once per dtype."""
-    if dtype == torch.float32:
-        return True
-    t = torch.ones(1, 1, 1, 16)
-    pool = torch.zeros(1, 1, 16, 16, dtype=dtype)
-    try:
-        decode_(t, t, t, torch.zeros(1, 1, 1), torch.ones(1, 1, 1), pool, torch.zeros(1, dtype=torch.int32))
-    except TypeError:
-        return False
-    return True
-
-
-def check_pool_dtype(op, name, pool):
-    """NotImplementedError for a 16-bit pool when this gdn has fp32 pools only (no silent cast: the
-    engine's pool must be updated in place)."""
-    if pool is not None and not _takes_pool_dtype(pool.dtype):
-        raise NotImplementedError(
-            f"gdn.compat.{op}: {name} has dtype {pool.dtype}; this gdn build updates fp32 state pools only "
-            "(bf16 / fp16 state pools are a gdn feature not in this build)")
-
-
 def packed_decode(op, padding_le, mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices,
                   use_qk_l2norm_in_kernel):
     """``fused_recurrent_gated_delta_rule_packed_decode`` (vLLM's and SGLang's, one token per
@@ -111,7 +85,6 @@ def packed_decode(op, padding_le, mixed_qkv, a, b, A_log, dt_bias, scale, initia
         raise ValueError(f"gdn.compat.{op}: out has shape {tuple(out.shape)}; expected {(B, 1, HV, V)}")
     if int(ssm_state_indices.shape[0]) != B or int(a.shape[0]) != B or int(b.shape[0]) != B:
         raise ValueError(f"gdn.compat.{op}: a, b and ssm_state_indices must have B = {B} rows")
-    check_pool_dtype(op, "initial_state", initial_state)
     q = mixed_qkv[:, : H * K].view(B, 1, H, K)
     k = mixed_qkv[:, H * K: 2 * H * K].view(B, 1, H, K)
     v = mixed_qkv[:, 2 * H * K:].view(B, 1, HV, V)

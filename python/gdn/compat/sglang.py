@@ -29,7 +29,7 @@ from typing import Optional
 import torch
 
 from .. import _api, stages
-from ._common import check_pool_dtype, check_scale, first_rows, gate_as_v, gates, num_seqs, packed_decode
+from ._common import check_scale, first_rows, gate_as_v, gates, num_seqs, packed_decode
 
 __all__ = ["chunk_gated_delta_rule", "fused_sigmoid_gating_delta_rule_update",
            "fused_recurrent_gated_delta_rule_packed_decode"]
@@ -66,7 +66,6 @@ def chunk_gated_delta_rule(
     h comes from gdn's stages (``gdn.stages``), which run the chunked forward step by step (exact
     fp32 stages); ``output_h=False`` (keyword, gdn's) returns ``(o, None, None)`` from gdn's fused
     prefill instead, the faster path when the caller does not track chunk states."""
-    op = "sglang.chunk_gated_delta_rule"
     if head_first:
         raise DeprecationWarning("head_first is deprecated and will be removed in a future version. "
                                  "Please use head_first=False for now instead.")
@@ -77,7 +76,6 @@ def chunk_gated_delta_rule(
     if initial_state_indices is not None and int(initial_state_indices.shape[0]) != N:
         raise ValueError(f"The number of initial states is expected to be equal to the number of input sequences, "
                          f"i.e., {N} rather than {int(initial_state_indices.shape[0])}.")
-    check_pool_dtype(op, "initial_state", initial_state)
     scale = float(k.shape[-1]) ** -0.5 if scale is None else float(scale)  # SGLang's chunk does not check it
     idx = None if initial_state_indices is None else initial_state_indices.contiguous()
     if initial_state is None and idx is not None:
@@ -167,7 +165,6 @@ def fused_sigmoid_gating_delta_rule_update(
                            dtype=torch.float32 if like is None else like.dtype, device=q.device)
         idx = torch.full((N,), -1, dtype=torch.int32, device=q.device)
     else:
-        check_pool_dtype(op, "initial_state_source", pool)
         if idx is None:
             raise ValueError(f"gdn.compat.{op}: initial_state_indices ([N] pool rows) is required with "
                              "initial_state_source")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 
 from .. import _api
-from ._common import check_pool_dtype, check_scale, first_rows, gate_as_v, gates, num_seqs, packed_decode
+from ._common import check_scale, first_rows, gate_as_v, gates, num_seqs, packed_decode
 
 __all__ = ["chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule", "fused_sigmoid_gating_delta_rule_update",
            "fused_recurrent_gated_delta_rule_packed_decode"]
@@ -124,7 +124,7 @@ def fused_sigmoid_gating_delta_rule_update(
     ``beta_t = sigmoid(b)``; a, b ``[T, HV]`` or ``[B, T, HV]``; q, k ``[B, T, H, K]``, v
     ``[B, T, HV, V]`` (``B = 1`` with ``cu_seqlens``).
 
-    ``initial_state``: the pool ``[slots, HV, V, K]`` (fp32; bf16 / fp16 where gdn has 16-bit pools).
+    ``initial_state``: the pool ``[slots, HV, V, K]`` (fp32, bf16 or fp16).
     With ``inplace_final_state`` (vLLM's only use) it is updated in place through
     ``ssm_state_indices``: 1-D ``[N]`` (read and write slot per sequence) or 2-D ``[N, T_max]``
     (the state is read from column ``num_accepted_tokens[n] - 1``, None meaning column 0, and the
@@ -152,7 +152,6 @@ def _recurrent(op, q, k, v, g, beta, A_log, dt_bias, scale, initial_state, inpla
     if cu_seqlens is not None and q.shape[0] != 1:
         raise ValueError(f"gdn.compat.{op}: the batch size is expected to be 1 rather than {int(q.shape[0])} when "
                          "using `cu_seqlens`. Please flatten variable-length inputs before processing.")
-    check_pool_dtype(op, "initial_state", initial_state)
     N = num_seqs(q, cu_seqlens)
     kw = dict(scale=scale, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, state_v_first=True, A_log=A_log,
               dt_bias=dt_bias, cu_seqlens=cu_seqlens)
