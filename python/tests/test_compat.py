@@ -107,6 +107,32 @@ def test_low_precision_pools_verify(rng, device, dtype):
                                                       intermediate_state_indices=on(device, bidx))
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_padded_pool_rows(rng, device):
+    """vLLM's pool rows may carry more than the state (a padded stride(0)): the adapters pass the
+    view as it is; the padding elements stay bitwise unchanged."""
+    gen = _gen(rng)
+    slots, pad = 6, 24
+    q, k, v, a, b, _, _ = inputs(gen, (4, 1))
+    A_log, dt_bias = gate_params(gen)
+    wide = torch.randn(slots, HV * V * K + pad, generator=gen)
+    W = on(device, wide.clone())
+    P = W[:, : HV * V * K].view(slots, HV, V, K)
+    assert P.stride(0) == HV * V * K + pad
+    idx = torch.tensor([5, 0, 2, 3], dtype=torch.int32)
+    pool = wide[:, : HV * V * K].reshape(slots, HV, V, K)
+    gm, bm = _gate_model(a, b, A_log, dt_bias)
+    ro, rp = vllm_recurrent_model(q, k, v, gm, bm, K ** -0.5, pool, True, None, idx, None, True)
+    o, state = vllm.fused_sigmoid_gating_delta_rule_update(*on(device, A_log, a, b, dt_bias, q, k, v), initial_state=P,
+                                                           ssm_state_indices=on(device, idx),
+                                                           use_qk_l2norm_in_kernel=True)
+    assert state is P
+    live = torch.isfinite(ro)
+    assert rel(o.cpu()[live], ro[live]) <= F32_TOL
+    check_pool(P.cpu(), pool, rp, [5, 2, 3])
+    assert torch.equal(W.cpu()[:, HV * V * K:], wide[:, HV * V * K:])
+
+
 # ---------------------------------------------------------------------------------------------
 # Item 6 (Python side): q, k, v as views of one packed projection, o into a strided buffer.
 
