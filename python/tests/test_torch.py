@@ -134,7 +134,9 @@ def test_torch_low_precision_pool_padded_rows(device, state_dtype, fn):
     ro, rh = torch_recurrence(q, k, v, g, beta, initial_state=h0, state_indices=idx, use_qk_l2norm=True,
                               state_v_first=True)
     assert torch_rel_err(o, ro) <= BF16_TOL
-    state_tol = BF16_TOL if state_dtype == torch.bfloat16 else 1e-3
+    # The coarser of the inputs' bound (bf16 here: on CUDA the tensor-core path's bf16 intermediates)
+    # and the pool's own rounding.
+    state_tol = BF16_TOL
     for n in range(N):
         if idx[n] >= 0:
             assert torch_rel_err(pool[int(idx[n])].float(), rh[n]) <= state_tol

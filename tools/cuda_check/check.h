@@ -59,7 +59,6 @@ struct Case {
   bool oob = false;             // also pool indices >= num_slots (read as zeros / not written)
   bool fwd_o_after = false;     // the tensor-core forward with fwd_o after fwd_h (no overlap)
   bool fuse_o = false;          // the tensor-core forward with o computed in the chain (cfg.fuse_o)
-  bool bulk_overlap = false;    // ... with bulk stores and late signals beside fwd_o (cfg.bulk_overlap)
   DType sdt = DType::kFloat32;  // the state pool's element type
   int row_pad = 0;              // pool rows HV K V + row_pad elements apart
   // > 0 (with decode): speculative decoding's verify in vLLM's convention, max_tokens = spec_tokens
@@ -86,7 +85,7 @@ struct BenchOptions {
 // One prefill case of bench/cases.txt (its heads, gates and lengths; K = V = 128, bf16); `label`
 // names it in the output. The variant: the library's choices, or the same with fwd_o after fwd_h
 // (the A/B row of the overlap, "NAME/seq"), or with o computed in the chain ("NAME/fused").
-enum class PrefillVariant { kDefault, kOAfter, kFusedO, kBulkOverlap };
+enum class PrefillVariant { kDefault, kOAfter, kFusedO };
 void bench_prefill(const tools::PrefillCase& c, const std::string& label, PrefillVariant variant, BenchOptions& o);
 // The decode step for N sequences (one token each) of the benchmark shape, against the copy rate,
 // on a state pool of `state_dtype` (GB/s counts the state bytes moved: one read and one write of

@@ -292,14 +292,11 @@ bool run_case(const Case& c, std::mt19937& rng) {
     } else {
       ex.workspace_bytes = cuda::chunk_gated_delta_rule_workspace_size(p, 0);
       ex.workspace = device_alloc(ex.workspace_bytes);
-      if (c.fwd_o_after || c.fuse_o || c.bulk_overlap) {  // an explicit config: the heuristics' but for o
+      if (c.fwd_o_after || c.fuse_o) {  // an explicit config: the heuristics' choices but for o
         if (!cuda::fast_path_supported(p)) throw Error("fwd_o_after / fuse_o need a tensor-core forward case");
         cuda::ChunkForwardConfig cfg = cuda::chunk_forward_heuristics(p, cuda::device_props());
-        // bulk_overlap: fwd_o beside the chain wherever the heuristics overlap or fuse (the chain
-        // blocks fit the SMs); the others: fwd_o after the chain.
-        cfg.overlap_o = c.bulk_overlap && (cfg.overlap_o || cfg.fuse_o);
+        cfg.overlap_o = false;
         cfg.fuse_o = c.fuse_o;
-        cfg.bulk_overlap = c.bulk_overlap;
         ex.workspace_bytes = cuda::fast_workspace_size(p, cfg);
         ex.workspace = device_alloc(ex.workspace_bytes);
         cuda::fast_forward(f, ex, cfg);

@@ -177,11 +177,6 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   const bool explicit_cfg = variant != PrefillVariant::kDefault;
   if (explicit_cfg) cfg.overlap_o = false;
   if (variant == PrefillVariant::kFusedO) cfg.fuse_o = true;
-  if (variant == PrefillVariant::kBulkOverlap) {  // fwd_o beside the chain where its blocks fit, bulk stores
-    const cuda::ChunkForwardConfig h = cuda::chunk_forward_heuristics(in.p, cuda::device_props());
-    cfg.overlap_o = h.overlap_o || h.fuse_o;
-    cfg.bulk_overlap = true;
-  }
   const float med = graph_median_ms(in.st, 20, [&] {
     if (explicit_cfg)
       cuda::fast_forward(f, ex, cfg);

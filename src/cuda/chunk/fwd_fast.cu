@@ -76,7 +76,6 @@ void check_config(const Problem& p, const ChunkForwardConfig& cfg) {
                 "; got fwd_h_slice_width = " + std::to_string(w) + ", fwd_h_stages = " + std::to_string(st));
   if (cfg.overlap_o && !wgmma)
     throw Error("fast_forward: overlap_o needs the wgmma fwd_h (D = 128), which signals fwd_o; D = 64 runs it after");
-  if (cfg.bulk_overlap && !wgmma) throw Error("fast_forward: bulk_overlap needs the wgmma chain (D = 128)");
   if (cfg.fuse_o && (!wgmma || cfg.overlap_o))
     throw Error(
         "fast_forward: fuse_o needs the wgmma chain (D = 128) and overlap_o off (there is no fwd_o to overlap)");

@@ -61,11 +61,9 @@ constexpr int kBV = 64;         // V slice per block (the wgmma M)
 
 // What the chain kernel does besides carrying the state:
 //   kStore:   stores h_c and v_new per chunk for fwd_o and signals b.ready (fwd_o overlaps);
-//   kStoreBulk: the same stores, each chunk's h and v_new staging leaving by one bulk copy (TMA)
-//             issued by thread 0 instead of every thread's 16-byte loads and stores (12 pairs
-//             per thread and chunk); with b.ready (cfg.bulk_overlap), thread 0 signals chunk
-//             c - 2 at chunk c, once its copies are complete (cp.async.bulk.wait_group 2), so
-//             that the release never waits for the stores of the chunk just computed;
+//   kStoreBulk: the same stores without b.ready (fwd_o runs after this kernel), each chunk's h
+//             and v_new staging leaving by one bulk copy (TMA) issued by thread 0 instead of
+//             every thread's 16-byte loads and stores (12 pairs per thread and chunk);
 //   kSummary: the split's summary pass (below); stores nothing per chunk;
 //   kFusedO:  a second warpgroup computes o on chip (chain_o.cuh); nothing per chunk goes to
 //             global memory but o, and fwd_o does not run.
@@ -254,11 +252,6 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     __syncthreads();  // B1: chunk c complete for all; h staging holds h_c; stage (c - 1) % ST free
     if (kMode == ChainMode::kStore && c > 0 && tid == 0 && b.ready)
       signal_release(b.ready + (gc - 1) * HV + hv);  // h, v_new of c - 1 stored
-    if (kBulk && c > 1 && tid == 0 && b.ready) {
-      bulk_wait<2>();  // chunk c - 2's two bulk groups are complete (c - 1's may be in flight)
-      fence_proxy_async_global();
-      signal_release(b.ready + (gc - 2) * HV + hv);
-    }
 
     // acc = u^T: acc[4 j + 2 hh + e] = u[token 8 j + 2 t + e][v0 + 16 warp + g + 8 hh], j < 8.
     float acc[32];
@@ -401,13 +394,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     if (++s == ST) s = 0;
   }
   cp_async_wait<0>();
-  if (kBulk && tid == 0) {
-    bulk_wait<0>();  // the staging stays allocated until the copies are done
-    if (b.ready) {   // the last two chunks
-      fence_proxy_async_global();
-      for (int64_t c = nch > 2 ? nch - 2 : 0; c < nch; ++c) signal_release(b.ready + (c0 + c) * HV + hv);
-    }
-  }
+  if (kBulk && tid == 0) bulk_wait<0>();  // the staging stays allocated until the copies are done
   if (kMode == ChainMode::kStore && nch > 0 && b.ready) {
     __syncthreads();  // the last chunk's v_new stores
     if (tid == 0) signal_release(b.ready + (c0 + nch - 1) * HV + hv);
@@ -463,7 +450,7 @@ void launch_wg(const FastBufs& b, const SplitBufs& sp, const ForwardArgs& f, cud
 
 void launch_fwd_h_wgmma(const FastBufs& b, const SplitBufs& sp, const ForwardArgs& f, const ChunkForwardConfig& cfg,
                         cudaStream_t s) {
-  if (!cfg.fuse_o && (!b.ready || cfg.bulk_overlap)) {  // h and v_new leave by bulk copies
+  if (!cfg.fuse_o && !b.ready) {  // fwd_o after this kernel: h and v_new leave by bulk copies
     if (cfg.fwd_h_stages == 4)
       launch_wg<4, ChainMode::kStoreBulk>(b, sp, f, s);
     else

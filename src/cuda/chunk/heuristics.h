@@ -29,10 +29,6 @@ struct ChunkForwardConfig {
   // fwd_o: h and v_new never reach global memory. The chain then runs 3 ring stages whatever
   // fwd_h_stages says (one block of two warpgroups per SM); overlap_o must be off.
   bool fuse_o = false;
-  // D = 128 with overlap_o: the chain's h and v_new leave by bulk copies (TMA) and fwd_o's ready
-  // counters are signalled two chunks late, once the copies are complete (fwd_h_wgmma.cu,
-  // kStoreBulk). Opt-in until timed (without overlap_o the copies are always bulk).
-  bool bulk_overlap = false;
 };
 
 // The split: worth it when the (sequence, head) chains leave at least 3 parts' worth of SMs idle

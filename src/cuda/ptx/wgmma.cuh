@@ -35,9 +35,6 @@ __device__ __forceinline__ void wgmma_wait() {
 __device__ __forceinline__ void pin(float& x) { asm volatile("" : "+f"(x)::"memory"); }
 __device__ __forceinline__ void pin(uint32_t& x) { asm volatile("" : "+r"(x)::"memory"); }
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-// The same for global memory: completed bulk (TMA) writes -> this thread's later generic accesses
-// (a release after it then publishes them).
-__device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
 
 // D[64x64] -= A[64x16] B[16x64]: A (bf16) from registers, B K-major in shared memory (scale-a -1).
 __device__ __forceinline__ void wgmma_m64n64_neg_a(float (&d)[32], const uint32_t* a, uint64_t desc) {
