@@ -82,7 +82,7 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs& b, con
 
   int s = 0;
   for (int64_t c = 0; c < nch; ++c) {
-    __syncthreads();  // B1(c): stage s holds chunk c's q, k, G, rk; the h staging holds h_c
+    named_barrier_sync(kChainBarrier, 256);  // B1(c): stage s holds chunk c's q, k, G, rk; the h staging holds h_c
     const int64_t t0 = tb + c * kC;
     const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
     const uint32_t qs = smem_u32(sm.q[s]), ks0 = smem_u32(sm.k[s]), hs = smem_u32(sm.h);
@@ -181,7 +181,7 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs& b, con
       o[4 * j + 2] *= f1;
       o[4 * j + 3] *= f1;
     }
-    __syncthreads();  // B2(c): the chain's v staging holds v_new_c
+    named_barrier_sync(kChainBarrier, 256);  // B2(c): the chain's v staging holds v_new_c
     issue_pv();
     wgmma_wait<0>();
 #pragma unroll
@@ -189,7 +189,7 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs& b, con
     store_o(c);
     if (++s == ST) s = 0;
   }
-  __syncthreads();  // the chain warpgroup's epilogue barrier
+  named_barrier_sync(kChainBarrier, 256);  // the chain warpgroup's epilogue barrier
 }
 
 }  // namespace cuda

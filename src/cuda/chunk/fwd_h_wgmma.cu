@@ -105,6 +105,14 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     chunk_fwd_h_wgmma_kernel(FastBufs b, SplitBufs sp, StateRef init, StateRef fin, bool kmajor, OutRef out) {
   constexpr bool kSummary = kMode == ChainMode::kSummary, kFused = kMode == ChainMode::kFusedO;
   constexpr bool kBulk = kMode == ChainMode::kStoreBulk, kStores = kMode == ChainMode::kStore || kBulk;
+  // The block's barrier: with the o warpgroup, a named barrier for both warpgroups (they reach it
+  // from different code: chain_o.cuh); otherwise __syncthreads.
+  auto block_sync = []() {
+    if constexpr (kFused)
+      named_barrier_sync(kChainBarrier, 256);
+    else
+      __syncthreads();
+  };
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __trap();  // wgmma needs sm_90a; the library is built for it only
 #else
@@ -249,7 +257,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     cp_async_wait<ST - 2>();
     fence_proxy_async();  // this thread's landed cp.async writes -> visible to wgmma (async proxy)
     if (kBulk && tid == 0) bulk_wait_read<0>();  // v_new_{c-1}'s staging read: rewritten after B1
-    __syncthreads();  // B1: chunk c complete for all; h staging holds h_c; stage (c - 1) % ST free
+    block_sync();  // B1: chunk c complete for all; h staging holds h_c; stage (c - 1) % ST free
     if (kMode == ChainMode::kStore && c > 0 && tid == 0 && b.ready)
       signal_release(b.ready + (gc - 1) * HV + hv);  // h, v_new of c - 1 stored
 
@@ -374,7 +382,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     if constexpr (kFused || kBulk) fence_proxy_async();  // the v staging -> wgmma of the o warpgroup / TMA
     // (kBulk: the h staging's bulk read is done before B2: stage_state rewrites it after B2.)
     if (kBulk && tid == 0) bulk_wait_read<0>();
-    __syncthreads();  // B2: v staging complete; every thread's reads of the h staging done
+    block_sync();  // B2: v staging complete; every thread's reads of the h staging done
     // v_new (rows past len: zeros) -> workspace: the staging's image (fwd_v_image).
     if constexpr (kBulk) {
       if (tid == 0) {
@@ -410,7 +418,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     base = dst + hv * DD;
     out_kmajor = true;
   } else {
-    __syncthreads();  // last_part_flag, set before the loop, seen by every thread
+    block_sync();  // last_part_flag, set before the loop, seen by every thread
     const int64_t r = last_part_flag ? state_row(fin, seq_of_block()) : -1;
     if (r >= 0) base = static_cast<float*>(fin.data) + state_offset(fin, r, hv, HV, DD);
   }

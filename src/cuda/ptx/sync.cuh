@@ -27,6 +27,14 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 }
 // Waits until the kernels this one programmatically depends on have completed (memory flushed).
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+// Named barrier `id` (1..15; 0 is __syncthreads') for `threads` threads (a multiple of 32): for
+// warp-specialized blocks whose roles reach the barrier from different code (__syncthreads must be
+// the same instruction for the whole block; compute-sanitizer synccheck reports it otherwise).
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+// The fused chain's block barrier (fwd_h_wgmma.cu with chain_o.cuh): both warpgroups, 256 threads.
+constexpr int kChainBarrier = 1;
 
 }  // namespace cuda
 }  // namespace gdn
