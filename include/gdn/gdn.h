@@ -126,6 +126,29 @@ struct TokenStates {
   IndexType parents_type = IndexType::kInt32;
 };
 
+// Prefill checkpoints for prefix caching: the chunked forward also stores the state at chunk
+// boundaries, so an engine can cache a prefix and resume from it (pass the stored row as the
+// initial state of a later call). chunk_gated_delta_rule only. Boundary j (0-based) of sequence n
+// lies after (j + 1) * every_chunks chunks, at token b_j = (j + 1) * every_chunks * 64 counted from
+// the sequence's start; it is stored when b_j <= the sequence's length (a boundary at the very end
+// is stored too) and j < max_checkpoints. The stored state is bitwise equal to the final state that
+// a separate call on the prefix [start, start + b_j) with the same inputs and options returns on
+// the same backend (one rounding into state_dtype, like a final state).
+// The slot map (rows of `pool`):
+//   pool.indices null:                  slot(n, j) = n * max_checkpoints + j
+//   pool.indices [N, max_checkpoints]:  slot(n, j) = indices[n * max_checkpoints + j]
+// An index that is negative or equals pool.null_slot means "not stored". pool.present must be
+// null; pool.data, num_slots, index_type, indices_host and row_stride are as in StateRef, in the
+// problem's state layout and state_dtype. No two stored boundaries may name one row, and when the
+// pool is the initial- or final-state pool, no stored row may be one that the call reads as an
+// initial state or writes as a final state. capabilities(backend).checkpoints says which backends
+// run it (the CUDA backend does not yet and rejects such a call).
+struct Checkpoints {
+  StateRef pool;                // data null: no checkpoints
+  int64_t every_chunks = 0;     // n >= 1: a boundary every 64 * n tokens
+  int64_t max_checkpoints = 0;  // >= 1: the columns of the slot map
+};
+
 // What a call computes, shared by the forward, the decode step and the stages.
 struct Problem {
   int64_t num_tokens = 0;              // T: tokens of all sequences, packed
@@ -204,6 +227,7 @@ struct Capabilities {
   bool state_layouts[2] = {};   // by StateLayout
   bool state_dtypes[3] = {};    // by DType: Problem::state_dtype, the state pools' element type
   bool operations[4] = {};      // by Operation
+  bool checkpoints = false;     // chunk_gated_delta_rule stores ForwardArgs::checkpoints
 
   bool has_head_size(int d) const { return d >= min_head_size && d <= max_head_size; }
   bool has_dtype(DType d) const { return static_cast<unsigned>(d) < 3u && dtypes[static_cast<int>(d)]; }
@@ -240,6 +264,7 @@ struct ForwardArgs {
   StateRef initial_state;
   StateRef final_state;
   TokenStates token_states;  // the decode step only: per-token states (speculative decoding's verify)
+  Checkpoints checkpoints;   // the chunked forward only: states at chunk boundaries (prefix caching)
 };
 
 // The chunked forward (prefill). Returns o and (if final_state.data) the final states.

@@ -43,6 +43,7 @@ inline Capabilities cpu_capabilities() {
   c.state_layouts[static_cast<int>(StateLayout::kVMajor)] = true;
   for (bool& d : c.state_dtypes) d = true;
   for (bool& op : c.operations) op = true;
+  c.checkpoints = true;
   return c;
 }
 
@@ -63,6 +64,8 @@ inline Capabilities cuda_capabilities() {
   c.state_layouts[static_cast<int>(StateLayout::kVMajor)] = true;
   for (bool& d : c.state_dtypes) d = true;
   for (bool& op : c.operations) op = true;
+  // Prefill checkpoints (ForwardArgs::checkpoints) are not written by the CUDA forward yet.
+  c.checkpoints = false;
   return c;
 }
 

@@ -325,6 +325,9 @@ ForwardArgs validate_forward(const char* op, Operation operation, const ForwardA
   check_state(op, "final_state", a.final_state, p, exec.backend, true);
   check_state(op, "token_states.pool", a.token_states.pool, p, exec.backend, false, false);
   detail::check_token_states(op, operation, a, exec.backend);
+  detail::check_checkpoints_allowed(op, operation, a, exec.backend);
+  check_state(op, "checkpoints.pool", a.checkpoints.pool, p, exec.backend, true, false);
+  detail::check_checkpoints(op, a, exec.backend);
   return a;
 }
 

@@ -38,5 +38,11 @@ inline int64_t named_row(const StateRef& s, const void* indices, const uint8_t* 
 // (validate_token_states.cpp).
 void check_token_states(const char* op, Operation operation, const ForwardArgs& a, Backend backend);
 
+// The chunked forward's prefill checkpoints (Checkpoints): capability, stride, slots and aliasing
+// (validate_checkpoints.cpp). check_checkpoints_allowed first (the operation and the backend's
+// capability), then check_checkpoints on the normalized pool.
+void check_checkpoints_allowed(const char* op, Operation operation, const ForwardArgs& a, Backend backend);
+void check_checkpoints(const char* op, const ForwardArgs& a, Backend backend);
+
 }  // namespace detail
 }  // namespace gdn

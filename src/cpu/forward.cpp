@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "backend.h"
+#include "common/checkpoint_slots.h"
 #include "cpu/chunk.h"
 
 namespace gdn {
@@ -53,7 +54,13 @@ void forward_task(const ForwardArgs& a, const Sequences& seqs, int64_t n, int hk
   float* w = q + C * Kp;    // [C, Kp]
   float g[C];
   const int64_t end = seqs.end(n);
-  for (int64_t t0 = seqs.begin(n); t0 < end; t0 += C) {
+  // Prefill checkpoints: the state after chunk c (0-based) when (c + 1) is a multiple of
+  // every_chunks and the chunk is whole; the same rounding as the final state below, so the row is
+  // bitwise what a call ending at that token would return.
+  const Checkpoints& ck = a.checkpoints;
+  const int64_t stored = ck.pool.data ? slots::checkpoint_count(ck, end - seqs.begin(n)) : 0;
+  int64_t chunk = 0;
+  for (int64_t t0 = seqs.begin(n); t0 < end; t0 += C, ++chunk) {
     const int rows = static_cast<int>(std::min<int64_t>(C, end - t0));
     if (t0 + C < end) prefetch_chunk(a, t0 + C, static_cast<int>(std::min<int64_t>(C, end - t0 - C)), hk, ratio);
     load_rows(a.k, qk_dtype, t0, rows, hk, K, Kp, p.use_qk_l2norm, k);
@@ -98,6 +105,12 @@ void forward_task(const ForwardArgs& a, const Sequences& seqs, int64_t n, int hk
         store_row(a.o.data, (t0 + i) * a.o.stride_token + hv * a.o.stride_head, o_dtype, V, qS + i * Vp, p.scale);
 
       chunk_state_update(S, s.kT, s.u, s.G, Kp, Vp, s.vd);
+    }
+    if (stored > 0 && (chunk + 1) % ck.every_chunks == 0 && (chunk + 1) / ck.every_chunks <= stored) {
+      const int64_t row = slots::checkpoint_row(ck, ck.pool.indices, n, (chunk + 1) / ck.every_chunks - 1);
+      for (int r = 0; row >= 0 && r < ratio; ++r)
+        store_state(s.S + r * head_elems, Vp, p.state_layout, K, V, ck.pool.data,
+                    state_offset(ck.pool, row, hk * ratio + r, HV, int64_t{K} * V), p.state_dtype);
     }
   }
 
