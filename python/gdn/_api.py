@@ -65,6 +65,8 @@ def chunk_gated_delta_rule(
             dense array) in place, rounded once to its dtype; the returned final state is then
             ``initial_state`` itself.
         out: preallocated ``o`` (the shape of v; any float dtype, v's by default); written and returned.
+        checkpoints, checkpoint_indices, checkpoint_indices_cpu, checkpoint_every_chunks: prefix
+            caching, the states at chunk boundaries (as in :func:`prefill_`; CPU only for now).
 
     Returns:
         ``(o, final_state)``: o ``[B, T, HV, V]`` in v's dtype (as fla's); final_state or None.
@@ -145,7 +147,8 @@ def _engine(op, recurrent, q, k, v, g, beta, state, state_indices, scale, use_qk
 def prefill_(q, k, v, g, beta, state, state_indices=None, *, scale=None, use_qk_l2norm_in_kernel=False,
              state_v_first=False, A_log=None, dt_bias=None, cu_seqlens=None, cu_seqlens_cpu=None,
              state_indices_cpu=None, out=None, has_initial_state=None, null_slot=-1, final_state_indices=None,
-             final_state_indices_cpu=None):
+             final_state_indices_cpu=None, checkpoints=None, checkpoint_indices=None, checkpoint_indices_cpu=None,
+             checkpoint_every_chunks=1):
     r"""Serving-engine prefill: the chunked forward with states in a pool, updated in place.
 
     ``state`` is a pool ``[slots, HV, K, V]`` (``[slots, HV, V, K]`` with ``state_v_first``) in fp32, bf16
@@ -161,10 +164,18 @@ def prefill_(q, k, v, g, beta, state, state_indices=None, *, scale=None, use_qk_
     (vLLM pads its batches with slot 0): such sequences read and write nothing; several may name
     it. ``has_initial_state`` ([N] bool): False starts that sequence from zeros, and its final state
     is still written. ``final_state_indices`` ([N]): write the final states to these rows instead of
-    the rows read (a row written by one sequence must not be read by another)."""
+    the rows read (a row written by one sequence must not be read by another).
+
+    Prefix caching: ``checkpoints`` (a pool ``[slots, HV, K, V]`` with ``checkpoint_indices``
+    ``[N, M]``, or a buffer ``[N, M, HV, K, V]`` without; the dtype of ``state``) takes the state at
+    token ``(j + 1) * 64 * checkpoint_every_chunks`` of sequence n (when the sequence reaches it) in
+    row ``checkpoint_indices[n, j]`` (negative or ``null_slot``: not stored), bitwise the final state
+    of a separate call on that prefix. CPU only for now (the CUDA backend rejects it)."""
     return _engine("prefill_", False, q, k, v, g, beta, state, state_indices, scale, use_qk_l2norm_in_kernel,
                    state_v_first, A_log, dt_bias, cu_seqlens, cu_seqlens_cpu, state_indices_cpu, out,
-                   has_initial_state, null_slot, final_state_indices, final_state_indices_cpu)
+                   has_initial_state, null_slot, final_state_indices, final_state_indices_cpu,
+                   checkpoints=checkpoints, checkpoint_indices=checkpoint_indices,
+                   checkpoint_indices_cpu=checkpoint_indices_cpu, checkpoint_every_chunks=checkpoint_every_chunks)
 
 
 def decode_(q, k, v, g, beta, state, state_indices=None, *, scale=None, use_qk_l2norm_in_kernel=False,

@@ -57,14 +57,16 @@ def run_forward(op, q, k, v, g, beta, *, scale, initial_state, output_final_stat
                 recurrent, has_initial_state=None, null_slot=-1, final_state_indices=None,
                 final_state_indices_cpu=None, token_states=None, token_state_indices=None,
                 token_state_indices_cpu=None, num_accepted_tokens=None, num_accepted_tokens_cpu=None,
-                disable_state_update=False, retrieve_parent_token=None, retrieve_parent_token_cpu=None):
+                disable_state_update=False, retrieve_parent_token=None, retrieve_parent_token_cpu=None,
+                checkpoints=None, checkpoint_indices=None, checkpoint_indices_cpu=None, checkpoint_every_chunks=1):
     env = Env(q, "q")
     kind = env.kind
     for name, x in (("k", k), ("v", v), ("g", g), ("beta", beta), ("initial_state", initial_state),
                     ("cu_seqlens", cu_seqlens), ("state_indices", state_indices), ("A_log", A_log),
                     ("dt_bias", dt_bias), ("out", out), ("token_states", token_states),
                     ("token_state_indices", token_state_indices), ("num_accepted_tokens", num_accepted_tokens),
-                    ("retrieve_parent_token", retrieve_parent_token)):
+                    ("retrieve_parent_token", retrieve_parent_token), ("checkpoints", checkpoints),
+                    ("checkpoint_indices", checkpoint_indices)):
         same_framework(kind, name, x)
     N = _check_shapes(op, q, k, v, g, beta, cu_seqlens)
     HV, K, V = int(v.shape[-2]), int(q.shape[-1]), int(v.shape[-1])
@@ -136,6 +138,10 @@ def run_forward(op, q, k, v, g, beta, *, scale, initial_state, output_final_stat
         raise ValueError(f"gdn.{op}: num_accepted_tokens needs 2-D state_indices or token_states")
     if (token_states is not None or disable_state_update) and not recurrent:
         raise ValueError(f"gdn.{op}: token_states and disable_state_update are for the decode step (decode_) only")
+    if checkpoints is not None and recurrent:
+        raise ValueError(f"gdn.{op}: checkpoints are for the chunked forward (prefill_, chunk_gated_delta_rule) only")
+    if checkpoint_indices_cpu is not None and checkpoint_indices is not None:
+        checkpoint_indices_cpu = env.to_index_dtype_of(checkpoint_indices_cpu, checkpoint_indices)
     if token_state_indices_cpu is not None and token_state_indices is not None:
         token_state_indices_cpu = env.to_index_dtype_of(token_state_indices_cpu, token_state_indices)
     if num_accepted_tokens_cpu is not None and num_accepted_tokens is not None:
@@ -221,7 +227,9 @@ def run_forward(op, q, k, v, g, beta, *, scale, initial_state, output_final_stat
         token_states=token_states, token_state_indices=token_state_indices,
         token_state_indices_cpu=token_state_indices_cpu, num_accepted_tokens=num_accepted_tokens,
         num_accepted_tokens_cpu=num_accepted_tokens_cpu, retrieve_parent_token=retrieve_parent_token,
-        retrieve_parent_token_cpu=retrieve_parent_token_cpu,
+        retrieve_parent_token_cpu=retrieve_parent_token_cpu, checkpoints=checkpoints,
+        checkpoint_indices=checkpoint_indices, checkpoint_indices_cpu=checkpoint_indices_cpu,
+        checkpoint_every_chunks=int(checkpoint_every_chunks),
         cu_seqlens=cu_seqlens, cu_seqlens_cpu=cu_seqlens_cpu, scale=scale,
         use_qk_l2norm=bool(use_qk_l2norm), state_v_first=bool(state_v_first), fused_gate=fused_gate,
         recurrent=bool(recurrent))
@@ -276,6 +284,10 @@ def pop_fla_kwargs(op, kwargs, state_v_first):
         final_state_indices=kwargs.pop("final_state_indices", None),
         final_state_indices_cpu=kwargs.pop("final_state_indices_cpu", None),
     )
+    # Prefix caching (the chunked forward only; run_forward rejects them for the recurrence).
+    for name in ("checkpoints", "checkpoint_indices", "checkpoint_indices_cpu", "checkpoint_every_chunks"):
+        if name in kwargs:
+            extra[name] = kwargs.pop(name)
     if kwargs:
         raise TypeError(f"gdn.{op}: unexpected keyword argument(s) {sorted(kwargs)}")
     return state_v_first, extra

@@ -58,6 +58,10 @@ FORWARD_ARGS = (
     Arg("num_accepted_tokens_cpu", OPT_HOST_TENSOR),
     Arg("retrieve_parent_token", OPT_TENSOR),  # [N, T_max]: EAGLE trees, each token's parent (-1: the previous one)
     Arg("retrieve_parent_token_cpu", OPT_HOST_TENSOR),
+    Arg("checkpoints", OPT_TENSOR_MUT),  # prefill: states at chunk boundaries, [slots, HV, K, V] or [N, M, HV, K, V]
+    Arg("checkpoint_indices", OPT_TENSOR),  # [N, M]: the row of boundary j (after (j + 1) * every chunks)
+    Arg("checkpoint_indices_cpu", OPT_HOST_TENSOR),
+    Arg("checkpoint_every_chunks", INT),  # a boundary every 64 * this many tokens (>= 1 with checkpoints)
     Arg("cu_seqlens", OPT_TENSOR),  # [N + 1]
     Arg("cu_seqlens_cpu", OPT_HOST_TENSOR),
     Arg("scale", FLOAT),

@@ -80,12 +80,78 @@ gdn::TokenStates token_state_ref(const char* op, DeviceCtx& dev, const Out& s, c
   return ts;
 }
 
+// Prefill checkpoints (gdn::Checkpoints): a pool [slots, HV, K, V] whose rows the indices
+// [N, max_checkpoints] name, or a buffer [N, max_checkpoints, HV, K, V] without indices; the call's
+// state dtype like the other state arrays.
+gdn::Checkpoints checkpoint_ref(const char* op, DeviceCtx& dev, const Out& s, const In& idx, const In& idx_host,
+                                int64_t every, int64_t N, int64_t HV, int64_t K, int64_t V, bool v_major,
+                                gdn::DType* state_dtype, bool* state_dtype_set) {
+  dev.check("checkpoints", s);
+  const int64_t d2 = v_major ? V : K, d3 = v_major ? K : V;
+  gdn::DType sdt;
+  if (!to_gdn_dtype(s.dtype(), &sdt))
+    type_error(op, "checkpoints has dtype ", dl_dtype_name(s.dtype()), "; expected float32, float16 or bfloat16");
+  if (*state_dtype_set && sdt != *state_dtype)
+    type_error(op, "checkpoints has dtype ", gdn::dtype_name(sdt), "; expected that of the state pool (",
+               gdn::dtype_name(*state_dtype), ")");
+  *state_dtype = sdt;
+  *state_dtype_set = true;
+  const size_t nd = s.ndim();
+  const bool indexed = idx.is_valid();
+  if (nd != (indexed ? 4u : 5u) || dim(s, nd - 3) != HV || dim(s, nd - 2) != d2 || dim(s, nd - 1) != d3 ||
+      (!indexed && dim(s, 0) != N))
+    value_error(op, "checkpoints has shape ", shape_str(s), "; expected [slots, HV, ", v_major ? "V, K" : "K, V",
+                "] with checkpoint_indices [N, max_checkpoints], or [N = ", N, ", max_checkpoints, HV, ",
+                v_major ? "V, K" : "K, V", "] without; HV = ", HV, ", ", d2, ", ", d3);
+  // Each row [HV, d2, d3] contiguous, rows evenly apart (a padded slot stride is allowed).
+  const int64_t row_elems = HV * d2 * d3, rs = s.stride(nd - 4);
+  const bool contiguous = (d3 == 1 || s.stride(nd - 1) == 1) && (d2 == 1 || s.stride(nd - 2) == d3) &&
+                          (HV == 1 || s.stride(nd - 3) == d2 * d3) &&
+                          (nd == 4 || dim(s, 0) == 1 || s.stride(0) == dim(s, 1) * rs);
+  if (!contiguous)
+    value_error(op, "checkpoints is not contiguous within its rows (strides ", stride_str(s), "); expected rows [HV, ",
+                d2, ", ", d3, "] contiguous and evenly apart");
+  gdn::Checkpoints ck;
+  ck.every_chunks = every;
+  ck.pool.data = s.data();
+  ck.pool.num_slots = nd == 4 ? dim(s, 0) : dim(s, 0) * dim(s, 1);
+  ck.pool.row_stride = ck.pool.num_slots > 1 ? rs : row_elems;
+  if (ck.pool.num_slots > 1 && rs < row_elems)
+    value_error(op, "checkpoints has a row stride of ", rs, " elements; expected >= ", row_elems, " (no overlap)");
+  if (!indexed) {
+    if (idx_host.is_valid()) value_error(op, "checkpoint_indices_cpu is given without checkpoint_indices");
+    ck.max_checkpoints = dim(s, 1);
+    return ck;
+  }
+  dev.check("checkpoint_indices", idx);
+  if (!to_index_type(idx.dtype(), &ck.pool.index_type))
+    type_error(op, "checkpoint_indices has dtype ", dl_dtype_name(idx.dtype()), "; expected int32 or int64");
+  if (idx.ndim() != 2 || dim(idx, 0) != N || !c_contiguous(idx))
+    value_error(op, "checkpoint_indices has shape ", shape_str(idx), "; expected contiguous [N = ", N,
+                ", max_checkpoints]");
+  ck.max_checkpoints = dim(idx, 1);
+  ck.pool.indices = idx.data();
+  if (idx_host.is_valid()) {
+    check_host(op, "checkpoint_indices_cpu", idx_host);
+    gdn::IndexType ht;
+    if (!to_index_type(idx_host.dtype(), &ht) || ht != ck.pool.index_type || shape_str(idx_host) != shape_str(idx) ||
+        !c_contiguous(idx_host))
+      value_error(op, "checkpoint_indices_cpu is not a contiguous copy of checkpoint_indices (", shape_str(idx), ", ",
+                  dl_dtype_name(idx.dtype()), ")");
+    ck.pool.indices_host = idx_host.data();
+  } else if (dev.type == kDevCPU) {
+    ck.pool.indices_host = idx.data();
+  }
+  return ck;
+}
+
 }  // namespace
 
 void forward(In q, In k, In v, In g, In beta, Out o, In A_log, In dt_bias, In initial_state, In initial_indices,
              In initial_indices_host, Out final_state, In final_indices, In final_indices_host, bool final_is_initial,
              In initial_present, int64_t null_slot, Out token_states, In token_indices, In token_indices_host,
-             In num_accepted, In num_accepted_host, In parents, In parents_host, In cu_seqlens, In cu_seqlens_host,
+             In num_accepted, In num_accepted_host, In parents, In parents_host, Out checkpoints, In checkpoint_indices,
+             In checkpoint_indices_host, int64_t checkpoint_every_chunks, In cu_seqlens, In cu_seqlens_host,
              double scale, bool use_qk_l2norm, bool state_v_first, bool fused_gate, bool recurrent,
              nb::handle workspace, uintptr_t stream, int num_threads) {
   const char* op = recurrent ? "fused_recurrent_gated_delta_rule" : "chunk_gated_delta_rule";
@@ -226,6 +292,13 @@ void forward(In q, In k, In v, In g, In beta, Out o, In A_log, In dt_bias, In in
     a.token_states.pool.null_slot = null_slot;
   } else if (token_indices.is_valid() || token_indices_host.is_valid()) {
     value_error(op, "token_state_indices is given without token_states");
+  }
+  if (checkpoints.is_valid()) {
+    a.checkpoints = checkpoint_ref(op, dev, checkpoints, checkpoint_indices, checkpoint_indices_host,
+                                   checkpoint_every_chunks, N, HV, K, V, state_v_first, &sdt, &sdt_set);
+    a.checkpoints.pool.null_slot = null_slot;
+  } else if (checkpoint_indices.is_valid() || checkpoint_indices_host.is_valid()) {
+    value_error(op, "checkpoint_indices is given without checkpoints");
   }
   p.state_dtype = a.problem.state_dtype = sdt;
   if (num_accepted.is_valid()) {

@@ -44,6 +44,10 @@ inline constexpr ArgSpec kForwardArgs[] = {
     {"num_accepted_tokens_cpu", true},
     {"retrieve_parent_token", true},
     {"retrieve_parent_token_cpu", true},
+    {"checkpoints", true},
+    {"checkpoint_indices", true},
+    {"checkpoint_indices_cpu", true},
+    {"checkpoint_every_chunks", false},
     {"cu_seqlens", true},
     {"cu_seqlens_cpu", true},
     {"scale", false},
@@ -58,7 +62,8 @@ inline constexpr ArgSpec kForwardArgs[] = {
 void forward(In q, In k, In v, In g, In beta, Out o, In A_log, In dt_bias, In initial_state, In initial_indices,
              In initial_indices_host, Out final_state, In final_indices, In final_indices_host, bool final_is_initial,
              In initial_present, int64_t null_slot, Out token_states, In token_indices, In token_indices_host,
-             In num_accepted, In num_accepted_host, In parents, In parents_host, In cu_seqlens, In cu_seqlens_host,
+             In num_accepted, In num_accepted_host, In parents, In parents_host, Out checkpoints, In checkpoint_indices,
+             In checkpoint_indices_host, int64_t checkpoint_every_chunks, In cu_seqlens, In cu_seqlens_host,
              double scale, bool use_qk_l2norm, bool state_v_first, bool fused_gate, bool recurrent,
              nb::handle workspace, uintptr_t stream, int num_threads);
 

@@ -455,7 +455,8 @@ def test_cpu_decode_asks_for_its_workspace(rng):
     q, k, v, g, beta = make_inputs(rng, (N, 1), H, HV, K, V)
     o = nan_like(v.shape, np.float32)
     values = {n: None for n in sig.OP_ARG_NAMES}
-    values.update(q=q, k=k, v=v, g=g, beta=beta, o=o, final_is_initial=False, null_slot=-1, scale=K ** -0.5,
+    values.update(q=q, k=k, v=v, g=g, beta=beta, o=o, final_is_initial=False, null_slot=-1, checkpoint_every_chunks=1,
+                  scale=K ** -0.5,
                   use_qk_l2norm=False,
                   state_v_first=False, fused_gate=False, recurrent=True)
     args = sig.pack_op_args(**values)

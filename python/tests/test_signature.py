@@ -37,8 +37,8 @@ def test_schema_from_the_table():
     assert schema.startswith("(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor(a!) o, Tensor? A_log")
     assert "Tensor(b!)? final_state" in schema and schema.endswith("bool recurrent) -> ()")
     assert "workspace" not in schema and "stream" not in schema
-    assert "Tensor(c!)? token_states" in schema
-    assert sig.MUTATED == ("o", "final_state", "token_states")
+    assert "Tensor(c!)? token_states" in schema and "Tensor(d!)? checkpoints" in schema
+    assert sig.MUTATED == ("o", "final_state", "token_states", "checkpoints")
 
 
 def test_pack_op_args_needs_every_name():

@@ -208,7 +208,7 @@ def _op_args(device, pool=False, fused=False):
     values = {n: None for n in sig.OP_ARG_NAMES}  # the op's arguments by name (gdn/_signature.py)
     values.update(q=q, k=k, v=v, g=g, beta=beta, o=o, A_log=A_log, dt_bias=dt_bias, cu_seqlens=cu,
                   cu_seqlens_cpu=cu_cpu, scale=K ** -0.5, use_qk_l2norm=True, state_v_first=False, fused_gate=fused,
-                  recurrent=False, null_slot=-1)
+                  recurrent=False, null_slot=-1, checkpoint_every_chunks=1)
     if pool:  # a pool updated in place; the padding on the null slot 6, one sequence starting from zeros
         values.update(final_state=torch.randn(7, HV, K, V, device=device), final_is_initial=True, null_slot=6,
                       final_state_indices=torch.tensor([4, 6, 0], dtype=torch.int32, device=device),
