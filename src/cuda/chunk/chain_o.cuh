@@ -121,18 +121,13 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs& b, con
         const uint32_t* w1 = reinterpret_cast<const uint32_t*>(&x1);
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
-          const float a0 = __uint_as_float(w0[k] << 16), b0 = __uint_as_float(w0[k] & 0xFFFF0000u);
-          const float a1 = __uint_as_float(w1[k] << 16), b1 = __uint_as_float(w1[k] & 0xFFFF0000u);
+          const float a0 = bf_lo(w0[k]), b0 = bf_hi(w0[k]), a1 = bf_lo(w1[k]), b1 = bf_hi(w1[k]);
           s0 += a0 * a0 + b0 * b0;
           s1 += a1 * a1 + b1 * b1;
         }
       }
-      s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
-      s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
-      s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
-      s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
-      rq0 = rsqrtf(s0 + float(spec::kL2NormEps));
-      rq1 = rsqrtf(s1 + float(spec::kL2NormEps));
+      rq0 = quad_inv_l2norm(s0);
+      rq1 = quad_inv_l2norm(s1);
     }
 
     // P_c: gates, norms and the causal mask (rows past len and columns past the row: 0), then the
@@ -166,7 +161,7 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs& b, con
           const float x0 = pacc[8 * ks + 2 * q], x1 = pacc[8 * ks + 2 * q + 1];
           const uint32_t hi = pack_bf16(x0, x1);
           p_hi[4 * ks + q] = hi;
-          p_lo[4 * ks + q] = pack_bf16(x0 - __uint_as_float(hi << 16), x1 - __uint_as_float(hi & 0xFFFF0000u));
+          p_lo[4 * ks + q] = pack_bf16(x0 - bf_lo(hi), x1 - bf_hi(hi));
         }
     }
     // o_c's rows times exp(G_i) rq_i (the P v_new part carries its own factors).

@@ -119,10 +119,7 @@ void fast_forward(const ForwardArgs& f, const Exec& exec, const ChunkForwardConf
   const int H = p.num_qk_heads, D = p.head_k;
   // bf16 rows with 16-byte aligned pieces are read in place; anything else is converted to bf16
   // (not normalized) into the workspace first.
-  auto in_place = [&](const ConstTensor& x) {
-    return p.dtype == DType::kBFloat16 && reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.stride_token % 8 == 0 &&
-           x.stride_head % 8 == 0;
-  };
+  auto in_place = [&](const ConstTensor& x) { return p.dtype == DType::kBFloat16 && rows_in_16_byte_pieces(x); };
   if (in_place(f.q)) {
     b.q = static_cast<const __nv_bfloat16*>(f.q.data);
     b.q_st = f.q.stride_token;

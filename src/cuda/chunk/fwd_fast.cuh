@@ -70,6 +70,13 @@ GDN_HOST_DEVICE inline int64_t fwd_v_image(int64_t gc, int hv, int sl, int HV) {
   return ((gc * HV + hv) * 2 + sl) * (kChunkSize * 64);
 }
 
+// Whether a tensor of 2-byte elements can be read or written in 16-byte row pieces: an aligned
+// base and strides that keep every row's start aligned.
+template <class Tensor>
+inline bool rows_in_16_byte_pieces(const Tensor& t) {
+  return reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.stride_token % 8 == 0 && t.stride_head % 8 == 0;
+}
+
 template <int D>
 void launch_fwd_prep(const FastBufs& b, const ForwardArgs& f, cudaStream_t s);
 template <int D>

@@ -90,10 +90,6 @@ struct WgSmem : WgFusedSmem<ST, kFused> {  // (an empty base takes no space: w s
 };
 static_assert(sizeof(__nv_bfloat16) * kC * kD % 1024 == 0, "stages stay 1024-aligned");
 
-// The low / high bf16 half of a packed pair, as float.
-__device__ __forceinline__ float bf_lo(uint32_t x) { return __uint_as_float(x << 16); }
-__device__ __forceinline__ float bf_hi(uint32_t x) { return __uint_as_float(x & 0xFFFF0000u); }
-
 // kSummary: the exact split's summary pass (split.cuh): blocks of (sequence, part, head, slice of
 // V + K): part 0 runs from the initial state and leaves S_1; parts 1 .. parts - 2 run from zero
 // (slices 0, 1 -> B_p) and on the identity with u = 0 (slices 2, 3 -> M_p); nothing else is stored.
@@ -442,9 +438,7 @@ void launch_wg(const FastBufs& b, const SplitBufs& sp, const ForwardArgs& f, cud
   const size_t smem = sizeof(WgSmem<ST, kFused>) + 1024;  // + alignment slack
   const int64_t blocks = f.problem.num_seqs * sp.max_parts * b.HV * (kMode == ChainMode::kSummary ? 4 : 2);
   // o in 16-byte row pieces when the caller's layout allows it (kFusedO), else element by element.
-  const OutRef out = {
-      f.o.data, f.o.stride_token, f.o.stride_head,
-      reinterpret_cast<uintptr_t>(f.o.data) % 16 == 0 && f.o.stride_token % 8 == 0 && f.o.stride_head % 8 == 0};
+  const OutRef out = {f.o.data, f.o.stride_token, f.o.stride_head, rows_in_16_byte_pieces(f.o)};
   auto k = chunk_fwd_h_wgmma_kernel<ST, kMode, TO>;
   allow_smem(k, smem);
   k<<<grid_1d(blocks, 1), kFused ? 256 : 128, smem, s>>>(b, sp, f.initial_state, f.final_state,

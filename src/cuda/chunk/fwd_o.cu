@@ -127,12 +127,8 @@ __global__ void __launch_bounds__(NW * 32)
         s1 += __bfloat162float(e1[j]) * __bfloat162float(e1[j]);
       }
     }
-    s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
-    s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
-    s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
-    s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
-    rq0 = rsqrtf(s0 + float(spec::kL2NormEps));
-    rq1 = rsqrtf(s1 + float(spec::kL2NormEps));
+    rq0 = quad_inv_l2norm(s0);
+    rq1 = quad_inv_l2norm(s1);
   }
   auto rk_of = [&](int j) { return b.l2norm ? sm.rk[j] : 1.f; };
   // P = (q k^T) * exp(G_i - G_j), j <= i: column tiles of this warp's half, up to the diagonal.
@@ -267,8 +263,7 @@ void launch_fwd_o(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
   if (b.pl.max_chunks == 0) return;
   const unsigned blocks = grid_1d(b.pl.max_chunks * b.HV, 1);
   // o rows in 16-byte pieces when the caller's layout allows it, else element by element.
-  const bool rows16 =
-      reinterpret_cast<uintptr_t>(f.o.data) % 16 == 0 && f.o.stride_token % 8 == 0 && f.o.stride_head % 8 == 0;
+  const bool rows16 = rows_in_16_byte_pieces(f.o);
   if (f.problem.dtype == DType::kBFloat16)
     launch<D, __nv_bfloat16, 8>(b, f, s, blocks, rows16);
   else

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/spec_math.h"
 #include "cuda/ptx/copy.cuh"
 #include "cuda/ptx/mma.cuh"
 
@@ -19,6 +20,16 @@ namespace cuda {
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);
+}
+// The low / high bf16 half of a packed pair, as float.
+__device__ __forceinline__ float bf_lo(uint32_t x) { return __uint_as_float(x << 16); }
+__device__ __forceinline__ float bf_hi(uint32_t x) { return __uint_as_float(x & 0xFFFF0000u); }
+// The inverse l2 norm (SPEC's epsilon) of a row whose sum of squares is split over the four lanes
+// of a quad (lanes 4 g .. 4 g + 3, the rows of an mma fragment); every lane gets it.
+__device__ __forceinline__ float quad_inv_l2norm(float partial_sum_sq) {
+  partial_sum_sq += __shfl_xor_sync(0xffffffffu, partial_sum_sq, 1);
+  partial_sum_sq += __shfl_xor_sync(0xffffffffu, partial_sum_sq, 2);
+  return rsqrtf(partial_sum_sq + float(spec::kL2NormEps));
 }
 // A (16x16, row-major) from smem stored [m][k] (stride in elements).
 __device__ __forceinline__ void frag_a(const __nv_bfloat16* base, int stride, int m0, int k0, uint32_t* a) {
