@@ -28,10 +28,10 @@
 namespace gdn {
 namespace detail {
 
-inline Capabilities cpu_capabilities() {
+// What both backends run today (the entries below say only how they differ).
+inline Capabilities shared_capabilities(Backend backend) {
   Capabilities c;
-  c.backend = Backend::kCPU;
-  c.built = true;
+  c.backend = backend;
   c.min_head_size = 1;
   c.max_head_size = 256;
   c.mixed_dtypes = true;
@@ -43,27 +43,21 @@ inline Capabilities cpu_capabilities() {
   c.state_layouts[static_cast<int>(StateLayout::kVMajor)] = true;
   for (bool& d : c.state_dtypes) d = true;
   for (bool& op : c.operations) op = true;
+  return c;
+}
+
+inline Capabilities cpu_capabilities() {
+  Capabilities c = shared_capabilities(Backend::kCPU);
+  c.built = true;
   c.checkpoints = true;
   return c;
 }
 
 inline Capabilities cuda_capabilities() {
-  Capabilities c;
-  c.backend = Backend::kCUDA;
+  Capabilities c = shared_capabilities(Backend::kCUDA);
 #ifdef GDN_WITH_CUDA
   c.built = true;
 #endif
-  c.min_head_size = 1;
-  c.max_head_size = 256;
-  c.mixed_dtypes = true;
-  c.dtypes[static_cast<int>(DType::kFloat32)] = true;
-  c.dtypes[static_cast<int>(DType::kFloat16)] = true;
-  c.dtypes[static_cast<int>(DType::kBFloat16)] = true;
-  c.gates_in_dtype = true;
-  c.state_layouts[static_cast<int>(StateLayout::kKMajor)] = true;
-  c.state_layouts[static_cast<int>(StateLayout::kVMajor)] = true;
-  for (bool& d : c.state_dtypes) d = true;
-  for (bool& op : c.operations) op = true;
   // Prefill checkpoints (ForwardArgs::checkpoints) are not written by the CUDA forward yet.
   c.checkpoints = false;
   return c;
