@@ -131,12 +131,14 @@ void exact_forward(const ForwardArgs& f, const Exec& exec) {
   run_kkt(c, k, DType::kFloat32, beta, DType::kFloat32, G, ws.L);
   run_solve_tril(c, ws.L, ws.A);
   run_w_u(c, k, v, DType::kFloat32, beta, DType::kFloat32, G, ws.A, ws.w, ws.u);
-  run_fwd_h(c, k, DType::kFloat32, ws.w, ws.u, G, f.initial_state, f.final_state, ws.h, ws.v_new);
+  run_fwd_h(c, k, DType::kFloat32, ws.w, ws.u, G, f.initial_state, f.final_state, f.checkpoints, ws.h, ws.v_new);
   run_fwd_o(c, q, k, DType::kFloat32, ws.v_new, ws.h, G, f.o.data, f.o.stride_token, f.o.stride_head, o_dtype_of(p));
 }
 
 // The tensor-core forward on a bf16 / fp16 pool: through a dense fp32 copy of the rows at the
-// front of the workspace (state_copy.cuh). Sequence n reads and writes row n of the copy.
+// front of the workspace (state_copy.cuh). Sequence n reads and writes row n of the copy. The
+// checkpoints go to the caller's pool directly (the kernels round them on write: they need no
+// copy), so the problem keeps the caller's state_dtype (fast_forward's contract, fwd_fast.cuh).
 void fast_forward_copied_states(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg) {
   const Problem& p = f.problem;
   const cudaStream_t s = stream_of(exec);
@@ -147,7 +149,6 @@ void fast_forward_copied_states(const ForwardArgs& f, const Exec& exec, const Ch
   dense_ref.num_slots = p.num_seqs;
   dense_ref.row_stride = int64_t(p.num_v_heads) * p.head_k * p.head_v;
   ForwardArgs g = f;
-  g.problem.state_dtype = DType::kFloat32;
   if (f.initial_state.data) {
     gather_states(p, f.initial_state, dense, s);
     g.initial_state = dense_ref;
@@ -212,7 +213,7 @@ void recompute_w_u(const Problem& p, const StageBuffers& b, const Exec& exec) {
 void chunk_fwd_h(const Problem& p, const StageBuffers& b, const Exec& exec) {
   const Plan pl = stage_plan("chunk_fwd_h", p, exec);
   run_fwd_h(make_ctx(p, pl, stream_of(exec)), tv(b.k), p.dtype, b.w, b.u, GPtr{b.G, false}, b.initial_state,
-            b.final_state, b.h, b.v_new);
+            b.final_state, Checkpoints{}, b.h, b.v_new);
 }
 
 void chunk_fwd_o(const Problem& p, const StageBuffers& b, const Exec& exec) {

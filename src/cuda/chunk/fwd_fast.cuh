@@ -27,6 +27,9 @@ struct PhaseEvents {
 
 // The forward with the choices of `cfg` (chunk_forward_heuristics', or a tool's explicit config;
 // a config the kernels cannot run throws gdn::Error). Phase events are recorded when given.
+// f.initial_state and f.final_state are fp32 rows whatever f.problem.state_dtype says (backend.cu
+// copies a 16-bit pool's rows around this call: state_copy.cuh); f.checkpoints are stored in
+// f.problem.state_dtype (cuda/core/checkpoints.cuh).
 void fast_forward(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg,
                   const PhaseEvents* phases = nullptr);
 

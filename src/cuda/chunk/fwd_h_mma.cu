@@ -4,12 +4,14 @@
 // shared memory (cp.async, 2 or 3 stages) while the current one is computed. Per chunk:
 //   h_c -> workspace (bf16, for fwd_o);  v_new = u - w h_c  (mma);  v_new -> workspace (bf16)
 //   S = exp(G_last) S + k^T (exp(G_last - G_i) v_new_i)   (mma)
+//   at a checkpoint boundary: S -> the checkpoint's pool row (cuda/core/checkpoints.cuh)
 // 8 warps split both products (4 warps: a longer serial chain per chunk, measured slower). BV = 64 halves
 // the re-reads of w and k (every slice block of a head reads them whole: the kernel is bound by
 // L2 bandwidth with BV = 32) but holds one block per SM; BV = 32 suits many short sequences.
 // The kernel is written for any D that is a multiple of 16; D = 128 runs on wgmma (fwd_h_wgmma.cu),
 // so only D = 64 is instantiated. BV and the stage count: ChunkForwardConfig (heuristics.h).
 #include "cuda/chunk/fwd_fast.cuh"
+#include "cuda/core/checkpoints.cuh"
 
 namespace gdn {
 namespace cuda {
@@ -32,7 +34,7 @@ struct HSmem {
 
 template <int D, int BV, int NW, int ST>
 __global__ void __launch_bounds__(NW * 32, 1)
-    chunk_fwd_h_mma_kernel(FastBufs b, StateRef init, StateRef fin, bool kmajor) {
+    chunk_fwd_h_mma_kernel(FastBufs b, StateRef init, StateRef fin, bool kmajor, CheckpointOut ck) {
   extern __shared__ __align__(16) char smem_raw[];
   using S = HSmem<D, BV, ST>;
   S& sm = *reinterpret_cast<S*>(smem_raw);
@@ -65,6 +67,18 @@ __global__ void __launch_bounds__(NW * 32, 1)
   auto row_of = [&](int mt, int e) { return 16 * (UMT * um + mt) + g + 8 * (e / 2); };
   auto col_of = [&](int nt, int e) { return 16 * UNP * ung + 8 * nt + 2 * t + e % 2; };
   float st[UMT][2 * UNP][4];
+  // The state registers -> row r of a pool of element type dt (the final state: fp32 rows; a
+  // checkpoint: the caller's pool, rounded once).
+  auto store_state = [&](const StateRef& pool, int64_t r, DType dt) {
+#pragma unroll
+    for (int mt = 0; mt < UMT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < 2 * UNP; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          store_dt(pool.data, dt, state_elem(pool, r, hv, HV, D, D, kmajor, row_of(mt, e), v0 + col_of(nt, e)),
+                   st[mt][nt][e]);
+  };
   {
     const int64_t r = state_row(init, n);
     const float* base = r >= 0 ? static_cast<const float*>(init.data) + state_offset(init, r, hv, HV, DD) : nullptr;
@@ -216,24 +230,18 @@ __global__ void __launch_bounds__(NW * 32, 1)
         }
       }
     }
+    // A checkpoint after this chunk (stores only: off the chain's dependencies).
+    {
+      const int64_t r_ck = checkpoint_row_after(ck.ck, n, c, te - tb);
+      if (r_ck >= 0) store_state(ck.ck.pool, r_ck, ck.dtype);
+    }
     __syncthreads();  // stage buffers, h and vs are rewritten next iteration
     if (++stage == ST) stage = 0;
   }
   cp_async_wait<0>();
 
   const int64_t r = state_row(fin, n);
-  if (r >= 0) {
-    float* base = static_cast<float*>(fin.data) + state_offset(fin, r, hv, HV, DD);
-#pragma unroll
-    for (int mt = 0; mt < UMT; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < 2 * UNP; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int kk = row_of(mt, e), vv = v0 + col_of(nt, e);
-          base[kmajor ? int64_t(kk) * D + vv : int64_t(vv) * D + kk] = st[mt][nt][e];
-        }
-  }
+  if (r >= 0) store_state(fin, r, DType::kFloat32);
 }
 
 template <int D, int BV, int NW, int ST>
@@ -243,7 +251,7 @@ void launch(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
   auto k = chunk_fwd_h_mma_kernel<D, BV, NW, ST>;
   allow_smem(k, smem);
   k<<<grid_1d(blocks, 1), NW * 32, smem, s>>>(b, f.initial_state, f.final_state,
-                                              f.problem.state_layout == StateLayout::kKMajor);
+                                              f.problem.state_layout == StateLayout::kKMajor, checkpoint_out(f));
   GDN_CUDA_LAUNCH_CHECK("chunk_fwd_h_mma_kernel");
 }
 

@@ -4,6 +4,7 @@
 // Any K and V in [1, 256] (the capability table): kkt and w_u loop over K and V at run time;
 // fwd_h runs ceil(V / 64) slices of 64 columns and fwd_o the thread layout of the next size up
 // (64, 128 or 256), both with the columns past V masked (loaded as zero, never stored).
+#include "cuda/core/checkpoints.cuh"
 #include "cuda/stages/stages.cuh"
 
 namespace gdn {
@@ -154,7 +155,8 @@ template <typename T, typename TG>
 __global__ void __launch_bounds__(256)
     stage_fwd_h_kernel(Plan pl, int H, int HV, int K, int V, StateLayout layout, DType sdt, TensorView k,
                        const float* __restrict__ w, const float* __restrict__ u, const TG* __restrict__ G,
-                       StateRef init, StateRef fin, float* __restrict__ h, float* __restrict__ v_new) {
+                       StateRef init, StateRef fin, Checkpoints ck, float* __restrict__ h,
+                       float* __restrict__ v_new) {
   extern __shared__ float sm[];
   float* S = sm;                // [K][kHSlice]
   float* vs = S + K * kHSlice;  // [C][kHSlice]: v_new_i * exp(G_last - G_i)
@@ -227,6 +229,14 @@ __global__ void __launch_bounds__(256)
       S[e] = acc;
     }
     __syncthreads();
+    // A checkpoint after this chunk: the state as the final-state store below writes it.
+    const int64_t r_ck = checkpoint_row_after(ck, n, c, pl.bounds[n + 1] - pl.bounds[n]);
+    if (r_ck >= 0) {
+      for (int e = tid; e < K * kHSlice; e += blockDim.x) {
+        const int kk = e / kHSlice, vv = e % kHSlice;
+        if (vv < cols) store_dt(ck.pool.data, sdt, state_elem(ck.pool, r_ck, hv, HV, K, V, kmaj, kk, v0 + vv), S[e]);
+      }
+    }
   }
   const int64_t r_out = state_row(fin, n);
   if (r_out >= 0) {
@@ -378,7 +388,7 @@ void run_w_u(const StageCtx& c, TensorView k, TensorView v, DType kvdt, TensorVi
 }
 
 void run_fwd_h(const StageCtx& c, TensorView k, DType kdt, const float* w, const float* u, GPtr G, const StateRef& init,
-               const StateRef& fin, float* h, float* v_new) {
+               const StateRef& fin, const Checkpoints& ck, float* h, float* v_new) {
   const size_t smem = sizeof(float) * (size_t(c.K) * kHSlice + C * kHSlice);
   const int64_t blocks = c.pl.num_seqs * c.HV * ((c.V + kHSlice - 1) / kHSlice);
   by_types(kdt, G, [&](auto tag, auto gtag) {
@@ -386,7 +396,7 @@ void run_fwd_h(const StageCtx& c, TensorView k, DType kdt, const float* w, const
     using TG = decltype(gtag);
     allow_smem(stage_fwd_h_kernel<T, TG>, smem);
     stage_fwd_h_kernel<T, TG><<<grid_1d(blocks, 1), 256, smem, c.s>>>(
-        c.pl, c.H, c.HV, c.K, c.V, c.layout, c.state_dtype, k, w, u, static_cast<const TG*>(G.p), init, fin, h, v_new);
+        c.pl, c.H, c.HV, c.K, c.V, c.layout, c.state_dtype, k, w, u, static_cast<const TG*>(G.p), init, fin, ck, h, v_new);
     GDN_CUDA_LAUNCH_CHECK("stage_fwd_h_kernel");
   });
 }

@@ -34,8 +34,10 @@ void run_kkt(const StageCtx& c, TensorView k, DType kdt, TensorView beta, DType 
 void run_solve_tril(const StageCtx& c, const float* L, float* A);
 void run_w_u(const StageCtx& c, TensorView k, TensorView v, DType kvdt, TensorView beta, DType gdt, GPtr G,
              const float* A, float* w, float* u);
+// ck: prefill checkpoints stored after the chunks that end on a boundary (cuda/core/checkpoints.cuh;
+// pool.data null for none), in the pools' layout and state_dtype like the final state.
 void run_fwd_h(const StageCtx& c, TensorView k, DType kdt, const float* w, const float* u, GPtr G, const StateRef& init,
-               const StateRef& fin, float* h, float* v_new);
+               const StateRef& fin, const Checkpoints& ck, float* h, float* v_new);
 // q, k of dtype qkdt; o of dtype odt with strides (o_st, o_sh).
 void run_fwd_o(const StageCtx& c, TensorView q, TensorView k, DType qkdt, const float* v_new, const float* h, GPtr G,
                void* o, int64_t o_st, int64_t o_sh, DType odt);

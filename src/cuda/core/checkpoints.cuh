@@ -1,0 +1,47 @@
+// Prefill checkpoints on the CUDA forward (Checkpoints in gdn.h; the slot map is
+// common/checkpoint_slots.h, shared with validation and the CPU backend). Every chain kernel
+// (stages.cu's fwd_h, fwd_h_mma.cu, fwd_h_wgmma.cu) carries a sequence's fp32 state on chip across
+// its chunks; after the update of a chunk that ends on a stored boundary it writes the state it
+// holds to the boundary's pool row the way it writes the final state: the same fp32 values,
+// rounded once into the pool's dtype (store_dt: the rounding of scatter_states and of the exact
+// path's final-state store). So a row is bitwise the final state of a call on the prefix that runs
+// the same chain.
+#pragma once
+
+#include "common/checkpoint_slots.h"
+#include "cuda/core/common.cuh"
+
+namespace gdn {
+namespace cuda {
+
+// What the tensor-core chain kernels need to store checkpoints: the caller's Checkpoints and the
+// pool's element type. Their initial and final states are fp32 rows (a 16-bit pool is copied
+// around them: state_copy.cuh); the checkpoints go to the caller's pool directly, rounded on write,
+// so they need neither workspace nor a copy.
+struct CheckpointOut {
+  Checkpoints ck;                 // ck.pool.data null: none
+  DType dtype = DType::kFloat32;  // the pool's element type (Problem::state_dtype)
+};
+
+// A forward call's checkpoints. Its problem's state_dtype is the caller's pool type, also where
+// fast_forward runs on fp32 copies of 16-bit initial and final rows (backend.cu).
+inline CheckpointOut checkpoint_out(const ForwardArgs& f) { return CheckpointOut{f.checkpoints, f.problem.state_dtype}; }
+
+// The pool row that takes sequence n's state after its chunk c (0-based, from the sequence's
+// start; the sequence has `len` tokens), or -1: the chunk ends boundary j = (c + 1) / every - 1,
+// which the sequence stores (checkpoint_count: the boundary lies inside it and j <
+// max_checkpoints), at a row the slot map names.
+__device__ __forceinline__ int64_t checkpoint_row_after(const Checkpoints& ck, int64_t n, int64_t c, int64_t len) {
+  if (ck.pool.data == nullptr || ck.every_chunks < 1 || (c + 1) % ck.every_chunks != 0) return -1;
+  const int64_t j = (c + 1) / ck.every_chunks - 1;
+  return j < slots::checkpoint_count(ck, len) ? slots::checkpoint_row(ck, ck.pool.indices, n, j) : -1;
+}
+
+// Offset (elements) of state element S[kk][vv] of head hv in row r of a K x V pool, K- or V-major.
+__device__ __forceinline__ int64_t state_elem(const StateRef& s, int64_t r, int hv, int HV, int K, int V, bool kmajor,
+                                              int kk, int vv) {
+  return state_offset(s, r, hv, HV, int64_t(K) * V) + (kmajor ? int64_t(kk) * V + vv : int64_t(vv) * K + kk);
+}
+
+}  // namespace cuda
+}  // namespace gdn
