@@ -133,7 +133,9 @@ struct TokenStates {
 // the sequence's start; it is stored when b_j <= the sequence's length (a boundary at the very end
 // is stored too) and j < max_checkpoints. The stored state is bitwise equal to the final state that
 // a separate call on the prefix [start, start + b_j) with the same inputs and options returns on
-// the same backend (one rounding into state_dtype, like a final state).
+// the same backend (one rounding into state_dtype, like a final state). CUDA: bitwise when neither
+// call takes the exact split of long sequences (chunk/heuristics.h: few long chains on many SMs),
+// whose parts start from a scan of part summaries; there it agrees within the forward's tolerance.
 // The slot map (rows of `pool`):
 //   pool.indices null:                  slot(n, j) = n * max_checkpoints + j
 //   pool.indices [N, max_checkpoints]:  slot(n, j) = indices[n * max_checkpoints + j]
@@ -142,7 +144,7 @@ struct TokenStates {
 // problem's state layout and state_dtype. No two stored boundaries may name one row, and when the
 // pool is the initial- or final-state pool, no stored row may be one that the call reads as an
 // initial state or writes as a final state. capabilities(backend).checkpoints says which backends
-// run it (the CUDA backend does not yet and rejects such a call).
+// run it (both do).
 struct Checkpoints {
   StateRef pool;                // data null: no checkpoints
   int64_t every_chunks = 0;     // n >= 1: a boundary every 64 * n tokens

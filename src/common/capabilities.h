@@ -28,7 +28,7 @@
 namespace gdn {
 namespace detail {
 
-// What both backends run today (the entries below say only how they differ).
+// What both backends run today (the entries below say only how they differ: built).
 inline Capabilities shared_capabilities(Backend backend) {
   Capabilities c;
   c.backend = backend;
@@ -43,13 +43,13 @@ inline Capabilities shared_capabilities(Backend backend) {
   c.state_layouts[static_cast<int>(StateLayout::kVMajor)] = true;
   for (bool& d : c.state_dtypes) d = true;
   for (bool& op : c.operations) op = true;
+  c.checkpoints = true;  // prefill checkpoints (ForwardArgs::checkpoints), on every forward path
   return c;
 }
 
 inline Capabilities cpu_capabilities() {
   Capabilities c = shared_capabilities(Backend::kCPU);
   c.built = true;
-  c.checkpoints = true;
   return c;
 }
 
@@ -58,8 +58,6 @@ inline Capabilities cuda_capabilities() {
 #ifdef GDN_WITH_CUDA
   c.built = true;
 #endif
-  // Prefill checkpoints (ForwardArgs::checkpoints) are not written by the CUDA forward yet.
-  c.checkpoints = false;
   return c;
 }
 

@@ -16,7 +16,9 @@
 //   S^T       = exp(G_last) S^T + vs^T k           wgmma m64n128k16 x 4 (k = tokens):
 //               A = vs^T = bf16(v_new^T diag(exp(G_last - G_i) r_i)) from the v_new^T
 //               accumulators, B = k [token][kk] in shared memory read MN-major (trans-b)
-// and the final state goes to the pool (K- or V-major, row state_row(fin, n)).
+// and the final state goes to the pool (K- or V-major, row state_row(fin, n)); so does the state
+// after a chunk that ends on a prefill checkpoint boundary (cuda/core/checkpoints.cuh: once every
+// every_chunks chunks, after the update's wait; not in the summary pass).
 //
 // Why: the mma.sync formulation (fwd_h_mma.cu, which also ran D = 128 before this kernel; its
 // timings are in docs/perf.md) loads every B fragment per warp from shared memory (110-180 KB of
@@ -50,6 +52,7 @@
 // chunk c's h and v_new as soon as both slices have signalled, while later chunks are computed.
 #include "cuda/chunk/chain_o.cuh"
 #include "cuda/chunk/fwd_fast.cuh"
+#include "cuda/core/checkpoints.cuh"
 
 namespace gdn {
 namespace cuda {
@@ -98,7 +101,8 @@ static_assert(sizeof(__nv_bfloat16) * kC * kD % 1024 == 0, "stages stay 1024-ali
 // Without a split every sequence is one part.
 template <int ST, ChainMode kMode, typename TO>
 __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
-    chunk_fwd_h_wgmma_kernel(FastBufs b, SplitBufs sp, StateRef init, StateRef fin, bool kmajor, OutRef out) {
+    chunk_fwd_h_wgmma_kernel(FastBufs b, SplitBufs sp, StateRef init, StateRef fin, bool kmajor, OutRef out,
+                             CheckpointOut ck) {
   constexpr bool kSummary = kMode == ChainMode::kSummary, kFused = kMode == ChainMode::kFusedO;
   constexpr bool kBulk = kMode == ChainMode::kStoreBulk, kStores = kMode == ChainMode::kStore || kBulk;
   // The block's barrier: with the o warpgroup, a named barrier for both warpgroups (they reach it
@@ -240,6 +244,31 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     if (c < nch) prefetch(c, c);
     cp_async_commit();
   }
+  // Prefill checkpoints: the part-local chunk after which the next boundary may fall (-1: none
+  // here), advanced by every_chunks; checkpoint_row_after decides. A counter, not c's remainder,
+  // and the sequence, its length and the part recomputed in the store: the loop is at 255 registers.
+  int ck_next = -1;
+  if (!kSummary && ck.ck.pool.data != nullptr && ck.ck.every_chunks >= 1) {
+    const int64_t e = ck.ck.every_chunks, x = (cb + e) / e * e - 1 - cb;
+    if (x < nch) ck_next = static_cast<int>(x);
+  }
+  // The state registers (after chunk c's update) -> the checkpoint's pool row, rounded once.
+  auto store_checkpoint = [&](int64_t c) {
+    const int64_t ns = seq_of_block();
+    const int64_t cs = (int64_t(blockIdx.x) / (kSlices * int64_t(HV))) % sp.max_parts * sp.chunks_per_part + c;
+    const int64_t r = checkpoint_row_after(ck.ck, ns, cs, b.pl.bounds[ns + 1] - b.pl.bounds[ns]);
+    if (r < 0) return;
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int kk = 8 * j + 2 * t + e, vv = v0 + 16 * warp + g + 8 * hh;
+          store_dt(ck.ck.pool.data, ck.dtype, state_elem(ck.ck.pool, r, hv, HV, kD, kD, kmajor, kk, vv),
+                   st[4 * j + 2 * hh + e]);
+        }
+  };
   stage_state();
   int s = 0;
   for (int64_t c = 0; c < nch; ++c) {
@@ -395,6 +424,11 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
 #pragma unroll
     for (int i = 0; i < 64; ++i) pin(st[i]);
     stage_state();  // h_{c+1}: A fragments and staging (read after the next B1)
+    if (!kSummary && c == ck_next) {  // a checkpoint boundary: stores only, the next B1 does not wait
+      store_checkpoint(c);
+      const int64_t x = c + ck.ck.every_chunks;
+      ck_next = x < nch ? static_cast<int>(x) : -1;
+    }
     if (++s == ST) s = 0;
   }
   cp_async_wait<0>();
@@ -441,8 +475,8 @@ void launch_wg(const FastBufs& b, const SplitBufs& sp, const ForwardArgs& f, cud
   const OutRef out = {f.o.data, f.o.stride_token, f.o.stride_head, rows_in_16_byte_pieces(f.o)};
   auto k = chunk_fwd_h_wgmma_kernel<ST, kMode, TO>;
   allow_smem(k, smem);
-  k<<<grid_1d(blocks, 1), kFused ? 256 : 128, smem, s>>>(b, sp, f.initial_state, f.final_state,
-                                                         f.problem.state_layout == StateLayout::kKMajor, out);
+  k<<<grid_1d(blocks, 1), kFused ? 256 : 128, smem, s>>>(
+      b, sp, f.initial_state, f.final_state, f.problem.state_layout == StateLayout::kKMajor, out, checkpoint_out(f));
   GDN_CUDA_LAUNCH_CHECK(kMode == ChainMode::kSummary ? "chunk_fwd_h_wgmma_kernel (split summary)"
                         : kFused                     ? "chunk_fwd_h_wgmma_kernel (fused o)"
                                                      : "chunk_fwd_h_wgmma_kernel");
