@@ -424,7 +424,9 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
 #pragma unroll
     for (int i = 0; i < 64; ++i) pin(st[i]);
     stage_state();  // h_{c+1}: A fragments and staging (read after the next B1)
-    if (!kSummary && c == ck_next) {  // a checkpoint boundary: stores only, the next B1 does not wait
+    // A checkpoint boundary: stores only (nothing waits for them; st is not changed until the next
+    // chunk's update).
+    if (!kSummary && c == ck_next) {
       store_checkpoint(c);
       const int64_t x = c + ck.ck.every_chunks;
       ck_next = x < nch ? static_cast<int>(x) : -1;

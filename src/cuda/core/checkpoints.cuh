@@ -25,7 +25,9 @@ struct CheckpointOut {
 
 // A forward call's checkpoints. Its problem's state_dtype is the caller's pool type, also where
 // fast_forward runs on fp32 copies of 16-bit initial and final rows (backend.cu).
-inline CheckpointOut checkpoint_out(const ForwardArgs& f) { return CheckpointOut{f.checkpoints, f.problem.state_dtype}; }
+inline CheckpointOut checkpoint_out(const ForwardArgs& f) {
+  return CheckpointOut{f.checkpoints, f.problem.state_dtype};
+}
 
 // The pool row that takes sequence n's state after its chunk c (0-based, from the sequence's
 // start; the sequence has `len` tokens), or -1: the chunk ends boundary j = (c + 1) / every - 1,

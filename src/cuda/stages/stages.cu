@@ -155,8 +155,7 @@ template <typename T, typename TG>
 __global__ void __launch_bounds__(256)
     stage_fwd_h_kernel(Plan pl, int H, int HV, int K, int V, StateLayout layout, DType sdt, TensorView k,
                        const float* __restrict__ w, const float* __restrict__ u, const TG* __restrict__ G,
-                       StateRef init, StateRef fin, Checkpoints ck, float* __restrict__ h,
-                       float* __restrict__ v_new) {
+                       StateRef init, StateRef fin, Checkpoints ck, float* __restrict__ h, float* __restrict__ v_new) {
   extern __shared__ float sm[];
   float* S = sm;                // [K][kHSlice]
   float* vs = S + K * kHSlice;  // [C][kHSlice]: v_new_i * exp(G_last - G_i)
@@ -395,8 +394,9 @@ void run_fwd_h(const StageCtx& c, TensorView k, DType kdt, const float* w, const
     using T = decltype(tag);
     using TG = decltype(gtag);
     allow_smem(stage_fwd_h_kernel<T, TG>, smem);
-    stage_fwd_h_kernel<T, TG><<<grid_1d(blocks, 1), 256, smem, c.s>>>(
-        c.pl, c.H, c.HV, c.K, c.V, c.layout, c.state_dtype, k, w, u, static_cast<const TG*>(G.p), init, fin, ck, h, v_new);
+    stage_fwd_h_kernel<T, TG>
+        <<<grid_1d(blocks, 1), 256, smem, c.s>>>(c.pl, c.H, c.HV, c.K, c.V, c.layout, c.state_dtype, k, w, u,
+                                                 static_cast<const TG*>(G.p), init, fin, ck, h, v_new);
     GDN_CUDA_LAUNCH_CHECK("stage_fwd_h_kernel");
   });
 }
