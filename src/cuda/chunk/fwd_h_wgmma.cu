@@ -93,6 +93,28 @@ struct WgSmem : WgFusedSmem<ST, kFused> {  // (an empty base takes no space: w s
 };
 static_assert(sizeof(__nv_bfloat16) * kC * kD % 1024 == 0, "stages stay 1024-aligned");
 
+// The S^T accumulator (st[4 j + 2 hh + e] = S[kk = 8 j + 2 t + e][vv = v0 + 16 warp + g + 8 hh]) into
+// a [kD][kD] state, K- or V-major, rounded once to TS; p: this thread's element (2 t, v0 + 16 warp +
+// g). Every store at a constant offset from p: no address registers in a loop that runs at 255.
+template <typename TS>
+__device__ __forceinline__ void store_state_regs(TS* p, bool kmajor, const float (&st)[64]) {
+  if (kmajor) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) p[(8 * j + e) * kD + 8 * hh] = from_f<TS>(st[4 * j + 2 * hh + e]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) p[8 * hh * kD + 8 * j + e] = from_f<TS>(st[4 * j + 2 * hh + e]);
+  }
+}
+
 // kSummary: the exact split's summary pass (split.cuh): blocks of (sequence, part, head, slice of
 // V + K): part 0 runs from the initial state and leaves S_1; parts 1 .. parts - 2 run from zero
 // (slices 0, 1 -> B_p) and on the identity with u = 0 (slices 2, 3 -> M_p); nothing else is stored.
@@ -244,30 +266,31 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     if (c < nch) prefetch(c, c);
     cp_async_commit();
   }
-  // Prefill checkpoints: the part-local chunk after which the next boundary may fall (-1: none
-  // here), advanced by every_chunks; checkpoint_row_after decides. A counter, not c's remainder,
-  // and the sequence, its length and the part recomputed in the store: the loop is at 255 registers.
-  int ck_next = -1;
-  if (!kSummary && ck.ck.pool.data != nullptr && ck.ck.every_chunks >= 1) {
-    const int64_t e = ck.ck.every_chunks, x = (cb + e) / e * e - 1 - cb;
-    if (x < nch) ck_next = static_cast<int>(x);
-  }
-  // The state registers (after chunk c's update) -> the checkpoint's pool row, rounded once.
+  // Prefill checkpoints: whether part-local chunk c may end on a boundary (checkpoint_row_after
+  // decides), in 32-bit arithmetic from the kernel's parameters and the block index: the loop runs
+  // at 255 registers, and a counter carried across it spills. Without checkpoints: one uniform
+  // branch on a parameter per chunk.
+  auto at_boundary = [&](int64_t c) {
+    if (kSummary || ck.ck.pool.data == nullptr || ck.ck.every_chunks < 1 || ck.ck.every_chunks > (1 << 30))
+      return false;
+    const int part_b = static_cast<int>(block_index_here() / (kSlices * b.HV)) % sp.max_parts;
+    return (part_b * sp.chunks_per_part + static_cast<int>(c) + 1) % static_cast<int>(ck.ck.every_chunks) == 0;
+  };
+  // The state registers (after chunk c's update) -> the checkpoint's pool row, rounded once; the
+  // sequence, its length and the part recomputed here for the same reason.
   auto store_checkpoint = [&](int64_t c) {
-    const int64_t ns = seq_of_block();
-    const int64_t cs = (int64_t(blockIdx.x) / (kSlices * int64_t(HV))) % sp.max_parts * sp.chunks_per_part + c;
+    const int64_t bi = block_index_here(), ns = bi / (kSlices * int64_t(b.HV) * sp.max_parts);
+    const int64_t cs = bi / (kSlices * int64_t(b.HV)) % sp.max_parts * sp.chunks_per_part + c;
     const int64_t r = checkpoint_row_after(ck.ck, ns, cs, b.pl.bounds[ns + 1] - b.pl.bounds[ns]);
     if (r < 0) return;
-#pragma unroll
-    for (int j = 0; j < 16; ++j)
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int kk = 8 * j + 2 * t + e, vv = v0 + 16 * warp + g + 8 * hh;
-          store_dt(ck.ck.pool.data, ck.dtype, state_elem(ck.ck.pool, r, hv, HV, kD, kD, kmajor, kk, vv),
-                   st[4 * j + 2 * hh + e]);
-        }
+    // This thread's first element (kk = 2 t, vv = v0 + 16 warp + g); the rest at constant offsets.
+    const int64_t e0 = state_elem(ck.ck.pool, r, hv, b.HV, kD, kD, kmajor, 2 * t, v0 + 16 * warp + g);
+    if (ck.dtype == DType::kFloat32)
+      store_state_regs(static_cast<float*>(ck.ck.pool.data) + e0, kmajor, st);
+    else if (ck.dtype == DType::kFloat16)
+      store_state_regs(static_cast<__half*>(ck.ck.pool.data) + e0, kmajor, st);
+    else
+      store_state_regs(static_cast<__nv_bfloat16*>(ck.ck.pool.data) + e0, kmajor, st);
   };
   stage_state();
   int s = 0;
@@ -426,11 +449,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     stage_state();  // h_{c+1}: A fragments and staging (read after the next B1)
     // A checkpoint boundary: stores only (nothing waits for them; st is not changed until the next
     // chunk's update).
-    if (!kSummary && c == ck_next) {
-      store_checkpoint(c);
-      const int64_t x = c + ck.ck.every_chunks;
-      ck_next = x < nch ? static_cast<int>(x) : -1;
-    }
+    if (at_boundary(c)) store_checkpoint(c);
     if (++s == ST) s = 0;
   }
   cp_async_wait<0>();

@@ -34,6 +34,13 @@ __device__ __forceinline__ void wgmma_wait() {
 // reads or writes across the wgmma fence / wait statements, which name no registers).
 __device__ __forceinline__ void pin(float& x) { asm volatile("" : "+f"(x)::"memory"); }
 __device__ __forceinline__ void pin(uint32_t& x) { asm volatile("" : "+r"(x)::"memory"); }
+// The block index, read where it is used: what derives from it cannot be hoisted out of a loop
+// (where it would hold a register across every iteration of a chain running at 255).
+__device__ __forceinline__ uint32_t block_index_here() {
+  uint32_t x;
+  asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(x));
+  return x;
+}
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 // D[64x64] -= A[64x16] B[16x64]: A (bf16) from registers, B K-major in shared memory (scale-a -1).
