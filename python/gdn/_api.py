@@ -170,7 +170,8 @@ def prefill_(q, k, v, g, beta, state, state_indices=None, *, scale=None, use_qk_
     ``[N, M]``, or a buffer ``[N, M, HV, K, V]`` without; the dtype of ``state``) takes the state at
     token ``(j + 1) * 64 * checkpoint_every_chunks`` of sequence n (when the sequence reaches it) in
     row ``checkpoint_indices[n, j]`` (negative or ``null_slot``: not stored), bitwise the final state
-    of a separate call on that prefix. CPU only for now (the CUDA backend rejects it)."""
+    of a separate call on that prefix (on CUDA: unless either call splits a long sequence across
+    SMs; then within the forward's tolerance)."""
     return _engine("prefill_", False, q, k, v, g, beta, state, state_indices, scale, use_qk_l2norm_in_kernel,
                    state_v_first, A_log, dt_bias, cu_seqlens, cu_seqlens_cpu, state_indices_cpu, out,
                    has_initial_state, null_slot, final_state_indices, final_state_indices_cpu,

@@ -1,8 +1,9 @@
 """prefill_ with prefix-caching checkpoints (the state every 64 * n tokens into named pool rows):
 each stored row is bitwise the final state of a separate prefill_ on that prefix, close to the
 float64 recurrence, and rows nothing names stay bitwise unchanged; ragged lengths with zero-length
-padding, both state layouts, a slot map or a dense buffer, torch (CPU; CUDA raises the capability
-error). Bad arguments raise with clear messages."""
+padding, both state layouts, a slot map or a dense buffer, torch on the CPU and on CUDA (every CUDA
+forward path: the exact stages, the D = 64 and D = 128 tensor-core chains, 16-bit pools). Bad
+arguments raise with clear messages."""
 
 from __future__ import annotations
 
@@ -75,7 +76,7 @@ def test_prefill_checkpoints(rng, state_v_first, indexed, every):
 
 
 def test_prefill_checkpoints_torch():
-    """The torch custom op carries checkpoints as a mutated argument; the CUDA backend rejects them."""
+    """The torch custom op carries checkpoints as a mutated argument."""
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(5)
     lens = np.array([130, 64])
@@ -87,11 +88,69 @@ def test_prefill_checkpoints_torch():
     ref = _prefix_state(q, k, v, g, beta, 0, 128, np.zeros((HV, K, V), np.float32), False)
     np.testing.assert_array_equal(ck[0, 1].numpy(), ref)
     assert torch.isnan(ck[1, 1]).all()  # sequence 1 has one boundary
-    if torch.cuda.is_available() and gdn.cuda_available():
-        dev = lambda x: t(x).cuda()  # noqa: E731
-        with pytest.raises(ValueError, match=r"capabilities\(backend\).checkpoints is false"):
-            gdn.prefill_(dev(q), dev(k), dev(v), dev(g), dev(beta), pool.cuda(), cu_seqlens=dev(cu),
-                         checkpoints=ck.cuda())
+
+
+def _cuda_ready():
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available() and gdn.cuda_available()
+
+
+# (input dtype, K, V, pool dtype): on CUDA the exact stages (fp32, K != V), the mma.sync chain
+# (D = 64), the wgmma chain (D = 128) with fp32 and 16-bit pools (written by the chain, rounded once).
+TORCH_CONFIGS = [("float32", 32, 16, "float32"), ("bfloat16", 64, 64, "float32"), ("float16", 64, 64, "float16"),
+                 ("bfloat16", 128, 128, "float32"), ("bfloat16", 128, 128, "bfloat16")]
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not _cuda_ready(), reason="needs a CUDA device and gdn built with CUDA"))])
+@pytest.mark.parametrize("dtype, Kd, Vd, state_dtype", TORCH_CONFIGS)
+@pytest.mark.parametrize("state_v_first", [False, True])
+def test_prefill_checkpoints_torch_paths(device, dtype, Kd, Vd, state_dtype, state_v_first):
+    """Each stored row bitwise the final state of a prefill_ on the prefix (same device and path: no
+    split, the sequences are short), close to the float64 recurrence; unnamed rows untouched."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(8)
+    lens = np.array([200, 0, 128, 330, 64])
+    N, M, every = len(lens), 3, 2 if state_v_first else 1
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    tdt, sdt = getattr(torch, dtype), getattr(torch, state_dtype)
+    on = lambda x, dt: torch.from_numpy(np.ascontiguousarray(x)).to(device=device, dtype=dt)  # noqa: E731
+    q, k, v, g, beta = make_inputs(rng, (1, int(cu[-1])), H, HV, Kd, Vd)
+    q, k, v, g, beta = on(q, tdt), on(k, tdt), on(v, tdt), on(g, torch.float32), on(beta, torch.float32)
+    row = (HV, Vd, Kd) if state_v_first else (HV, Kd, Vd)
+    state0 = on(0.5 * rng.standard_normal((N,) + row), sdt)
+    pool = state0.clone()
+    slots = N * M + 3
+    idx = rng.permutation(slots)[: N * M].reshape(N, M).astype(np.int64)
+    idx[0, 1] = -1  # not stored
+    ck = torch.full((slots,) + row, float("nan"), dtype=sdt, device=device)
+    gdn.prefill_(q, k, v, g, beta, pool, torch.arange(N, dtype=torch.int32, device=device),
+                 cu_seqlens=on(cu, torch.int32), state_v_first=state_v_first, checkpoints=ck,
+                 checkpoint_indices=on(idx, torch.int64), checkpoint_every_chunks=every)
+    host = lambda x: x.double().cpu().numpy()  # noqa: E731
+    _, _, rt = recurrence(host(q), host(k), host(v), host(g), host(beta), initial_state=host(state0), cu_seqlens=cu,
+                          state_v_first=state_v_first, token_states=True)
+    coarse = dtype != "float32" or state_dtype != "float32"
+    tol = 5e-3 if coarse else (2e-3 if device == "cuda" else F32_TOL)
+    written = set()
+    for n in range(N):
+        for j in range(M):
+            b, r = (j + 1) * every * 64, int(idx[n, j])
+            if b > lens[n] or r < 0:
+                continue
+            written.add(r)
+            st = state0[n:n + 1].clone()
+            sl = slice(int(cu[n]), int(cu[n]) + b)
+            gdn.prefill_(q[:, sl], k[:, sl], v[:, sl], g[:, sl], beta[:, sl], st, state_v_first=state_v_first,
+                         cu_seqlens=on(np.array([0, b]), torch.int32))
+            assert torch.equal(ck[r], st[0]), (n, j)
+            assert rel_err(host(ck[r]), rt[cu[n] + b - 1]) <= tol, (n, j)
+    assert written
+    untouched = sorted(set(range(slots)) - written)
+    assert torch.isnan(ck[untouched]).all()
 
 
 def test_prefill_checkpoints_bad_args():

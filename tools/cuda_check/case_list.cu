@@ -345,6 +345,59 @@ std::vector<Case> correctness_cases(bool quick) {
     c.vmajor = true;
     cases.push_back(c);
   }
+  // Prefill checkpoints on every path of the forward: the wgmma chain (overlapping fwd_o; its
+  // " fused" variant below), with a bf16 pool, the split's final pass (4 parts of 8 chunks: the
+  // boundaries fall in parts 0 and 1), the mma.sync chain with an fp16 pool, the exact stages.
+  {
+    Case c;
+    c.name = "ckpt bf16 128 vmajor oob";
+    c.lens = {300, 0, 128, 700, 64, 17};
+    c.vmajor = true;
+    c.oob = true;
+    c.ck_every = 2;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "ckpt bf16 128 pool bf16";
+    c.lens = {300, 0, 128, 700, 64, 17};
+    c.sdt = DType::kBFloat16;
+    c.row_pad = 8;
+    c.ck_every = 3;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "ckpt bf16 128 split";
+    c.lens = {1600};
+    c.H = 1;
+    c.HV = 2;
+    c.ck_every = 3;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "ckpt fp16 64 pool fp16 vmajor";
+    c.lens = {300, 0, 128, 700, 64, 17};
+    c.dt = DType::kFloat16;
+    c.K = c.V = 64;
+    c.sdt = DType::kFloat16;
+    c.row_pad = 8;
+    c.vmajor = true;
+    c.ck_every = 1;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "ckpt exact fp32 64x100";
+    c.lens = {300, 0, 128, 200};
+    c.dt = DType::kFloat32;
+    c.K = 64;
+    c.V = 100;
+    c.tol = 1e-4;
+    c.ck_every = 1;
+    cases.push_back(c);
+  }
   // The first two (D = 128, few chains: fwd_o overlaps fwd_h) with fwd_o after fwd_h instead.
   for (int i = 0; i < 2; ++i) {
     Case c = cases[i];

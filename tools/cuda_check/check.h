@@ -66,9 +66,15 @@ struct Case {
   // after every token stored, the initial state read through num_accepted; with oob also indices
   // and num_accepted out of range (no host copies: clamped on the device).
   int spec_tokens = 0;
+  // > 0 (chunked forward): prefill checkpoints every ck_every chunks (at most kCheckpointsMax per
+  // sequence) into a pool of their own (the states' dtype, layout and row stride), rows by a slot
+  // map with "none" entries and, with oob, out-of-range ones (no host copies: clamped on the device).
+  int ck_every = 0;
   double tol = 5e-3;
   float gscale = 1.f;
 };
+
+constexpr int kCheckpointsMax = 4;
 
 // The correctness cases; `quick` leaves out the large ones.
 std::vector<Case> correctness_cases(bool quick);
@@ -84,8 +90,9 @@ struct BenchOptions {
 };
 // One prefill case of bench/cases.txt (its heads, gates and lengths; K = V = 128, bf16); `label`
 // names it in the output. The variant: the library's choices, or the same with fwd_o after fwd_h
-// (the A/B row of the overlap, "NAME/seq"), or with o computed in the chain ("NAME/fused").
-enum class PrefillVariant { kDefault, kOAfter, kFusedO };
+// (the A/B row of the overlap, "NAME/seq"), or with o computed in the chain ("NAME/fused"), or the
+// library's choices storing a prefill checkpoint every 16 chunks (a dense fp32 buffer: "NAME/ckpt").
+enum class PrefillVariant { kDefault, kOAfter, kFusedO, kCheckpoints };
 void bench_prefill(const tools::PrefillCase& c, const std::string& label, PrefillVariant variant, BenchOptions& o);
 // The decode step for N sequences (one token each) of the benchmark shape, against the copy rate,
 // on a state pool of `state_dtype` (GB/s counts the state bytes moved: one read and one write of

@@ -3,7 +3,8 @@
 // reference/, and with --bench times the prefill cases of tools/cases.h and the decode step with
 // CUDA graphs. Exit code 1 on any failure, 2 on bad options or a CUDA error.
 // Beside the defaults it runs and times one alternative, as an explicit config of the tensor-core
-// forward: fwd_o after fwd_h instead of overlapping it (" seq" cases, "/seq" timings).
+// forward: fwd_o after fwd_h instead of overlapping it (" seq" cases, "/seq" timings), o fused into
+// the chain ("/fused"), and the default with a prefill checkpoint every 16 chunks ("/ckpt").
 #include <algorithm>
 #include <cstring>
 
@@ -22,7 +23,8 @@ const char* kUsage =
     "  --bench      time the prefill cases (CUDA graphs, median of 20) and the decode step\n"
     "  --no-check   no correctness cases (timings only)\n"
     "  --profile    with --bench: also the phases of the tensor-core forward (plan, pack, prep, h, o)\n"
-    "  --case NAME  with --bench: time that prefill case only (e.g. under ncu); NAME/seq, NAME/fused: its A/B rows\n"
+    "  --case NAME  with --bench: time that prefill case only (e.g. under ncu); NAME/seq, NAME/fused, NAME/ckpt: "
+    "its A/B rows\n"
     "  --json FILE  with --bench: the timings as a JSON array\n";
 
 int usage_error(const std::string& what) {
@@ -65,8 +67,8 @@ int main(int argc, char** argv) {
   auto find_case = [&](const std::string& name) {
     return std::find_if(prefill.begin(), prefill.end(), [&](const tools::PrefillCase& c) { return c.name == name; });
   };
-  // --case NAME, NAME/seq or NAME/fused (the A/B rows).
-  const std::string seq_suffix = "/seq", fused_suffix = "/fused";
+  // --case NAME, NAME/seq, NAME/fused or NAME/ckpt (the A/B rows).
+  const std::string seq_suffix = "/seq", fused_suffix = "/fused", ckpt_suffix = "/ckpt";
   auto base_name = [](const std::string& label) { return label.substr(0, label.find('/')); };
   if (!only_case.empty() && find_case(base_name(only_case)) == prefill.end())
     return usage_error("--case " + only_case + ": no such prefill case (tools/cases.h)");
@@ -119,6 +121,10 @@ int main(int argc, char** argv) {
         if (timed(c.name)) check::bench_prefill(c, c.name, check::PrefillVariant::kDefault, bo);
         if (timed(c.name + fused_suffix))  // o computed in the chain (cfg.fuse_o), beside the default
           check::bench_prefill(c, c.name + fused_suffix, check::PrefillVariant::kFusedO, bo);
+        // A checkpoint every 16 chunks (issue 12: at most 10% over the default), on one SPEC case
+        // and on the split + fused path.
+        if ((c.name == "1x32k" || c.name == "tp4-1x32k") && timed(c.name + ckpt_suffix))
+          check::bench_prefill(c, c.name + ckpt_suffix, check::PrefillVariant::kCheckpoints, bo);
       }
     }
     if (only_case.empty())

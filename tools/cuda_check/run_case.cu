@@ -21,6 +21,8 @@ struct Data {
   std::vector<int64_t> idx_in, idx_out;
   int64_t slots;
   std::vector<int64_t> idx_tok, accepted;  // spec_tokens: [N, M] rows per token, [N] num_accepted
+  std::vector<int64_t> ck_idx;             // ck_every: [N, kCheckpointsMax] checkpoint rows
+  int64_t ck_slots = 0;
 };
 
 Data make_data(const Case& c, std::mt19937& rng) {
@@ -97,6 +99,12 @@ Data make_data(const Case& c, std::mt19937& rng) {
     d.accepted.push_back(pad ? 1 : 1 + n % M);
     if (c.oob && n % 7 == 2) d.accepted[n] = n % 2 ? 0 : M + 1;  // out of range: start from zeros
   }
+  if (c.ck_every > 0) {  // reversed rows (row 0 never named: it must stay as it was), some none
+    const int64_t cells = d.N * kCheckpointsMax;
+    d.ck_slots = cells + 1;
+    for (int64_t i = 0; i < cells; ++i)
+      d.ck_idx.push_back(i % 5 == 2 ? -1 : c.oob && i % 7 == 4 ? d.ck_slots + i : cells - i);
+  }
   return d;
 }
 
@@ -113,6 +121,7 @@ struct Expected {
   ref::Vec o;  // [T, HV, V]
   ref::Vec S;  // the pool after the call: [slots, HV, K, V] K-major
   ref::Vec h;  // with c.stages: the state at each chunk start, [num_chunks, HV, K, V]
+  ref::Vec ck;  // with c.ck_every: the checkpoint pool after the call, [ck_slots, HV, K, V] K-major, NaN unwritten
 };
 
 Expected oracle(const Case& c, const Data& d) {
@@ -155,6 +164,28 @@ Expected oracle(const Case& c, const Data& d) {
       if (spec_row(d, M, n, t) >= 0)
         std::copy(tok.begin() + (d.cu[n] + t) * per_seq, tok.begin() + (d.cu[n] + t + 1) * per_seq,
                   e.S.begin() + spec_row(d, M, n, t) * per_seq);
+  if (c.ck_every > 0) {  // the recurrence run up to each boundary, segment by segment
+    e.ck.assign(d.ck_slots * per_seq, std::nan(""));
+    for (int64_t n = 0; n < d.N; ++n) {
+      ref::Vec h(h0.begin() + n * per_seq, h0.begin() + (n + 1) * per_seq);
+      int64_t done = 0;
+      for (int64_t j = 0; j < kCheckpointsMax; ++j) {
+        const int64_t b = (j + 1) * c.ck_every * kChunkSize, t0 = d.cu[n] + done, len = b - done;
+        if (b > d.cu[n + 1] - d.cu[n]) break;
+        ref::Dims sd = dims;
+        sd.T = len;
+        sd.bounds = {0, len};
+        auto sl = [&](const ref::Vec& x, int64_t w) { return ref::Vec(x.begin() + t0 * w, x.begin() + (t0 + len) * w); };
+        ref::Vec o, hb;
+        ref::recurrence(sd, sl(q, c.H * c.K), sl(k, c.H * c.K), sl(v, c.HV * c.V), sl(g, c.HV), sl(beta, c.HV), h,
+                        1.0 / std::sqrt(double(c.K)), o, hb);
+        h = hb;
+        done = b;
+        const int64_t r = d.ck_idx[n * kCheckpointsMax + j];
+        if (r >= 0 && r < d.ck_slots) std::copy(h.begin(), h.end(), e.ck.begin() + r * per_seq);
+      }
+    }
+  }
   if (c.stages) {  // the chunk-start states by the oracle's stage chain
     ref::Vec G, L, A, w, u, v_new, hT_chunked;
     ref::chunk_local_cumsum(dims, g, G);
@@ -245,6 +276,15 @@ bool run_case(const Case& c, std::mt19937& rng) {
     f.token_states.num_accepted = acc_d;
     f.token_states.num_accepted_type = it;
   }
+  void *ck_d = nullptr, *cki_d = nullptr;
+  if (c.ck_every > 0) {  // a NaN-poisoned pool of its own (rows nobody names must stay NaN)
+    ck_d = upload(std::vector<float>(d.ck_slots * row_elems, std::nanf("")), c.sdt, d.ck_slots, row_elems, row_stride);
+    cki_d = upload_indices(d.ck_idx, it);
+    f.checkpoints.pool = {ck_d, d.ck_slots, cki_d, nullptr, it};
+    f.checkpoints.pool.row_stride = row_stride;
+    f.checkpoints.every_chunks = c.ck_every;
+    f.checkpoints.max_checkpoints = kCheckpointsMax;
+  }
   Exec ex;
   ex.backend = Backend::kCUDA;
   cudaStream_t st;
@@ -325,13 +365,29 @@ bool run_case(const Case& c, std::mt19937& rng) {
       std::vector<float> h = download(h_d, DType::kFloat32, 1, want.h.size(), want.h.size());
       eh = error_of(h, want.h);
     }
-    const bool finite = std::isfinite(eo) && std::isfinite(es) && std::isfinite(eh);
-    ok = finite && eo <= c.tol && es <= c.tol && eh <= c.tol;
-    std::printf("%s %-28s T=%-7lld N=%-5lld err_o=%.2e err_state=%.2e%s%s\n", ok ? "ok  " : "FAIL", c.name.c_str(),
+    double ec = 0;  // checkpoints: the error over the written rows; a row nobody names must stay NaN
+    if (c.ck_every > 0) {
+      const std::vector<float> Cl = download(ck_d, c.sdt, d.ck_slots, row_elems, row_stride);
+      std::vector<float> got;
+      ref::Vec expect;
+      for (int64_t r = 0; r < d.ck_slots * HV; ++r)
+        for (int i = 0; i < K; ++i)
+          for (int j = 0; j < V; ++j) {
+            const float x = Cl[r * KV + (c.vmajor ? j * K + i : i * V + j)];
+            const double w = want.ck[r * KV + i * V + j];
+            if (std::isnan(w) && !std::isnan(x)) ec = INFINITY;  // written, but no boundary names the row
+            if (!std::isnan(w)) got.push_back(x), expect.push_back(w);
+          }
+      if (expect.empty()) ec = INFINITY;  // the case must store some
+      if (std::isfinite(ec)) ec = error_of(got, expect);
+    }
+    const bool finite = std::isfinite(eo) && std::isfinite(es) && std::isfinite(eh) && std::isfinite(ec);
+    ok = finite && eo <= c.tol && es <= c.tol && eh <= c.tol && ec <= c.tol;
+    std::printf("%s %-28s T=%-7lld N=%-5lld err_o=%.2e err_state=%.2e%s%s%s\n", ok ? "ok  " : "FAIL", c.name.c_str(),
                 (long long)T, (long long)N, eo, es, c.stages ? (" err_h=" + std::to_string(eh)).c_str() : "",
-                finite ? "" : " NON-FINITE");
+                c.ck_every > 0 ? (" err_ckpt=" + std::to_string(ec)).c_str() : "", finite ? "" : " NON-FINITE");
   }
-  for (void* x : {q_d, k_d, v_d, g_d, b_d, A_d, dtb_d, S_d, ii_d, io_d, o_d, cu_d, tok_d, acc_d}) cudaFree(x);
+  for (void* x : {q_d, k_d, v_d, g_d, b_d, A_d, dtb_d, S_d, ii_d, io_d, o_d, cu_d, tok_d, acc_d, ck_d, cki_d}) cudaFree(x);
   for (void* x : scratch) cudaFree(x);
   cudaStreamDestroy(st);
   return ok;

@@ -163,7 +163,18 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   in.p.cu_seqlens_type = IndexType::kInt64;
   const int64_t state_elems = N * HV * kBK * kBV;
   void* S = upload(randn(rng, nd, state_elems, 0.1f), DType::kFloat32, 1, state_elems, state_elems);
-  const ForwardArgs f = in.args({static_cast<float*>(S), N, nullptr, nullptr, IndexType::kInt32});
+  ForwardArgs f = in.args({static_cast<float*>(S), N, nullptr, nullptr, IndexType::kInt32});
+  // kCheckpoints: a boundary every 16 chunks, stored into a dense fp32 buffer [N, M, HV, K, V]
+  // (M: the longest sequence's boundaries), the way an engine caches prefixes.
+  void* ck = nullptr;
+  if (variant == PrefillVariant::kCheckpoints) {
+    constexpr int64_t kEvery = 16;
+    const int64_t M = std::max<int64_t>(1, *std::max_element(lens.begin(), lens.end()) / (kEvery * kChunkSize));
+    CK(cudaMalloc(&ck, N * M * HV * kBK * kBV * sizeof(float)));
+    f.checkpoints.pool = {static_cast<float*>(ck), N * M, nullptr, nullptr, IndexType::kInt32};
+    f.checkpoints.every_chunks = kEvery;
+    f.checkpoints.max_checkpoints = M;
+  }
   const size_t wsz = cuda::chunk_gated_delta_rule_workspace_size(in.p, 0);
   void* ws;
   CK(cudaMalloc(&ws, std::max<size_t>(wsz, 1)));
@@ -174,7 +185,7 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   ex.workspace_bytes = wsz;
   // The library's choices, or the variant's explicit config.
   cuda::ChunkForwardConfig cfg = cuda::chunk_forward_heuristics(in.p, cuda::device_props());
-  const bool explicit_cfg = variant != PrefillVariant::kDefault;
+  const bool explicit_cfg = variant == PrefillVariant::kOAfter || variant == PrefillVariant::kFusedO;
   if (explicit_cfg) cfg.overlap_o = false;
   if (variant == PrefillVariant::kFusedO) cfg.fuse_o = true;
   const float med = graph_median_ms(in.st, 20, [&] {
@@ -192,6 +203,7 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   cudaFree(S);
   cudaFree(ws);
   cudaFree(cu_d);
+  cudaFree(ck);
 }
 
 void bench_decode(int64_t N, bool vmajor, DType state_dtype, BenchOptions& o) {
