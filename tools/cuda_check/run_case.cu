@@ -118,9 +118,9 @@ int64_t spec_row(const Data& d, int M, int64_t n, int64_t t) {
 
 // What the case must produce, from the fp64 oracle (reference/reference.h).
 struct Expected {
-  ref::Vec o;  // [T, HV, V]
-  ref::Vec S;  // the pool after the call: [slots, HV, K, V] K-major
-  ref::Vec h;  // with c.stages: the state at each chunk start, [num_chunks, HV, K, V]
+  ref::Vec o;   // [T, HV, V]
+  ref::Vec S;   // the pool after the call: [slots, HV, K, V] K-major
+  ref::Vec h;   // with c.stages: the state at each chunk start, [num_chunks, HV, K, V]
   ref::Vec ck;  // with c.ck_every: the checkpoint pool after the call, [ck_slots, HV, K, V] K-major, NaN unwritten
 };
 
@@ -175,7 +175,9 @@ Expected oracle(const Case& c, const Data& d) {
         ref::Dims sd = dims;
         sd.T = len;
         sd.bounds = {0, len};
-        auto sl = [&](const ref::Vec& x, int64_t w) { return ref::Vec(x.begin() + t0 * w, x.begin() + (t0 + len) * w); };
+        auto sl = [&](const ref::Vec& x, int64_t w) {
+          return ref::Vec(x.begin() + t0 * w, x.begin() + (t0 + len) * w);
+        };
         ref::Vec o, hb;
         ref::recurrence(sd, sl(q, c.H * c.K), sl(k, c.H * c.K), sl(v, c.HV * c.V), sl(g, c.HV), sl(beta, c.HV), h,
                         1.0 / std::sqrt(double(c.K)), o, hb);
@@ -387,7 +389,8 @@ bool run_case(const Case& c, std::mt19937& rng) {
                 (long long)T, (long long)N, eo, es, c.stages ? (" err_h=" + std::to_string(eh)).c_str() : "",
                 c.ck_every > 0 ? (" err_ckpt=" + std::to_string(ec)).c_str() : "", finite ? "" : " NON-FINITE");
   }
-  for (void* x : {q_d, k_d, v_d, g_d, b_d, A_d, dtb_d, S_d, ii_d, io_d, o_d, cu_d, tok_d, acc_d, ck_d, cki_d}) cudaFree(x);
+  for (void* x : {q_d, k_d, v_d, g_d, b_d, A_d, dtb_d, S_d, ii_d, io_d, o_d, cu_d, tok_d, acc_d, ck_d, cki_d})
+    cudaFree(x);
   for (void* x : scratch) cudaFree(x);
   cudaStreamDestroy(st);
   return ok;

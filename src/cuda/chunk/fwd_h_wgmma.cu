@@ -285,11 +285,12 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     return (part_b * sp.chunks_per_part + static_cast<int>(c) + 1) % static_cast<int>(ck.ck.every_chunks) == 0;
   };
   // The state registers (after chunk c's update) -> the checkpoint's pool row, rounded once; the
-  // sequence, its length and the part recomputed here for the same reason.
+  // sequence and the part recomputed here for the same reason, the sequence's length from the part's
+  // token range (no load: the one global read is the slot map's index).
   auto store_checkpoint = [&](int64_t c) {
     const int64_t bi = block_index_here(), ns = bi / (kSlices * int64_t(b.HV) * sp.max_parts);
-    const int64_t cs = bi / (kSlices * int64_t(b.HV)) % sp.max_parts * sp.chunks_per_part + c;
-    const int64_t r = checkpoint_row_after(ck.ck, ns, cs, b.pl.bounds[ns + 1] - b.pl.bounds[ns]);
+    const int64_t part_start = bi / (kSlices * int64_t(b.HV)) % sp.max_parts * sp.chunks_per_part;
+    const int64_t r = checkpoint_row_after(ck.ck, ns, part_start + c, te - tb + part_start * kC);
     if (r < 0) return;
     // This thread's first element (kk = 2 t, vv = v0 + 16 warp + g); the rest at constant offsets.
     const int64_t e0 = state_elem(ck.ck.pool, r, hv, b.HV, kD, kD, kmajor, 2 * t, v0 + 16 * warp + g);
