@@ -1,7 +1,8 @@
 // The o warpgroup of the fused chain (fwd_h_wgmma.cu, ChainMode::kFusedO): o computed on chip from
 // what the chain warpgroup stages in shared memory anyway, so h and v_new never go to global
 // memory and fwd_o does not run. Per chunk c of the block's (sequence part, value head, 64-wide V
-// slice), with q_i, k_j the raw rows (E, the input dtype), rq_i, rk_j their inverse l2 norms (1 without l2norm):
+// slice), with q_i, k_j the raw rows (E: the input dtype), rq_i, rk_j their inverse l2 norms
+// (1 without l2norm):
 //   P_ij = (q_i . k_j) rq_i rk_j exp(G_i - G_j)  for j <= i   (m64n64k16 x 8, q and k from the ring)
 //   o_i  = scale (exp(G_i) rq_i q_i h_c + sum_j P_ij v_new_j)  (q h_c: x 8 from the h staging;
 //                                                              P v_new: P hi + lo from registers,
@@ -36,8 +37,8 @@ struct OutRef {
 constexpr int kChainOStride = 72;  // o staging row stride (elements): 64 + 8, conflict-free stmatrix
 
 template <typename E, int ST, typename Sm>
-__device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, const OutRef& out, int64_t tb, int64_t te,
-                                                  int64_t nch, int v0, int hv) {
+__device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, const OutRef& out, int64_t tb,
+                                                  int64_t te, int64_t nch, int v0, int hv) {
   constexpr int kC = kChunkSize;
   const int tid = threadIdx.x - 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int i0 = 16 * warp + g, i1 = i0 + 8;  // this thread's accumulator rows (tokens)
@@ -103,7 +104,7 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
 #pragma unroll
     for (int ks = 0; ks < 8; ++ks)
       wgmma_m64n64_ss<E, 1>(o, wg_desc(qs + (ks / 4) * (kC * 128) + (ks % 4) * 32, 16, 1024),
-                         wg_desc(hs + ks * 2048, kC * 128, 1024), ks > 0);
+                            wg_desc(hs + ks * 2048, kC * 128, 1024), ks > 0);
     wgmma_commit();
 
     // Inverse norms of rows i0, i1 of q while the tensor cores run: the quad's four lanes share the

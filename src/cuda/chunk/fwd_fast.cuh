@@ -8,11 +8,8 @@
 // flash-linear-attention): the kernels are templates on E, the mma / wgmma instructions take
 // .bf16 or .f16 from it, and the workspace intermediates (w, u, v_new, h) are stored in E; G is
 // fp64. q, k and v share E (Problem::qk_dtype = dtype; mixed dtypes run the exact stages).
-// fp16's range: w, u, v_new and h are bounded by the inputs when keys are l2-normalized (by
-// use_qk_l2norm or by the caller) and beta is in [0, 2] (every chunk's map contracts the state),
-// so they overflow 65504 only with |v| or the initial state's entries near it, or with keys of
-// norm > 1 that let the state grow; bf16 has fp32's range. Strong decays make w small (it carries
-// exp(G)): fp16 subnormals then lose bits of terms that are negligible beside u (docs/perf.md).
+// fp16 intermediates can overflow (65504) only with |v| or initial-state entries near it, or with
+// keys of norm > 1 (no l2norm); the argument, and what tiny w (strong decays) loses: docs/perf.md v10.
 // The tuning choices come in a ChunkForwardConfig (heuristics.h), never from global state.
 #pragma once
 #include "cuda/chunk/heuristics.h"
@@ -27,7 +24,7 @@ bool fast_path_supported(const Problem& p);
 size_t fast_workspace_size(const Problem& p, const ChunkForwardConfig& cfg);
 
 // Phase timing for the device check: fast_forward records at[0] before the plan and at[i + 1]
-// after phase i (plan, q/k packing, prep, h, o).
+// after phase i (plan, q/k copies of unaligned rows, prep, h, o).
 struct PhaseEvents {
   static constexpr int kCount = 6;
   cudaEvent_t at[kCount];
@@ -52,13 +49,13 @@ struct FastBufs {
   const E* k;  // [T, H, D]
   int64_t q_st, q_sh, k_st, k_sh;
   bool l2norm;
-  float* rk;             // [H, T] inverse l2 norms of k's rows (written by fwd_prep; 1 without l2norm)
-  double* Gt;            // [HV, T] chunk-local cumsum (fp64), head-major (contiguous per chunk)
-  E* w;      // [T, HV, D]
-  E* u;      // [T, HV, D]
-  E* v_new;  // D = 64: [T, HV, D]; D = 128: images [max_chunks, HV, 2, 64, 64] (fwd_v_image)
-  E* h;      // D = 64: [max_chunks, HV, D, D] state at each chunk start, K-major;
-             // D = 128: images [max_chunks, HV, 2, 128, 64] (fwd_h_image)
+  float* rk;   // [H, T] inverse l2 norms of k's rows (written by fwd_prep; 1 without l2norm)
+  double* Gt;  // [HV, T] chunk-local cumsum (fp64), head-major (contiguous per chunk)
+  E* w;        // [T, HV, D]
+  E* u;        // [T, HV, D]
+  E* v_new;    // D = 64: [T, HV, D]; D = 128: images [max_chunks, HV, 2, 64, 64] (fwd_v_image)
+  E* h;        // D = 64: [max_chunks, HV, D, D] state at each chunk start, K-major;
+               // D = 128: images [max_chunks, HV, 2, 128, 64] (fwd_h_image)
   // Chunk-level hand-off from fwd_h to fwd_o, which then run at the same time (fwd_o launched
   // with programmatic dependent launch): ready[gc * HV + hv] counts the V slices of (chunk gc, head
   // hv) whose h and v_new fwd_h has stored; fwd_o's block waits for ready_count. fwd_prep zeroes

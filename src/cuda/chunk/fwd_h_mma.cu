@@ -26,9 +26,9 @@ struct HSmem {
   E k[ST][C * SK];
   E u[ST][C * SV];
   double G[ST][C];
-  float rk[ST][C];           // inverse l2 norms of k's rows (fwd_prep's), with l2norm
-  E h[D * SV];               // h_c as the B operand of w h
-  E vs[C * SV];              // decayed v_new as the B operand of the state update
+  float rk[ST][C];  // inverse l2 norms of k's rows (fwd_prep's), with l2norm
+  E h[D * SV];      // h_c as the B operand of w h
+  E vs[C * SV];     // decayed v_new as the B operand of the state update
 };
 
 template <int D, int BV, int NW, int ST, typename E>
@@ -267,7 +267,8 @@ void launch_fwd_h_mma(const FastBufs<E>& b, const ForwardArgs& f, const ChunkFor
   }
 }
 
-template void launch_fwd_h_mma(const FastBufs<__nv_bfloat16>&, const ForwardArgs&, const ChunkForwardConfig&, cudaStream_t);
+template void launch_fwd_h_mma(const FastBufs<__nv_bfloat16>&, const ForwardArgs&, const ChunkForwardConfig&,
+                               cudaStream_t);
 template void launch_fwd_h_mma(const FastBufs<__half>&, const ForwardArgs&, const ChunkForwardConfig&, cudaStream_t);
 
 }  // namespace cuda

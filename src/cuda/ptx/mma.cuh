@@ -42,8 +42,9 @@ template <typename T>
 constexpr bool kIsF16 = std::is_same<T, __half>::value;
 
 // D = A(16x16 T, row) * B(16x8 T, col) + D (fp32), T = __nv_bfloat16 or __half.
-#define GDN_MMA_M16N8K16(TY)                                                                     \
-  "mma.sync.aligned.m16n8k16.row.col.f32." TY "." TY ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, " \
+#define GDN_MMA_M16N8K16(TY)                         \
+  "mma.sync.aligned.m16n8k16.row.col.f32." TY "." TY \
+  ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "     \
   "{%0,%1,%2,%3};\n"
 template <typename T>
 __device__ __forceinline__ void mma16(float* d, const uint32_t* a, uint32_t b0, uint32_t b1) {
