@@ -19,7 +19,9 @@ matrix rate, to express each time as a fraction of what the GPU does.
     python3 bench/bench_gpu.py [--json out.json] [--quick] [--cases 1x4k,mixed] [--no-decode]
                                [--no-fla] [--no-flashqla] [--no-ref] [--coverage]
 
-Writes JSON (gpu, commit, date, prefill[], decode[], copy_GBps, matmul_TFLOPs) and prints a table last.
+Serving rows (speculative verify, 16-bit pools, checkpoints): bench/bench_serving.py.
+
+Writes JSON (gpu, commit, date, prefill[], decode[], serving[], copy_GBps, matmul_TFLOPs) and prints a table last.
 """
 
 from __future__ import annotations
@@ -37,11 +39,14 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python", "tests"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 # fla's column is fla's own (Triton) kernels: with FLA_FLASH_QLA unset, fla dispatches to FlashQLA
 # when that is installed, and the two columns would time the same kernels.
 os.environ["FLA_FLASH_QLA"] = "0"
 
+import bench_serving  # noqa: E402
+from report import serving_markdown  # noqa: E402
 import gdn  # noqa: E402
 from gdn_ref import BENCH_CASES, torch_chunked_reference, torch_recurrence, torch_rel_err  # noqa: E402
 
@@ -400,6 +405,9 @@ def print_table(res):
             print(f"{r['n']:<10}{r['layout']:>9}{r['gdn_ms']:>10.4f}{fmt(r['fla_ms'], '.4f'):>10}"
                   f"{fmt(r.get('speedup_vs_fla'), '.2f'):>9}{r['gdn_GBps']:>10.0f}{100 * r['frac_copy_bw']:>7.1f}"
                   f"{fmt(r.get('gdn_err'), '.2e'):>10}{fmt(r.get('fla_err'), '.2e'):>10}")
+    if res.get("serving"):
+        print("\nserving (bench/bench_serving.py)")
+        print("\n".join(serving_markdown(res["serving"])))
     notes = [f"{r.get('name', r.get('n'))}: {r['fla_note']}" for r in res["prefill"] + res["decode"]
              if r.get("fla_note")]
     notes += sorted({r["flashqla_note"] for r in res["prefill"] if r.get("flashqla_note")})
@@ -416,6 +424,7 @@ def main():
     ap.add_argument("--cases", default=None, help="comma list of prefill case names")
     ap.add_argument("--no-decode", action="store_true")
     ap.add_argument("--no-prefill", action="store_true")
+    ap.add_argument("--no-serving", action="store_true", help="skip the serving rows (bench/bench_serving.py)")
     ap.add_argument("--no-fla", action="store_true")
     ap.add_argument("--no-flashqla", action="store_true", help="skip the FlashQLA column")
     ap.add_argument("--no-ref", action="store_true", help="skip the float64 reference (no errors)")
@@ -488,6 +497,17 @@ def main():
                 row = run_decode(n, v_major, args, res["copy_GBps"])
                 res["decode"].append(row)
                 save()
+                print(json.dumps(row), flush=True)
+    res["serving"] = []
+    if not args.no_serving:
+        if time.perf_counter() - t_start > args.time_budget:
+            res.setdefault("skipped", []).append("serving")
+        else:
+            ctx = bench_serving.Ctx(DEV, H, HV, K, V, graph_time, res["copy_GBps"], L2_ROTATE_BYTES, args.no_ref)
+            dry = [("dry_ck", [300, 0, 200], H, HV, 1)] if args.dry_run else None
+            res["serving"] = bench_serving.run_serving(ctx, quick=args.quick or args.dry_run, checkpoint_cases=dry)
+            save()
+            for row in res["serving"]:
                 print(json.dumps(row), flush=True)
     res["complete"] = "skipped" not in res
     save()
