@@ -44,6 +44,10 @@ std::vector<Case> correctness_cases(bool quick) {
     c.H = 4;
     cases.push_back(c);
   }
+  // fp16 on the tensor-core path: operands and intermediates in fp16 (issue 11's target 5e-4; SPEC's
+  // bound is 1e-3), both head sizes, pool and plain states, gates x10 / x0.01 / g = 0 (with the
+  // unfused gates' rare resets); the split below and the fused-o variants at the end.
+  constexpr double kFp16Target = 5e-4;
   {
     Case c;
     c.name = "fast fp16 64 vmajor";
@@ -51,15 +55,31 @@ std::vector<Case> correctness_cases(bool quick) {
     c.dt = DType::kFloat16;
     c.K = c.V = 64;
     c.vmajor = true;
+    c.tol = kFp16Target;
     cases.push_back(c);
   }
   {
     Case c;
-    c.name = "fast fp16 128 kmajor";  // fp16 v (3-pass u) and fp16 o with the wgmma fwd_h
+    c.name = "fast fp16 128 kmajor";  // fp16 q, k read in place, fp16 o with the wgmma fwd_h
     c.lens = mix;
     c.dt = DType::kFloat16;
+    c.tol = kFp16Target;
     cases.push_back(c);
   }
+  for (int kd : {64, 128})
+    for (float gs : {10.f, 0.01f, 0.f}) {
+      Case c;
+      c.name = "fast fp16 " + std::to_string(kd) + (gs == 10.f ? " gates x10" : gs == 0.f ? " g=0" : " gates x0.01");
+      c.lens = {300, 17};
+      c.K = c.V = kd;
+      c.dt = DType::kFloat16;
+      c.fused = false;
+      c.gscale = gs;
+      c.pool = kd == 128;
+      c.l2 = gs != 0.f;
+      c.tol = kFp16Target;
+      cases.push_back(c);
+    }
   {
     Case c;  // the exact split (chunk/split.cuh): 25 chunks in 4 parts of 8 on an H200
     c.name = "fast bf16 128 split 4 parts";
@@ -76,6 +96,19 @@ std::vector<Case> correctness_cases(bool quick) {
     c.HV = 2;
     c.dt = DType::kFloat16;
     c.vmajor = true;
+    c.tol = kFp16Target;
+    cases.push_back(c);
+  }
+  {
+    Case c;  // g = 0: nothing decays, the state (and its fp16 h images) grows the most
+    c.name = "fast fp16 128 split g=0";
+    c.lens = {1600};
+    c.H = 1;
+    c.HV = 2;
+    c.dt = DType::kFloat16;
+    c.fused = false;
+    c.gscale = 0.f;
+    c.tol = kFp16Target;
     cases.push_back(c);
   }
   {
