@@ -95,28 +95,6 @@ struct WgSmem : WgFusedSmem<ST, kFused, E> {  // (an empty base takes no space: 
 };
 static_assert(sizeof(__nv_bfloat16) * kC * kD % 1024 == 0, "stages stay 1024-aligned");
 
-// The S^T accumulator (st[4 j + 2 hh + e] = S[kk = 8 j + 2 t + e][vv = v0 + 16 warp + g + 8 hh]) into
-// a [kD][kD] state, K- or V-major, rounded once to TS; p: this thread's element (2 t, v0 + 16 warp +
-// g). Every store at a constant offset from p: no address registers in a loop that runs at 255.
-template <typename TS>
-__device__ __forceinline__ void store_state_regs(TS* p, bool kmajor, const float (&st)[64]) {
-  if (kmajor) {
-#pragma unroll
-    for (int j = 0; j < 16; ++j)
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) p[(8 * j + e) * kD + 8 * hh] = from_f<TS>(st[4 * j + 2 * hh + e]);
-  } else {
-#pragma unroll
-    for (int j = 0; j < 16; ++j)
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) p[8 * hh * kD + 8 * j + e] = from_f<TS>(st[4 * j + 2 * hh + e]);
-  }
-}
-
 // kSummary: the exact split's summary pass (split.cuh): blocks of (sequence, part, head, slice of
 // V + K): part 0 runs from the initial state and leaves S_1; parts 1 .. parts - 2 run from zero
 // (slices 0, 1 -> B_p) and on the identity with u = 0 (slices 2, 3 -> M_p); nothing else is stored.
@@ -294,13 +272,8 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     const int64_t r = checkpoint_row_after(ck.ck, ns, part_start + c, te - tb + part_start * kC);
     if (r < 0) return;
     // This thread's first element (kk = 2 t, vv = v0 + 16 warp + g); the rest at constant offsets.
-    const int64_t e0 = state_elem(ck.ck.pool, r, hv, b.HV, kD, kD, kmajor, 2 * t, v0 + 16 * warp + g);
-    if (ck.dtype == DType::kFloat32)
-      store_state_regs(static_cast<float*>(ck.ck.pool.data) + e0, kmajor, st);
-    else if (ck.dtype == DType::kFloat16)
-      store_state_regs(static_cast<__half*>(ck.ck.pool.data) + e0, kmajor, st);
-    else
-      store_state_regs(static_cast<__nv_bfloat16*>(ck.ck.pool.data) + e0, kmajor, st);
+    store_chain_checkpoint<kD>(ck, state_elem(ck.ck.pool, r, hv, b.HV, kD, kD, kmajor, 2 * t, v0 + 16 * warp + g),
+                               kmajor, st);
   };
   stage_state();
   int s = 0;

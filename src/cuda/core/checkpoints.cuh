@@ -45,5 +45,40 @@ __device__ __forceinline__ int64_t state_elem(const StateRef& s, int64_t r, int 
   return state_offset(s, r, hv, HV, int64_t(K) * V) + (kmajor ? int64_t(kk) * V + vv : int64_t(vv) * K + kk);
 }
 
+// The wgmma chain's state registers (fwd_h_wgmma.cu: the S^T accumulator of a 64-wide V slice,
+// st[4 j + 2 hh + e] = S[kk = 8 j + 2 t + e][vv = v0 + 16 warp + g + 8 hh]) into a [D][D] state, K- or
+// V-major, rounded once to TS; p: this thread's element (2 t, v0 + 16 warp + g). Every store at a
+// constant offset from p: no address registers in a chain loop that runs at 255.
+template <int D, typename TS>
+__device__ __forceinline__ void store_chain_state(TS* p, bool kmajor, const float (&st)[64]) {
+  if (kmajor) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) p[(8 * j + e) * D + 8 * hh] = from_f<TS>(st[4 * j + 2 * hh + e]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) p[8 * hh * D + 8 * j + e] = from_f<TS>(st[4 * j + 2 * hh + e]);
+  }
+}
+
+// The same into the checkpoint pool in its element type; e0: the offset of this thread's element.
+template <int D>
+__device__ __forceinline__ void store_chain_checkpoint(const CheckpointOut& out, int64_t e0, bool kmajor,
+                                                       const float (&st)[64]) {
+  if (out.dtype == DType::kFloat32)
+    store_chain_state<D>(static_cast<float*>(out.ck.pool.data) + e0, kmajor, st);
+  else if (out.dtype == DType::kFloat16)
+    store_chain_state<D>(static_cast<__half*>(out.ck.pool.data) + e0, kmajor, st);
+  else
+    store_chain_state<D>(static_cast<__nv_bfloat16*>(out.ck.pool.data) + e0, kmajor, st);
+}
+
 }  // namespace cuda
 }  // namespace gdn
