@@ -247,7 +247,7 @@ def test_unaligned_token_states(device, K, V, HV, pad, state_dtype, vllm):
     tail = (HV, V, K) if state_v_first else (HV, K, V)
     slots = 1 + N * M
     buf, pool = unaligned_pool(gen, slots, HV, K, V, pad, 0, state_dtype, state_v_first, device)
-    h0 = pool.float().cpu().numpy()
+    h0 = pool.float().cpu().numpy().copy()  # not a view of the pool: it changes in place
     args = [x.cpu().numpy() for x in (q, k, v, g, beta)]
     kw = dict(cu_seqlens=cu.to(device), cu_seqlens_cpu=cu, state_v_first=state_v_first, use_qk_l2norm_in_kernel=True)
     if vllm:  # slots 1.. per token; sequence n starts from its column num_accepted - 1
