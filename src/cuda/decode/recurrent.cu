@@ -64,7 +64,8 @@ bool pool_in_pieces(const StateRef& s, const Problem& p) {
   if (s.data == nullptr) return true;
   const int64_t head = int64_t(p.head_k) * p.head_v;
   const int64_t stride = s.row_stride != 0 ? s.row_stride : p.num_v_heads * head;
-  const uintptr_t piece = 4 * dtype_size(p.state_dtype);
+  // Bytes of 4 elements (not gdn::dtype_size of api.cpp: the backend links on its own).
+  const uintptr_t piece = p.state_dtype == DType::kFloat32 ? 16 : 8;
   return reinterpret_cast<uintptr_t>(s.data) % piece == 0 && stride % 4 == 0 && head % 4 == 0;
 }
 
