@@ -8,7 +8,8 @@
 //                                                              x 2 x 4 from the v staging)
 // The same two bf16 roundings as fwd_o (h_c and v_new as stored there, P split into hi + lo).
 //
-// Schedule (the block's two barriers per chunk, B1 and B2, are shared with the chain warpgroup):
+// Schedule (the block's two barriers per chunk, B1 and B2, are shared with the chain warpgroup; they
+// are mbarriers, which both warpgroups may reach from their own code: ptx/sync.cuh):
 //   after B1(c): issue P_c = q_c k_c^T and o_c = q_c h_c (h staging, written by the chain before
 //   B1(c)); q's norms meanwhile; P_c -> hi/lo A fragments; the row scales of o_c. Every read of the
 //   h staging and of stage c's q, k, G, rk is complete at B2(c) (the chain overwrites the h
@@ -82,7 +83,7 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs& b, con
 
   int s = 0;
   for (int64_t c = 0; c < nch; ++c) {
-    named_barrier_sync(kChainBarrier, 256);  // B1(c): stage s holds chunk c's q, k, G, rk; the h staging holds h_c
+    mbarrier_block_sync(&sm.bar[0], c & 1);  // B1(c): stage s holds chunk c's q, k, G, rk; the h staging holds h_c
     const int64_t t0 = tb + c * kC;
     const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
     const uint32_t qs = smem_u32(sm.q[s]), ks0 = smem_u32(sm.k[s]), hs = smem_u32(sm.h);
@@ -176,7 +177,7 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs& b, con
       o[4 * j + 2] *= f1;
       o[4 * j + 3] *= f1;
     }
-    named_barrier_sync(kChainBarrier, 256);  // B2(c): the chain's v staging holds v_new_c
+    mbarrier_block_sync(&sm.bar[1], c & 1);  // B2(c): the chain's v staging holds v_new_c
     issue_pv();
     wgmma_wait<0>();
 #pragma unroll
@@ -184,7 +185,7 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs& b, con
     store_o(c);
     if (++s == ST) s = 0;
   }
-  named_barrier_sync(kChainBarrier, 256);  // the chain warpgroup's epilogue barrier
+  mbarrier_block_sync(&sm.bar[0], nch & 1);  // the chain warpgroup's epilogue barrier
 }
 
 }  // namespace cuda

@@ -87,6 +87,7 @@ struct WgSmem : WgFusedSmem<ST, kFused> {  // (an empty base takes no space: w s
   __nv_bfloat16 v[1][kC * kBV];   // 8 KB
   double G[ST][kC];
   float rk[ST][kC];
+  uint64_t bar[2];  // kFusedO: the block barriers B1 and B2 (mbarrier_block_sync)
 };
 static_assert(sizeof(__nv_bfloat16) * kC * kD % 1024 == 0, "stages stay 1024-aligned");
 
@@ -101,14 +102,6 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     chunk_fwd_h_wgmma_kernel(FastBufs b, SplitBufs sp, StateRef init, StateRef fin, bool kmajor, OutRef out) {
   constexpr bool kSummary = kMode == ChainMode::kSummary, kFused = kMode == ChainMode::kFusedO;
   constexpr bool kBulk = kMode == ChainMode::kStoreBulk, kStores = kMode == ChainMode::kStore || kBulk;
-  // The block's barrier: with the o warpgroup, a named barrier for both warpgroups (they reach it
-  // from different code: chain_o.cuh); otherwise __syncthreads.
-  auto block_sync = []() {
-    if constexpr (kFused)
-      named_barrier_sync(kChainBarrier, 256);
-    else
-      __syncthreads();
-  };
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __trap();  // wgmma needs sm_90a; the library is built for it only
 #else
@@ -117,6 +110,21 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
   // wgmma's swizzle atoms must sit on 1024-byte boundaries: align the block's base at run time
   // (1 KB slack; not __align__(1024), which would let the compiler drop this on trust).
   Sm& sm = *reinterpret_cast<Sm*>(smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u));
+  // The block's barriers: with the o warpgroup, which reaches them from its own code (chain_o.cuh),
+  // the mbarriers sm.bar[which] in phase `parity`; otherwise __syncthreads.
+  auto block_sync = [&](int which, uint32_t parity) {
+    if constexpr (kFused)
+      mbarrier_block_sync(&sm.bar[which], parity);
+    else
+      __syncthreads();
+  };
+  if constexpr (kFused) {
+    if (threadIdx.x == 0) {
+      mbarrier_init(&sm.bar[0], 256);
+      mbarrier_init(&sm.bar[1], 256);
+    }
+    __syncthreads();  // (the one barrier instruction both warpgroups reach together)
+  }
   // fwd_o may start now: its blocks wait for b.ready per chunk (this kernel never waits for it).
   pdl_launch_dependents();
   const int HV = b.HV;
@@ -253,7 +261,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     cp_async_wait<ST - 2>();
     fence_proxy_async();  // this thread's landed cp.async writes -> visible to wgmma (async proxy)
     if (kBulk && tid == 0) bulk_wait_read<0>();  // v_new_{c-1}'s staging read: rewritten after B1
-    block_sync();  // B1: chunk c complete for all; h staging holds h_c; stage (c - 1) % ST free
+    block_sync(0, c & 1);  // B1: chunk c complete for all; h staging holds h_c; stage (c - 1) % ST free
     if (kMode == ChainMode::kStore && c > 0 && tid == 0 && b.ready)
       signal_release(b.ready + (gc - 1) * HV + hv);  // h, v_new of c - 1 stored
 
@@ -378,7 +386,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     if constexpr (kFused || kBulk) fence_proxy_async();  // the v staging -> wgmma of the o warpgroup / TMA
     // (kBulk: the h staging's bulk read is done before B2: stage_state rewrites it after B2.)
     if (kBulk && tid == 0) bulk_wait_read<0>();
-    block_sync();  // B2: v staging complete; every thread's reads of the h staging done
+    block_sync(1, c & 1);  // B2: v staging complete; every thread's reads of the h staging done
     // v_new (rows past len: zeros) -> workspace: the staging's image (fwd_v_image).
     if constexpr (kBulk) {
       if (tid == 0) {
@@ -414,7 +422,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     base = dst + hv * DD;
     out_kmajor = true;
   } else {
-    block_sync();  // last_part_flag, set before the loop, seen by every thread
+    block_sync(0, nch & 1);  // last_part_flag, set before the loop, seen by every thread
     const int64_t r = last_part_flag ? state_row(fin, seq_of_block()) : -1;
     if (r >= 0) base = static_cast<float*>(fin.data) + state_offset(fin, r, hv, HV, DD);
   }
