@@ -49,7 +49,8 @@ __device__ __forceinline__ float warp_transpose_sum(float (&x)[32]) {
 // flash-linear-attention's one-warp programs do.
 // TS: the pool's element type. A bf16 / fp16 pool moves half the bytes (a lane loads 8 bytes per
 // row instead of 16) and is converted to fp32 in registers; the state is rounded once, at the
-// store after the last token.
+// store after the last token. Pools whose rows start on 4-element pieces only
+// (decode_pools_in_pieces); decode_heuristics sends the others to the general kernel.
 template <int W, bool KMAJ, typename TS>
 __global__ void __launch_bounds__(W * 32, kRowsBlocksPerSm) decode_rows_kernel(DecodeArgs a) {
   constexpr int K = 128, V = 128, RW = K / W;
