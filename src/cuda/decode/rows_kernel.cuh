@@ -15,30 +15,39 @@ namespace decode {
 
 constexpr int kRowsWarps = 4;  // warps per block: 32 state rows each
 
-// One level of warp_transpose_sum: lanes l and l ^ O add their halves of x[0, 2 O), lane l keeping
-// the upper half when lane bit O is set (O shuffles).
-template <int O, int R>
+// One level of warp_transpose_sum: lanes l and l ^ O add their halves of x[0, 2 H), lane l keeping
+// the upper half when lane bit O is set (H shuffles).
+template <int H, int O, int R>
 __device__ __forceinline__ void transpose_sum_level(float (&x)[R], int lane) {
-  const bool upper = (lane & O) != 0;  // keeps the upper half of the remaining 2 O values
+  const bool upper = (lane & O) != 0;
 #pragma unroll
-  for (int i = 0; i < O; ++i) {
-    const float send = upper ? x[i] : x[i + O];
-    const float keep = upper ? x[i + O] : x[i];
+  for (int i = 0; i < H; ++i) {
+    const float send = upper ? x[i] : x[i + H];
+    const float keep = upper ? x[i + H] : x[i];
     x[i] = keep + __shfl_xor_sync(0xffffffffu, send, O);
   }
 }
-// Sums x[i] over the warp's lanes for every i < R (a power of two <= 32) and returns, in lane l,
-// the sum of x[l % R]: the transpose-sum over lane bits below R (R - 1 shuffles), then a plain
-// butterfly over the lane bits above (x is clobbered).
+// i with its low b bits reversed: the index that warp_transpose_sum leaves in lane i.
+__host__ __device__ constexpr int reverse_bits(int i, int b) {
+  int r = 0;
+  for (int k = 0; k < b; ++k) r |= ((i >> k) & 1) << (b - 1 - k);
+  return r;
+}
+__host__ __device__ constexpr int log2_of(int r) { return r > 1 ? 1 + log2_of(r / 2) : 0; }
+// Sums x[i] over the warp's lanes for every i < R (a power of two in [2, 32]) and returns, in lane
+// l, the sum of x[reverse_bits(l % R, log2 R)] (x is clobbered): a transpose-sum that halves the
+// vector at each level (R - 1 shuffles), then a plain butterfly over the lane bits above R. The
+// lanes are combined lane bit 0 first, then 1, .., 4 whatever R, so that a part of R < 32 rows
+// sums in the same order, bitwise, as the whole 32 rows (fp32 pools).
 template <int R>
 __device__ __forceinline__ float warp_transpose_sum(float (&x)[R]) {
-  static_assert(R >= 1 && R <= 32 && (R & (R - 1)) == 0, "R: a power of two <= 32");
+  static_assert(R >= 2 && R <= 32 && (R & (R - 1)) == 0, "R: a power of two in [2, 32]");
   const int lane = threadIdx.x % 32;
-  if constexpr (R >= 32) transpose_sum_level<16>(x, lane);
-  if constexpr (R >= 16) transpose_sum_level<8>(x, lane);
-  if constexpr (R >= 8) transpose_sum_level<4>(x, lane);
-  if constexpr (R >= 4) transpose_sum_level<2>(x, lane);
-  if constexpr (R >= 2) transpose_sum_level<1>(x, lane);
+  if constexpr (R >= 2) transpose_sum_level<R / 2, 1>(x, lane);
+  if constexpr (R >= 4) transpose_sum_level<R / 4, 2>(x, lane);
+  if constexpr (R >= 8) transpose_sum_level<R / 8, 4>(x, lane);
+  if constexpr (R >= 16) transpose_sum_level<R / 16, 8>(x, lane);
+  if constexpr (R >= 32) transpose_sum_level<1, 16>(x, lane);
   float s = x[0];
 #pragma unroll
   for (int o = R; o < 32; o <<= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
@@ -86,7 +95,9 @@ __device__ __forceinline__ void add_shared(float (&x)[C], const float* p) {
 // kRows16Shapes).
 // K-major: S^T k and S^T q are summed in-lane over the warp's rows, then across the W warps through
 // shared memory. V-major (RW = 32): the row sums are in-lane partials over 4 columns, completed
-// across the lanes by warp_transpose_sum (lane l gets row l % PR of the part); no cross-warp step.
+// across the lanes by warp_transpose_sum (lane l gets the part's row reverse_bits(l % PR)); no
+// cross-warp step. Every part sums in the order of the whole state (both layouts), so a 16-bit
+// pool's results are bitwise those of an fp32 pool holding the same values, rounded once.
 // A sequence of one token (decode) stages its q, k in shared memory once for all parts.
 template <int W, bool KMAJ, typename TS, int NP, int BPS, bool STAGED>
 __global__ void __launch_bounds__(W * 32, BPS) decode_rows_kernel(DecodeArgs a) {
@@ -97,6 +108,7 @@ __global__ void __launch_bounds__(W * 32, BPS) decode_rows_kernel(DecodeArgs a) 
   constexpr int PR = KMAJ ? RW : RW / NP, PC = KMAJ ? 4 / NP : 4;
   static_assert(PR * PC * NP == RW * 4 && PR >= 1 && PC >= 1, "NP: 1, 2 or 4");
   constexpr int NVL = KMAJ ? PC : 1;  // values of v per lane and part: columns 4 lane + pc0 + e, or a row
+  constexpr int LPR = log2_of(PR);
   constexpr int64_t KV = int64_t(K) * V;
   __shared__ __align__(16) float qk_raw[2][K];  // the token's q, k as loaded (fp32)
   // K-major, per warp: S^T k, S^T q over its rows; part p's columns at [32 PC p, 32 PC (p + 1))
@@ -110,6 +122,8 @@ __global__ void __launch_bounds__(W * 32, BPS) decode_rows_kernel(DecodeArgs a) 
   const int64_t rin = read_checked(a, read_raw(a, n));
   const int64_t rfin = row_checked(a.fin, row_raw(a.fin, n));
   const int64_t row0 = int64_t(RW) * warp;  // first state row of this warp
+  // V-major: the row of the part (of PR rows) that this lane holds after warp_transpose_sum
+  const int vrow = reverse_bits(lane % PR, LPR);
 
   // pc[r]: row row0 + r, columns 4 lane..4 lane + 3 (row stride 128 = K = V in both layouts); in
   // stage[r][tid] instead when STAGED
@@ -174,8 +188,7 @@ __global__ void __launch_bounds__(W * 32, BPS) decode_rows_kernel(DecodeArgs a) 
         uint32_t v_bits[NVL];
 #pragma unroll
         for (int e = 0; e < NVL; ++e)
-          v_bits[e] =
-              ld_raw(a.v, a.dt, t * a.v_st + hv * a.v_sh + (KMAJ ? 4 * lane + pc0 + e : row0 + pr0 + lane % PR));
+          v_bits[e] = ld_raw(a.v, a.dt, t * a.v_st + hv * a.v_sh + (KMAJ ? 4 * lane + pc0 + e : row0 + pr0 + vrow));
         const GateBits gx = load_gate_bits(a.gates, t, hv);
         if (p == 0 || !one_token) {
           uint32_t qk_bits[(2 * K + W * 32 - 1) / (W * 32)];
@@ -217,7 +230,7 @@ __global__ void __launch_bounds__(W * 32, BPS) decode_rows_kernel(DecodeArgs a) 
 
         if constexpr (!KMAJ) {
           // Pass 1: (S k)[v], (S q)[v] of the part's rows v = row0 + pr0 + i: in-lane partials
-          // over columns 4 lane..+3, then summed across the lanes (lane l: row row0 + pr0 + l % PR).
+          // over columns 4 lane..+3, then summed across the lanes (lane l: row row0 + pr0 + vrow).
           // (k and q are read from shared memory at each use: fewer registers live beside x.)
           auto dot_rows = [&](const float* u, float(&x)[PR]) {
             const float4 u4 = *reinterpret_cast<const float4*>(u + 4 * lane);
@@ -229,15 +242,15 @@ __global__ void __launch_bounds__(W * 32, BPS) decode_rows_kernel(DecodeArgs a) 
           const float kv = warp_transpose_sum(x);
           dot_rows(qk_raw[0], x);
           const float qv = warp_transpose_sum(x);
-          const float vp = beta * (raw_f(v_bits[0], a.dt) - decay * ik * kv);  // v' of row row0 + pr0 + lane % PR
+          const float vp = beta * (raw_f(v_bits[0], a.dt) - decay * ik * kv);  // v' of row row0 + pr0 + vrow
           if (PR == 32 || lane < PR)
-            store_dt(a.o, a.o_dt, t * a.o_st + hv * a.o_sh + row0 + pr0 + lane, a.scale * (decay * iq * qv + vp * kq));
+            store_dt(a.o, a.o_dt, t * a.o_st + hv * a.o_sh + row0 + pr0 + vrow, a.scale * (decay * iq * qv + vp * kq));
           // Pass 2: decay S + v' k^T in registers.
           const float4 k4 = *reinterpret_cast<const float4*>(&qk_raw[1][4 * lane]);
           const float kh[4] = {k4.x * ik, k4.y * ik, k4.z * ik, k4.w * ik};
 #pragma unroll
           for (int i = 0; i < PR; ++i) {
-            const float vr = __shfl_sync(0xffffffffu, vp, i);
+            const float vr = __shfl_sync(0xffffffffu, vp, reverse_bits(i, LPR));  // from row i's lane
 #pragma unroll
             for (int c = 0; c < 4; ++c) s[i][c] = fmaf(kh[c], vr, s[i][c] * decay);
           }
