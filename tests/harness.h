@@ -148,7 +148,7 @@ enum class Op { kChunk, kRecurrent };
 // A replacement for the decode step's public call (e.g. the CUDA backend with an explicit
 // configuration, test_decode_shapes.cpp); null: recurrent_gated_delta_rule.
 using DecodeCall = std::function<void(const ForwardArgs&, const Exec&)>;
-Outputs run(const Inputs& in, Backend backend, Op op, const DecodeCall& decode = nullptr);
+Outputs run(const Inputs& in, Backend backend, Op op, const DecodeCall& decode_call = nullptr);
 
 // Relative RMS errors of o and of the final states of the sequences that have one, plus the
 // check that pool rows nobody owns are untouched.

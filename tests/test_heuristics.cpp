@@ -165,8 +165,9 @@ TEST(DecodeHeuristics, RowsShapeByPoolType) {
   const cuda::RowsShape& other = cuda::kRows16Shapes[0];
   c.parts = other.parts, c.blocks_per_sm = other.blocks_per_sm, c.staged = other.staged;
   if (other.parts != cuda::kRowsShapeF32.parts || other.blocks_per_sm != cuda::kRowsShapeF32.blocks_per_sm ||
-      other.staged != cuda::kRowsShapeF32.staged)
+      other.staged != cuda::kRowsShapeF32.staged) {
     EXPECT_THROW(cuda::recurrent_gated_delta_rule(f, exec, c), Error);
+  }
   f.problem.state_dtype = DType::kBFloat16;
   c = cuda::decode_heuristics(f.problem, h200());
   c.parts = 3;  // no such shape

@@ -66,7 +66,7 @@ struct SpecOutputs {
 // decode (not with graph): replaces the decode step's public call.
 SpecOutputs run_spec(const SpecInputs& s, Backend backend, const std::function<void(ForwardArgs&)>& edit = nullptr,
                      bool host_copies = true, Op op = Op::kRecurrent, bool graph = false,
-                     const DecodeCall& decode = nullptr);
+                     const DecodeCall& decode_call = nullptr);
 
 // Checks o, every stored token state and the final states against the oracle, and that every row
 // that no token (nor final state) writes is bitwise unchanged.
