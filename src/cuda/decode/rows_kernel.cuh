@@ -83,16 +83,18 @@ __device__ __forceinline__ void add_shared(float (&x)[C], const float* p) {
 // warp is one contiguous row (512 bytes of fp32, 256 of bf16 / fp16). Not persistent: the whole
 // state's loads are issued at the block's start, so the bytes in flight per SM are the pieces of
 // its resident blocks.
-// fp32 pools (NP = 1, BPS = 2): the pieces are the fp32 state; two blocks per SM (4 warps: 219
-// registers K-major, 253 V-major) keep 128 KB of loads in flight, as flash-linear-attention's
+// fp32 pools (NP = 1, BPS = 2): the pieces are the fp32 state; two blocks per SM (4 warps: 243
+// registers K-major, 255 V-major) keep 128 KB of loads in flight, as flash-linear-attention's
 // one-warp programs do.
 // bf16 / fp16 pools: the pieces stay packed (two registers per row instead of four) and the
 // thread's state is made fp32 in NP parts, one after the other, each for all the sequence's
 // tokens, then rounded once back into its pieces; the pieces leave after the last part. K-major
 // parts are 4 / NP of the lane's columns (the columns are independent: S^T k sums over rows),
 // V-major parts RW / NP of the warp's rows (the rows are independent). Fewer fp32 registers let
-// BPS blocks share an SM: BPS x 32 KB in flight (decode_heuristics picks NP, BPS among
-// kRows16Shapes).
+// BPS blocks share an SM: BPS x 32 KB in flight. STAGED: the pieces wait in shared memory
+// (cp.async, 32 KB per block) instead of registers (64 per thread), so that even more blocks fit
+// (decode_heuristics picks NP, BPS, STAGED among kRows16Shapes; registers: {4, 3, regs} 166 / 160
+// V / K-major, {2, 4, staged} 128, {4, 5, staged} 96 / 95).
 // K-major: S^T k and S^T q are summed in-lane over the warp's rows, then across the W warps through
 // shared memory. V-major (RW = 32): the row sums are in-lane partials over 4 columns, completed
 // across the lanes by warp_transpose_sum (lane l gets the part's row reverse_bits(l % PR)); no
@@ -113,7 +115,8 @@ __global__ void __launch_bounds__(W * 32, BPS) decode_rows_kernel(DecodeArgs a) 
   __shared__ __align__(16) float qk_raw[2][K];  // the token's q, k as loaded (fp32)
   // K-major, per warp: S^T k, S^T q over its rows; part p's columns at [32 PC p, 32 PC (p + 1))
   __shared__ __align__(16) float part[2][W][V];
-  // STAGED: the pieces, stage[r][tid] (row row0 + r of thread tid), each only by its thread
+  // STAGED: the pieces, stage[r][tid] (row row0 + r of thread tid; stage[r][32 w..32 w + 31]: the
+  // whole row row0 + r of warp w), after the copies each only by its thread
   __shared__ __align__(16) Piece<TS> stage[STAGED ? RW : 1][W * 32];
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int64_t n = blockIdx.x / a.HV;
@@ -135,16 +138,29 @@ __global__ void __launch_bounds__(W * 32, BPS) decode_rows_kernel(DecodeArgs a) 
   {
     const TS* src = rin >= 0 ? part_of(read_pool(a), rin) : nullptr;
     if constexpr (STAGED) {
-      // Copies that hold no registers while in flight; this thread reads back only its own.
+      // Copies that hold no registers while in flight. 16-byte ones bypass L1 (cp.async.cg): the
+      // L1 left beside BPS x 37 KB of shared memory could not track BPS x 32 KB of misses. stage's
+      // rows of a warp are images of the pool's rows, so the warp copies them whole, 2 rows per
+      // instruction, when they start on 16 bytes (the thread's own 8-byte pieces otherwise).
+      if (src) {
+        const TS* rows = src - 4 * lane;  // the warp's first row, column 0
+        if ((reinterpret_cast<uintptr_t>(rows) & 15) == 0) {
 #pragma unroll
-      for (int r = 0; r < RW; ++r) {
-        if (src)
-          cp_async8(&stage[r][tid], src + r * V, 8);
-        else
-          stage[r][tid] = Piece<TS>{};
+          for (int j = 0; j < RW / 2; ++j) {
+            const int r = 2 * j + lane / 16, c = lane % 16;  // 16 bytes: row r, elements 8 c..8 c + 7
+            cp_async16(reinterpret_cast<char*>(&stage[r][32 * warp]) + 16 * c, rows + r * V + 8 * c);
+          }
+        } else {
+#pragma unroll
+          for (int r = 0; r < RW; ++r) cp_async8(&stage[r][tid], src + r * V, 8);
+        }
+        cp_async_commit();
+        cp_async_wait<0>();
+        __syncwarp();  // the lanes' copies visible to the warp
+      } else {
+#pragma unroll
+        for (int r = 0; r < RW; ++r) stage[r][tid] = Piece<TS>{};
       }
-      cp_async_commit();
-      cp_async_wait<0>();
     } else {
 #pragma unroll
       for (int r = 0; r < RW; ++r) pc[r] = src ? ld_piece(src + r * V) : Piece<TS>{};
@@ -321,7 +337,12 @@ __global__ void __launch_bounds__(W * 32, BPS) decode_rows_kernel(DecodeArgs a) 
   // The final state (or, without tokens, the initial state as loaded) leaves after the last part.
   if (out) {
 #pragma unroll
-    for (int r = 0; r < RW; ++r) st_piece(out + r * V, STAGED ? stage[r][tid] : pc[r]);
+    for (int r = 0; r < RW; ++r) {
+      if constexpr (STAGED)
+        st_piece(out + r * V, stage[r][tid]);
+      else
+        st_piece(out + r * V, pc[r]);
+    }
   }
 }
 
