@@ -19,7 +19,9 @@ matrix rate, to express each time as a fraction of what the GPU does.
     python3 bench/bench_gpu.py [--json out.json] [--quick] [--cases 1x4k,mixed] [--no-decode]
                                [--no-fla] [--no-flashqla] [--no-ref] [--coverage]
 
-Writes JSON (gpu, commit, date, prefill[], decode[], copy_GBps, matmul_TFLOPs) and prints a table last.
+Serving rows (speculative verify, 16-bit pools, checkpoints): bench/bench_serving.py.
+
+Writes JSON (gpu, commit, date, prefill[], decode[], serving[], copy_GBps, matmul_TFLOPs) and prints a table last.
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ import datetime
 import json
 import math
 import os
-import subprocess
 import sys
 import time
 
@@ -37,11 +38,15 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python", "tests"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 # fla's column is fla's own (Triton) kernels: with FLA_FLASH_QLA unset, fla dispatches to FlashQLA
 # when that is installed, and the two columns would time the same kernels.
 os.environ["FLA_FLASH_QLA"] = "0"
 
+import bench_serving  # noqa: E402
+import timing  # noqa: E402
+from report import serving_markdown  # noqa: E402
 import gdn  # noqa: E402
 from gdn_ref import BENCH_CASES, torch_chunked_reference, torch_recurrence, torch_rel_err  # noqa: E402
 
@@ -82,93 +87,8 @@ COVERAGE_CASES = {"4x8k_noGVA": ([8192] * 4, 32, 32, 128, 128, "normal"),
                   "4x8k_K256": ([8192] * 4, 16, 32, 256, 256, "normal")}
 
 
-def git_commit():
-    if os.environ.get("GDN_COMMIT"):
-        return os.environ["GDN_COMMIT"]
-    try:
-        return subprocess.check_output(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"], text=True,
-                                       stderr=subprocess.DEVNULL).strip()
-    except Exception:  # noqa: BLE001
-        pass
-    try:  # a copy of the tree without git: read .git directly
-        head = open(os.path.join(ROOT, ".git", "HEAD")).read().strip()
-        if head.startswith("ref: "):
-            return open(os.path.join(ROOT, ".git", head[5:])).read().strip()[:12]
-        return head[:12]
-    except Exception:  # noqa: BLE001
-        return "unknown"
-
-
-# ------------------------------------------------------------------------------------------------
-# Timing
-
-
-def graph_time(fns, min_reps=20, max_reps=400, target_s=0.25):
-    """Capture each callable (one per input set) in a CUDA graph; replay them round-robin, each
-    replay timed with events; return the median in ms."""
-    if DEV == "cpu":
-        ts = []
-        for r in range(min_reps):
-            t0 = time.perf_counter()
-            fns[r % len(fns)]()
-            ts.append((time.perf_counter() - t0) * 1e3)
-        return sorted(ts)[len(ts) // 2]
-    cur = torch.cuda.current_stream()
-    side = torch.cuda.Stream()
-    side.wait_stream(cur)
-    with torch.cuda.stream(side):
-        for f in fns:
-            f()
-            f()
-    cur.wait_stream(side)
-    torch.cuda.synchronize()
-    graphs = []
-    for f in fns:
-        gph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(gph):
-            f()
-        graphs.append(gph)
-    for gph in graphs:
-        gph.replay()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for gph in graphs:
-        gph.replay()
-    torch.cuda.synchronize()
-    est = max((time.perf_counter() - t0) / len(graphs), 1e-6)
-    reps = int(min(max_reps, max(min_reps, target_s / est)))
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for r in range(reps):
-        starts[r].record()
-        graphs[r % len(graphs)].replay()
-        ends[r].record()
-    torch.cuda.synchronize()
-    times = sorted(s.elapsed_time(e) for s, e in zip(starts, ends))
-    del graphs
-    return times[len(times) // 2]
-
-
-def measure_copy_GBps():
-    """Device-to-device copy of 1 GiB, bytes read + written: the better of a memcpy (which a CUDA
-    graph may route to the copy engines) and an elementwise copy kernel."""
-    n = 1 << 28  # floats: 1 GiB
-    if DEV == "cpu":
-        n = 1 << 20
-    x = torch.ones(n, dtype=torch.float32, device=DEV)
-    y = torch.empty_like(x)
-    ms_memcpy = graph_time([lambda: y.copy_(x)], min_reps=10, max_reps=30)
-    ms_kernel = graph_time([lambda: torch.mul(x, 1.0, out=y)], min_reps=10, max_reps=30)
-    gbps = lambda ms: 2 * 4 * n / (ms * 1e-3) / 1e9  # noqa: E731
-    return max(gbps(ms_memcpy), gbps(ms_kernel)), gbps(ms_memcpy), gbps(ms_kernel)
-
-
-def measure_matmul_TFLOPs():
-    n = 8192 if DEV == "cuda" else 256
-    a = torch.randn(n, n, dtype=torch.bfloat16, device=DEV)
-    b = torch.randn(n, n, dtype=torch.bfloat16, device=DEV)
-    ms = graph_time([lambda: a @ b], min_reps=10, max_reps=20)
-    return 2 * n ** 3 / (ms * 1e-3) / 1e12
+def graph_time(fns):
+    return timing.graph_time(fns, DEV)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -400,6 +320,9 @@ def print_table(res):
             print(f"{r['n']:<10}{r['layout']:>9}{r['gdn_ms']:>10.4f}{fmt(r['fla_ms'], '.4f'):>10}"
                   f"{fmt(r.get('speedup_vs_fla'), '.2f'):>9}{r['gdn_GBps']:>10.0f}{100 * r['frac_copy_bw']:>7.1f}"
                   f"{fmt(r.get('gdn_err'), '.2e'):>10}{fmt(r.get('fla_err'), '.2e'):>10}")
+    if res.get("serving"):
+        print("\nserving (bench/bench_serving.py)")
+        print("\n".join(serving_markdown(res["serving"])))
     notes = [f"{r.get('name', r.get('n'))}: {r['fla_note']}" for r in res["prefill"] + res["decode"]
              if r.get("fla_note")]
     notes += sorted({r["flashqla_note"] for r in res["prefill"] if r.get("flashqla_note")})
@@ -416,6 +339,7 @@ def main():
     ap.add_argument("--cases", default=None, help="comma list of prefill case names")
     ap.add_argument("--no-decode", action="store_true")
     ap.add_argument("--no-prefill", action="store_true")
+    ap.add_argument("--no-serving", action="store_true", help="skip the serving rows (bench/bench_serving.py)")
     ap.add_argument("--no-fla", action="store_true")
     ap.add_argument("--no-flashqla", action="store_true", help="skip the FlashQLA column")
     ap.add_argument("--no-ref", action="store_true", help="skip the float64 reference (no errors)")
@@ -438,15 +362,15 @@ def main():
         sys.exit("bench_gpu.py needs a CUDA device and gdn built with CUDA")
     torch.backends.cuda.matmul.allow_tf32 = False
     t_start = time.perf_counter()
-    res = dict(gpu=torch.cuda.get_device_name() if DEV == "cuda" else "cpu (dry run)", commit=git_commit(),
+    res = dict(gpu=torch.cuda.get_device_name() if DEV == "cuda" else "cpu (dry run)", commit=timing.git_commit(ROOT),
                date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                torch=torch.__version__, fla_version=FLA_VERSION, flashqla_version=QLA_VERSION, gdn=gdn.__version__,
                shape=dict(H=H, HV=HV, K=K, V=V, dtype="bfloat16", gates="float32", qk_l2norm=True,
                           prefill_heads="per case (rows carry H and HV)"),
                fla_env=dict(FLA_FLASH_QLA=os.environ.get("FLA_FLASH_QLA")),
                timing="CUDA graph per call, median of replays (event-timed), inputs rotated past L2")
-    res["copy_GBps"], res["copy_memcpy_GBps"], res["copy_kernel_GBps"] = measure_copy_GBps()
-    res["matmul_TFLOPs"] = measure_matmul_TFLOPs()
+    res["copy_GBps"], res["copy_memcpy_GBps"], res["copy_kernel_GBps"] = timing.measure_copy_GBps(DEV)
+    res["matmul_TFLOPs"] = timing.measure_matmul_TFLOPs(DEV)
     print(f"copy {res['copy_GBps']:.0f} GB/s, matmul {res['matmul_TFLOPs']:.0f} TFLOP/s", flush=True)
     cases = dict(QUICK_CASES if args.quick else PREFILL_CASES)
     if args.cases:
@@ -488,6 +412,17 @@ def main():
                 row = run_decode(n, v_major, args, res["copy_GBps"])
                 res["decode"].append(row)
                 save()
+                print(json.dumps(row), flush=True)
+    res["serving"] = []
+    if not args.no_serving:
+        if time.perf_counter() - t_start > args.time_budget:
+            res.setdefault("skipped", []).append("serving")
+        else:
+            ctx = bench_serving.Ctx(DEV, H, HV, K, V, graph_time, res["copy_GBps"], L2_ROTATE_BYTES, args.no_ref)
+            dry = [("dry_ck", [300, 0, 200], H, HV, 1)] if args.dry_run else None
+            res["serving"] = bench_serving.run_serving(ctx, quick=args.quick or args.dry_run, checkpoint_cases=dry)
+            save()
+            for row in res["serving"]:
                 print(json.dumps(row), flush=True)
     res["complete"] = "skipped" not in res
     save()

@@ -16,6 +16,35 @@ def fmt(x, spec, none="—"):
     return none if x is None else format(x, spec)
 
 
+def serving_markdown(rows):
+    """bench_serving.py's rows as markdown tables (report.py writes them, bench_gpu.py prints them)."""
+    out = []
+    verify = [r for r in rows if r["kind"] == "verify"]
+    if verify:
+        out += ["| verify N x T | layout | gdn ms | GB/s | % copy BW | err o |", "|---|---|---:|---:|---:|---:|"]
+        out += [f"| {r['n']} x {r['tokens_per_seq']} | {r['layout']} | {r['gdn_ms']:.4f} | {r['gdn_GBps']:.0f} | "
+                f"{100 * r['frac_copy_bw']:.1f} | {fmt(r.get('gdn_err'), '.2e')} |" for r in verify]
+        out.append("")
+    pool = [r for r in rows if r["kind"] == "pool"]
+    if pool:
+        out += ["| decode N | layout | pool | gdn ms | GB/s | % copy BW | speedup vs fp32 pool | err o |",
+                "|---:|---|---|---:|---:|---:|---:|---:|"]
+        out += [f"| {r['n']} | {r['layout']} | {r['pool']} | {r['gdn_ms']:.4f} | {r['gdn_GBps']:.0f} | "
+                f"{100 * r['frac_copy_bw']:.1f} | {fmt(r.get('speedup_vs_fp32'), '.2f')} | "
+                f"{fmt(r.get('gdn_err'), '.2e')} |" for r in pool]
+        out.append("")
+    ck = [r for r in rows if r["kind"] == "checkpoints"]
+    if ck:
+        out += ["| checkpoints: case | H/HV | every (chunks) | plain ms | with checkpoints ms | cost |",
+                "|---|---|---:|---:|---:|---:|"]
+        out += [f"| {r['case']} | {r['H']}/{r['HV']} | {r['every_chunks']} | {r['plain_ms']:.3f} | "
+                f"{fmt(r.get('checkpoints_ms'), '.3f')} | "
+                f"{fmt(None if r.get('cost') is None else 100 * r['cost'], '+.1f')}{'%' if r.get('cost') is not None else ''}"
+                f"{' (' + r['note'] + ')' if r.get('note') else ''} |" for r in ck]
+        out.append("")
+    return out
+
+
 def chart(res, path):
     import matplotlib
 
@@ -111,6 +140,9 @@ def markdown(res, png_rel):
                        f"{100 * r['frac_copy_bw']:.1f} | {fmt(r.get('gdn_err'), '.2e')} | "
                        f"{fmt(r.get('fla_err'), '.2e')} |")
         out.append("")
+    if res.get("serving"):
+        out.append("## Serving (gdn only: speculative verify, 16-bit pools, prefill checkpoints)\n")
+        out.extend(serving_markdown(res["serving"]))
     notes = [f"- {r.get('name', r.get('n'))}: {r['fla_note']}" for r in pre + dec if r.get("fla_note")]
     notes += [f"- {r['name']}: {r['flashqla_note']}" for r in pre if r.get("flashqla_note")]
     if notes:

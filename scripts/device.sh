@@ -95,7 +95,12 @@ fi
 
 # --- 3. Python tests on the GPU -------------------------------------------------------------------
 if has pytest; then
-  GDN_TEST_DEVICES=cuda timeout 200 python3 -m pytest -v -rs --durations=12 python/tests/test_torch.py >"$OUT/pytest.log" 2>&1
+  # test_torch.py (torch, CUDA graphs, torch.compile, opcheck, fla) and every suite with CUDA
+  # parametrizations (the serving calls, head sizes, checkpoints, graphs); GDN_PYTEST_FILES overrides.
+  GDN_TEST_DEVICES=cuda timeout ${GDN_PYTEST_TIMEOUT:-300} python3 -m pytest -v -rs --durations=12 \
+    ${GDN_PYTEST_FILES:-python/tests/test_torch.py python/tests/test_compat*.py python/tests/test_head_sizes.py \
+      python/tests/test_spec_decode.py python/tests/test_checkpoints.py $(ls python/tests/test_graphs.py 2>/dev/null)} \
+    >"$OUT/pytest.log" 2>&1
   tail -12 "$OUT/pytest.log"
   note "pytest (cuda): $(grep -E 'passed|failed|error' "$OUT/pytest.log" | tail -1)"
 fi

@@ -96,8 +96,9 @@ struct Case {
   int o_pad = 16;        // strided: o's token stride is HV V + o_pad (odd: rows not 16-byte aligned)
   // The state pools' element type (initial states drawn, then rounded to it: the oracle runs on
   // the rounded values) and a padded row stride: each row (slot) HV K V + row_pad elements long,
-  // the padding filled with a pattern that must come back bitwise unchanged. row_pad times the
-  // element size a multiple of 16 bytes keeps the rows 16-byte aligned (CUDA).
+  // the padding filled with a pattern that must come back bitwise unchanged. Any row_pad runs on
+  // both backends; one that leaves rows off 4-element pieces sends the CUDA decode step's tuned
+  // sizes to its general kernel.
   DType state_dtype = DType::kFloat32;
   int row_pad = 0;
   std::string name() const;

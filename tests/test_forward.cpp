@@ -195,6 +195,46 @@ std::vector<Case> forward_cases() {
     c.pool = true;
     c.lens = {300, 1, 64, 129, 7, 65};
   });
+  // fp16 on the CUDA tensor-core path (operands and intermediates in fp16, held to SPEC's 1e-3):
+  // both head sizes under strong (x10), weak (x0.01) and resetting gates; D = 128 with o fused
+  // into the chain (10 sequences x 4 value heads: 80 chain blocks, one wave of one block per SM
+  // on an H200), with unaligned o rows (element-wise stores), and split with g = 0 (nothing
+  // decays: the state and its fp16 images grow the most).
+  for (int d : {64, 128})
+    for (double factor : {10.0, 0.01})
+      add([&](Case& c) {
+        c.dtype = DType::kFloat16;
+        c.K = c.V = d;
+        c.gate_factor = factor;
+        c.layout = d == 64 ? StateLayout::kVMajor : StateLayout::kKMajor;
+        c.lens = {300, 17, 64};
+      });
+  add([](Case& c) {
+    c.dtype = DType::kFloat16;
+    c.gate = GateKind::kMixedExtreme;
+    c.beta = BetaKind::kMixed;
+    c.pool = true;
+    c.lens = {130, 1, 70};
+  });
+  add([](Case& c) {
+    c.dtype = DType::kFloat16;
+    c.K = c.V = 128;
+    c.pool = true;
+    c.lens = {300, 1, 64, 129, 7, 65, 200, 0, 130, 90};
+  });
+  add([](Case& c) {
+    c.dtype = DType::kFloat16;
+    c.K = c.V = 128;
+    c.strided = true;
+    c.o_pad = 3;
+    c.lens = {70, 5};
+  });
+  add([](Case& c) {
+    c.H = 1, c.HV = 2, c.K = c.V = 128;
+    c.dtype = DType::kFloat16;
+    c.gate = GateKind::kZero;
+    c.lens = {3000, 700};
+  });
   // Serving pools: padding on the null slot 0, separate read and write slots, the present mask
   // on the initial state (harness.h: Case::serving); prefill and decode batches, both layouts.
   for (StateLayout layout : {StateLayout::kKMajor, StateLayout::kVMajor}) {

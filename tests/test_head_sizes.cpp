@@ -10,6 +10,56 @@ namespace gdn {
 namespace test {
 namespace {
 
+// State rows that do not start 16-byte aligned: packed pools of small heads (HV K V times the
+// element size not a multiple of 16 bytes: K = V = 1 with HV = 2 has 8-byte fp32 rows) and odd
+// row strides, dense and pooled, both layouts, fp32 and 16-bit pools, prefill-shaped and
+// decode-shaped batches. On CUDA: the exact stages and the general decode kernel (element
+// accesses), the tensor-core forward at K = V = 64 / 128 reading fp32 rows (or the fp32 copy of
+// 16-bit rows) one element at a time, and the tuned decode kernels' sizes sent to the general
+// kernel (decode_heuristics) because their 4-element pieces would be misaligned.
+std::vector<Case> unaligned_row_cases() {
+  std::vector<Case> cs;
+  struct Shape {
+    int K, V, H, HV;
+    DType dtype, state_dtype;
+    int row_pad;
+  };
+  const Shape shapes[] = {
+      {1, 1, 1, 2, DType::kFloat32, DType::kFloat32, 0},       // 8-byte packed rows
+      {1, 1, 2, 2, DType::kBFloat16, DType::kFloat16, 1},      // 6-byte rows
+      {3, 5, 1, 3, DType::kFloat32, DType::kFloat32, 0},       // 45 elements: 180-byte rows
+      {3, 5, 1, 3, DType::kBFloat16, DType::kBFloat16, 0},     // 90-byte rows
+      {3, 5, 1, 1, DType::kFloat16, DType::kFloat16, 3},       // 15 + 3 elements: 36-byte rows
+      {60, 100, 2, 2, DType::kFloat32, DType::kFloat32, 1},    // the general sizes, odd stride
+      {128, 128, 1, 2, DType::kBFloat16, DType::kFloat32, 1},  // tensor-core forward, rows-kernel size
+      {128, 128, 2, 2, DType::kFloat16, DType::kBFloat16, 3},  // + the 16-bit copy
+      {64, 64, 1, 2, DType::kBFloat16, DType::kFloat32, 2},    // mma.sync forward, tiles-kernel size
+      {64, 64, 1, 3, DType::kBFloat16, DType::kFloat16, 1},
+      {64, 256, 1, 1, DType::kFloat32, DType::kFloat32, 1},  // tiles size, exact forward
+      {256, 64, 1, 1, DType::kBFloat16, DType::kBFloat16, 2},
+  };
+  for (const Shape& s : shapes)
+    for (StateLayout layout : {StateLayout::kKMajor, StateLayout::kVMajor})
+      for (bool decode_shaped : {false, true}) {
+        Case c;
+        c.K = s.K;
+        c.V = s.V;
+        c.H = s.H;
+        c.HV = s.HV;
+        c.dtype = s.dtype;
+        c.state_dtype = s.state_dtype;
+        c.row_pad = s.row_pad;
+        c.layout = layout;
+        // Pools (rows named by index, some -1) for odd strides and 16-bit states, dense arrays
+        // for the packed fp32 ones; serving pools (read and write slots) for decode batches.
+        c.pool = s.row_pad != 0 || s.state_dtype != DType::kFloat32 || decode_shaped;
+        c.serving = decode_shaped && c.pool;
+        c.lens = decode_shaped ? std::vector<int64_t>{1, 2, 1, 0, 3, 1} : std::vector<int64_t>{70, 1, 0, 130};
+        cs.push_back(c);
+      }
+  return cs;
+}
+
 // The sizes of fla's test grids (32, 60, 100) and the edges of the table (1, 256), in mixes of
 // K and V: multiples of 16, sizes that are not (the CPU's padded rows, the CUDA general path),
 // and the fast sizes beside them.
@@ -111,6 +161,7 @@ std::vector<Case> head_size_cases() {
     c.layout = StateLayout::kVMajor;
     c.lens = {1, 3, 1, 2};
   });
+  for (const Case& c : unaligned_row_cases()) cs.push_back(c);
   return cs;
 }
 

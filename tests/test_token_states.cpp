@@ -88,6 +88,27 @@ std::vector<SpecCase> spec_cases() {
   t.tree = true;
   t.max_tokens = 6;
   cases.push_back(t);
+  // Pool and buffer rows off 16-byte alignment (odd row strides): on CUDA the tuned sizes (128:
+  // rows, 64: tiles) go to the general kernel, which also takes small heads (K = 3, V = 5) and
+  // EAGLE reloads; fp32 and 16-bit pools, both layouts.
+  for (Convention conv : {Convention::kVllm, Convention::kSglangGroups, Convention::kSglangDense})
+    for (const auto& kv : {std::pair<int, int>{128, 128}, {64, 64}, {3, 5}}) {
+      SpecCase u;
+      u.conv = conv;
+      u.K = kv.first;
+      u.V = kv.second;
+      u.row_pad = kv.first == 64 ? 2 : 1;
+      u.layout = kv.first == 128 ? StateLayout::kKMajor : StateLayout::kVMajor;
+      u.state_dtype = conv == Convention::kSglangGroups ? DType::kFloat16 : DType::kFloat32;
+      u.disable_state_update = conv == Convention::kSglangDense;
+      u.tree = kv.first == 3;
+      u.max_tokens = u.tree ? 5 : u.max_tokens;
+      cases.push_back(u);
+      u.layout = u.layout == StateLayout::kKMajor ? StateLayout::kVMajor : StateLayout::kKMajor;
+      u.state_dtype = DType::kBFloat16;
+      u.row_pad = 3;
+      cases.push_back(u);
+    }
   return cases;
 }
 

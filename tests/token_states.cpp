@@ -24,8 +24,8 @@ std::string SpecCase::name() const {
      << "_N" << N << "_M" << max_tokens << "_K" << K << "_V" << V << "_" << dtype_name(dtype)
      << (layout == StateLayout::kVMajor ? "_vmajor" : "") << (varlen ? "_varlen" : "_fixed")
      << (conv != Convention::kVllm && !disable_state_update ? "_update" : "") << (int64_indices ? "_i64" : "")
-     << (tree ? "_tree" : "")
-     << (state_dtype != DType::kFloat32 ? std::string("_state") + dtype_name(state_dtype) : "");
+     << (tree ? "_tree" : "") << (state_dtype != DType::kFloat32 ? std::string("_state") + dtype_name(state_dtype) : "")
+     << (row_pad ? "_rowpad" + std::to_string(row_pad) : "");
   return os.str();
 }
 
@@ -123,16 +123,34 @@ std::vector<uint8_t> index_bytes(const std::vector<int64_t>& x, bool i64) {
   return b;
 }
 
-// Packed fp32 rows as a pool of `dtype` stores them, and back.
-std::vector<uint8_t> state_bytes(const std::vector<float>& x, DType dtype) {
-  std::vector<uint8_t> b(x.size() * dtype_size(dtype));
-  for (size_t i = 0; i < x.size(); ++i) store_from_float(b.data(), static_cast<int64_t>(i), dtype, x[i]);
+// The padding bytes of a padded row (a pattern no kernel writes).
+uint8_t pad_byte(size_t b) { return static_cast<uint8_t>(0x5A ^ (b * 37)); }
+
+// Packed fp32 rows of `head` elements as a pool of `dtype` stores them (rows head + pad elements
+// apart, the padding filled with pad_byte), and back (packed; the padding checked unchanged).
+std::vector<uint8_t> state_bytes(const std::vector<float>& x, DType dtype, int64_t head, int pad) {
+  const size_t es = dtype_size(dtype);
+  const int64_t rows = static_cast<int64_t>(x.size()) / head, stride = head + pad;
+  std::vector<uint8_t> b(rows * stride * es);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < head; ++i) store_from_float(b.data(), r * stride + i, dtype, x[r * head + i]);
+    for (size_t j = 0; j < pad * es; ++j) b[(r * stride + head) * es + j] = pad_byte(j);
+  }
   return b;
 }
-std::vector<float> download_states(const Buffer& b, DType dtype) {
+std::vector<float> download_states(const Buffer& b, DType dtype, int64_t head, int pad) {
   const std::vector<uint8_t> bytes = b.to_host();
-  std::vector<float> x(bytes.size() / dtype_size(dtype));
-  for (size_t i = 0; i < x.size(); ++i) x[i] = load_as_float(bytes.data(), static_cast<int64_t>(i), dtype);
+  const size_t es = dtype_size(dtype);
+  const int64_t stride = head + pad, rows = static_cast<int64_t>(bytes.size() / es) / stride;
+  std::vector<float> x(rows * head);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < head; ++i) x[r * head + i] = load_as_float(bytes.data(), r * stride + i, dtype);
+    for (size_t j = 0; j < pad * es; ++j)
+      if (bytes[(r * stride + head) * es + j] != pad_byte(j)) {
+        ADD_FAILURE() << "row " << r << ": padding byte " << j << " was written";
+        break;
+      }
+  }
   return x;
 }
 
@@ -259,10 +277,13 @@ SpecOutputs run_spec(const SpecInputs& s, Backend backend, const std::function<v
   const IndexType itype = i64 ? IndexType::kInt64 : IndexType::kInt32;
   const std::vector<uint8_t> tok_host = index_bytes(s.token_indices, i64), acc_host = index_bytes(s.num_accepted, i64),
                              pool_idx_host = index_bytes(s.pool_indices, i64), par_host = index_bytes(s.parents, i64);
-  Buffer pool = upload(backend, state_bytes(s.pool, c.state_dtype)), buffer, tok, acc, pool_idx;
+  const int64_t head = int64_t{in.c.HV} * c.K * c.V;
+  const int64_t row_stride = c.row_pad ? head + c.row_pad : 0;
+  Buffer pool = upload(backend, state_bytes(s.pool, c.state_dtype, head, c.row_pad)), buffer, tok, acc, pool_idx;
   StateRef pool_ref;
   pool_ref.data = pool.as<float>();
   pool_ref.num_slots = s.pool_slots;
+  pool_ref.row_stride = row_stride;
   TokenStates& ts = a.token_states;
   ts.max_tokens = c.max_tokens;
   if (!s.token_indices.empty()) tok = upload(backend, tok_host);
@@ -284,9 +305,10 @@ SpecOutputs run_spec(const SpecInputs& s, Backend backend, const std::function<v
     pool_ref.index_type = itype;
     a.initial_state = pool_ref;
     if (!c.disable_state_update) a.final_state = pool_ref;
-    buffer = upload(backend, state_bytes(s.buffer, c.state_dtype));
+    buffer = upload(backend, state_bytes(s.buffer, c.state_dtype, head, c.row_pad));
     ts.pool.data = buffer.data();
     ts.pool.num_slots = s.buffer_slots;
+    ts.pool.row_stride = row_stride;
     ts.per_token = false;
     if (c.conv == Convention::kSglangGroups) {
       ts.pool.indices = tok.data();
@@ -325,8 +347,8 @@ SpecOutputs run_spec(const SpecInputs& s, Backend backend, const std::function<v
   }
   const std::vector<uint8_t> ob = o.to_host();
   out.o = decode(ob.data(), static_cast<size_t>(in.T) * 4 * c.V, c.dtype);
-  out.pool = download_states(pool, c.state_dtype);
-  if (buffer.bytes()) out.buffer = download_states(buffer, c.state_dtype);
+  out.pool = download_states(pool, c.state_dtype, head, c.row_pad);
+  if (buffer.bytes()) out.buffer = download_states(buffer, c.state_dtype, head, c.row_pad);
   return out;
 }
 

@@ -24,6 +24,10 @@ struct SpecCase {
   // The pools' (state pool and intermediate buffer) element type: values drawn, then rounded to it;
   // the stored states are checked against the state bound (harness.h: state_tolerance).
   DType state_dtype = DType::kFloat32;
+  // Elements of padding after each row of the pool and of the buffer (StateRef::row_stride =
+  // HV K V + row_pad; 0: packed), filled with a pattern that must come back unchanged. An odd one
+  // leaves rows off the CUDA tuned kernels' 4-element pieces (the general kernel runs).
+  int row_pad = 0;
   // false: a fixed-length batch [N, max_tokens] (cu_seqlens null): padding entries have tokens.
   bool varlen = true;
   bool disable_state_update = true;  // SGLang: the pool rows are not written (else updated in place)

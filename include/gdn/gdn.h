@@ -83,8 +83,9 @@ struct StateRef {
   const uint8_t* present = nullptr;       // [N] on the backend's device, optional (see above)
   const uint8_t* present_host = nullptr;  // optional host copy of present, for validation (CUDA)
   // Elements between consecutive rows (slots); 0: packed (HV * K * V). Otherwise >= HV * K * V,
-  // e.g. an engine's pool whose rows carry other data too. The CUDA backend needs every row to
-  // start 16-byte aligned (row_stride * the element size a multiple of 16).
+  // e.g. an engine's pool whose rows carry other data too. Any value on both backends (rows need
+  // not be 16-byte aligned); on CUDA the decode step's tuned kernels (K, V in {64, 128, 256}) run
+  // when data and row_stride are multiples of 4 elements, else its general kernel does.
   int64_t row_stride = 0;
 };
 

@@ -88,7 +88,7 @@ struct BenchOptions {
 // One prefill case of bench/cases.txt (its heads, gates and lengths; K = V = 128, bf16); `label`
 // names it in the output. The variant: the library's choices, or the same with fwd_o after fwd_h
 // (the A/B row of the overlap, "NAME/seq"), or with o computed in the chain ("NAME/fused").
-enum class PrefillVariant { kDefault, kOAfter, kFusedO };
+enum class PrefillVariant { kDefault, kOAfter, kFusedO, kStages4 };
 void bench_prefill(const tools::PrefillCase& c, const std::string& label, PrefillVariant variant, BenchOptions& o);
 // The decode step for N sequences (one token each) of the benchmark shape, against the copy rate,
 // on a state pool of `state_dtype` (GB/s counts the state bytes moved: one read and one write of

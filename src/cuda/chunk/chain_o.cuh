@@ -1,14 +1,16 @@
 // The o warpgroup of the fused chain (fwd_h_wgmma.cu, ChainMode::kFusedO): o computed on chip from
 // what the chain warpgroup stages in shared memory anyway, so h and v_new never go to global
 // memory and fwd_o does not run. Per chunk c of the block's (sequence part, value head, 64-wide V
-// slice), with q_i, k_j the raw bf16 rows, rq_i, rk_j their inverse l2 norms (1 without l2norm):
+// slice), with q_i, k_j the raw rows (E: the input dtype), rq_i, rk_j their inverse l2 norms
+// (1 without l2norm):
 //   P_ij = (q_i . k_j) rq_i rk_j exp(G_i - G_j)  for j <= i   (m64n64k16 x 8, q and k from the ring)
 //   o_i  = scale (exp(G_i) rq_i q_i h_c + sum_j P_ij v_new_j)  (q h_c: x 8 from the h staging;
 //                                                              P v_new: P hi + lo from registers,
 //                                                              x 2 x 4 from the v staging)
-// The same two bf16 roundings as fwd_o (h_c and v_new as stored there, P split into hi + lo).
+// The same two roundings to E as fwd_o (h_c and v_new as stored there, P split into hi + lo).
 //
-// Schedule (the block's two barriers per chunk, B1 and B2, are shared with the chain warpgroup):
+// Schedule (the block's two barriers per chunk, B1 and B2, are shared with the chain warpgroup; they
+// are mbarriers, which both warpgroups may reach from their own code: ptx/sync.cuh):
 //   after B1(c): issue P_c = q_c k_c^T and o_c = q_c h_c (h staging, written by the chain before
 //   B1(c)); q's norms meanwhile; P_c -> hi/lo A fragments; the row scales of o_c. Every read of the
 //   h staging and of stage c's q, k, G, rk is complete at B2(c) (the chain overwrites the h
@@ -26,7 +28,7 @@
 namespace gdn {
 namespace cuda {
 
-// Where o goes: [T, HV, V] of TO (bf16 or fp16), strides in elements; rows16: 16-byte pieces allowed.
+// Where o goes: [T, HV, V] of E (bf16 or fp16), strides in elements; rows16: 16-byte pieces allowed.
 struct OutRef {
   void* data;
   int64_t stride_token, stride_head;
@@ -35,9 +37,9 @@ struct OutRef {
 
 constexpr int kChainOStride = 72;  // o staging row stride (elements): 64 + 8, conflict-free stmatrix
 
-template <typename TO, int ST, typename Sm>
-__device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs& b, const OutRef& out, int64_t tb, int64_t te,
-                                                  int64_t nch, int v0, int hv) {
+template <typename E, int ST, typename Sm>
+__device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, const OutRef& out, int64_t tb,
+                                                  int64_t te, int64_t nch, int v0, int hv) {
   constexpr int kC = kChunkSize;
   const int tid = threadIdx.x - 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int i0 = 16 * warp + g, i1 = i0 + 8;  // this thread's accumulator rows (tokens)
@@ -52,15 +54,15 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs& b, con
   auto store_o = [&](int64_t c) {
     const int64_t t0 = tb + c * kC;
     const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
-    TO* stage = reinterpret_cast<TO*>(sm.o_stage);
-    stage_acc<TO, 8>(stage, kChainOStride, 16 * warp, 0, reinterpret_cast<const float(&)[8][4]>(o), b.scale);
+    E* stage = sm.o_stage;
+    stage_acc<E, 8>(stage, kChainOStride, 16 * warp, 0, reinterpret_cast<const float(&)[8][4]>(o), b.scale);
     __syncwarp();
-    stage_rows_out<TO, 64>(stage, kChainOStride, 16 * warp, 0, len - 16 * warp, [&](int i, int col, uint4 x) {
-      TO* dst = static_cast<TO*>(out.data) + (t0 + 16 * warp + i) * out.stride_token + hv * out.stride_head + v0 + col;
+    stage_rows_out<E, 64>(stage, kChainOStride, 16 * warp, 0, len - 16 * warp, [&](int i, int col, uint4 x) {
+      E* dst = static_cast<E*>(out.data) + (t0 + 16 * warp + i) * out.stride_token + hv * out.stride_head + v0 + col;
       if (out.rows16) {
         *reinterpret_cast<uint4*>(dst) = x;
       } else {
-        const TO* e = reinterpret_cast<const TO*>(&x);
+        const E* e = reinterpret_cast<const E*>(&x);
 #pragma unroll
         for (int k = 0; k < 8; ++k) dst[k] = e[k];
       }
@@ -74,15 +76,15 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs& b, con
     for (int i = 0; i < 32; ++i) pin(o[i]);
     wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks) wgmma_m64n64_tb(o, &p_hi[4 * ks], wg_desc(vs + ks * 2048, kC * 128, 1024));
+    for (int ks = 0; ks < 4; ++ks) wgmma_m64n64_tb<E>(o, &p_hi[4 * ks], wg_desc(vs + ks * 2048, kC * 128, 1024));
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks) wgmma_m64n64_tb(o, &p_lo[4 * ks], wg_desc(vs + ks * 2048, kC * 128, 1024));
+    for (int ks = 0; ks < 4; ++ks) wgmma_m64n64_tb<E>(o, &p_lo[4 * ks], wg_desc(vs + ks * 2048, kC * 128, 1024));
     wgmma_commit();
   };
 
   int s = 0;
   for (int64_t c = 0; c < nch; ++c) {
-    named_barrier_sync(kChainBarrier, 256);  // B1(c): stage s holds chunk c's q, k, G, rk; the h staging holds h_c
+    mbarrier_block_sync(&sm.bar[0], c & 1);  // B1(c): stage s holds chunk c's q, k, G, rk; the h staging holds h_c
     const int64_t t0 = tb + c * kC;
     const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
     const uint32_t qs = smem_u32(sm.q[s]), ks0 = smem_u32(sm.k[s]), hs = smem_u32(sm.h);
@@ -97,13 +99,13 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs& b, con
 #pragma unroll
     for (int ks = 0; ks < 8; ++ks) {
       const uint32_t off = (ks / 4) * (kC * 128) + (ks % 4) * 32;
-      wgmma_m64n64_ss<0>(pacc, wg_desc(qs + off, 16, 1024), wg_desc(ks0 + off, 16, 1024), ks > 0);
+      wgmma_m64n64_ss<E, 0>(pacc, wg_desc(qs + off, 16, 1024), wg_desc(ks0 + off, 16, 1024), ks > 0);
     }
     wgmma_commit();
 #pragma unroll
     for (int ks = 0; ks < 8; ++ks)
-      wgmma_m64n64_ss<1>(o, wg_desc(qs + (ks / 4) * (kC * 128) + (ks % 4) * 32, 16, 1024),
-                         wg_desc(hs + ks * 2048, kC * 128, 1024), ks > 0);
+      wgmma_m64n64_ss<E, 1>(o, wg_desc(qs + (ks / 4) * (kC * 128) + (ks % 4) * 32, 16, 1024),
+                            wg_desc(hs + ks * 2048, kC * 128, 1024), ks > 0);
     wgmma_commit();
 
     // Inverse norms of rows i0, i1 of q while the tensor cores run: the quad's four lanes share the
@@ -121,7 +123,7 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs& b, con
         const uint32_t* w1 = reinterpret_cast<const uint32_t*>(&x1);
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
-          const float a0 = bf_lo(w0[k]), b0 = bf_hi(w0[k]), a1 = bf_lo(w1[k]), b1 = bf_hi(w1[k]);
+          const float a0 = lo_f<E>(w0[k]), b0 = hi_f<E>(w0[k]), a1 = lo_f<E>(w1[k]), b1 = hi_f<E>(w1[k]);
           s0 += a0 * a0 + b0 * b0;
           s1 += a1 * a1 + b1 * b1;
         }
@@ -131,7 +133,7 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs& b, con
     }
 
     // P_c: gates, norms and the causal mask (rows past len and columns past the row: 0), then the
-    // hi / lo bf16 A fragments.
+    // hi / lo A fragments (E).
     wgmma_wait<1>();
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(pacc[i]);
@@ -159,9 +161,9 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs& b, con
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
           const float x0 = pacc[8 * ks + 2 * q], x1 = pacc[8 * ks + 2 * q + 1];
-          const uint32_t hi = pack_bf16(x0, x1);
+          const uint32_t hi = pack2<E>(x0, x1);
           p_hi[4 * ks + q] = hi;
-          p_lo[4 * ks + q] = pack_bf16(x0 - bf_lo(hi), x1 - bf_hi(hi));
+          p_lo[4 * ks + q] = pack2<E>(x0 - lo_f<E>(hi), x1 - hi_f<E>(hi));
         }
     }
     // o_c's rows times exp(G_i) rq_i (the P v_new part carries its own factors).
@@ -176,7 +178,7 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs& b, con
       o[4 * j + 2] *= f1;
       o[4 * j + 3] *= f1;
     }
-    named_barrier_sync(kChainBarrier, 256);  // B2(c): the chain's v staging holds v_new_c
+    mbarrier_block_sync(&sm.bar[1], c & 1);  // B2(c): the chain's v staging holds v_new_c
     issue_pv();
     wgmma_wait<0>();
 #pragma unroll
@@ -184,7 +186,7 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs& b, con
     store_o(c);
     if (++s == ST) s = 0;
   }
-  named_barrier_sync(kChainBarrier, 256);  // the chain warpgroup's epilogue barrier
+  mbarrier_block_sync(&sm.bar[0], nch & 1);  // the chain warpgroup's epilogue barrier
 }
 
 }  // namespace cuda

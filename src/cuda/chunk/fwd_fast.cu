@@ -1,4 +1,4 @@
-// Orchestration of the tensor-core forward: plan, q/k packing (l2norm), prep, h, o.
+// Orchestration of the tensor-core forward: plan, q/k copies (unaligned rows), prep, h, o.
 #include "cuda/chunk/fwd_fast.cuh"
 #include "cuda/stages/l2norm.cuh"
 
@@ -6,23 +6,26 @@ namespace gdn {
 namespace cuda {
 namespace {
 
-size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBufs* b, SplitBufs* sp, char** plan_mem) {
+// E: the 16-bit operand type (the input dtype); the sizes are the same for both.
+template <typename E>
+size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBufs<E>* b, SplitBufs* sp,
+             char** plan_mem) {
   const int64_t T = p.num_tokens, HV = p.num_v_heads, H = p.num_qk_heads, D = p.head_k;
   const int64_t mc = chunk_bound(T, p.num_seqs);
   Carver c(base);
   char* pm = c.take<char>(plan_bytes(T, p.num_seqs));
-  __nv_bfloat16* qb = c.take<__nv_bfloat16>(T * H * D);
-  __nv_bfloat16* kb = c.take<__nv_bfloat16>(T * H * D);
+  E* qb = c.take<E>(T * H * D);
+  E* kb = c.take<E>(T * H * D);
   double* Gt = c.take<double>(T * HV);
   float* rk = c.take<float>(T * H);
-  __nv_bfloat16* w = c.take<__nv_bfloat16>(T * HV * D);
-  __nv_bfloat16* u = c.take<__nv_bfloat16>(T * HV * D);
+  E* w = c.take<E>(T * HV * D);
+  E* u = c.take<E>(T * HV * D);
   // The per-chunk hand-off to fwd_o (none when the chain computes o itself).
   const bool to_fwd_o = !cfg.fuse_o;
   // v_new: token rows (D = 64) or one 64-row image per chunk and slice (D = 128, fwd_v_image).
   const int64_t v_rows = D == 128 ? mc * kChunkSize : T;
-  __nv_bfloat16* v_new = c.take<__nv_bfloat16>(to_fwd_o ? v_rows * HV * D : 0);
-  __nv_bfloat16* h = c.take<__nv_bfloat16>(to_fwd_o ? mc * HV * D * D : 0);
+  E* v_new = c.take<E>(to_fwd_o ? v_rows * HV * D : 0);
+  E* h = c.take<E>(to_fwd_o ? mc * HV * D * D : 0);
   int* ready = c.take<int>(to_fwd_o ? mc * HV : 0);
   // The split's part states and summaries (split.cuh): [N, P_max, HV, D, D] fp32 each.
   const int64_t part_elems = cfg.split_chunks_per_part > 0 ? p.num_seqs * cfg.split_max_parts * HV * D * D : 0;
@@ -41,7 +44,7 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
     b->H = p.num_qk_heads;
     b->HV = p.num_v_heads;
     b->scale = p.scale;
-    b->q = qb;  // the packed copies; fast_forward points q, k at the caller's rows when it can
+    b->q = qb;  // the copies; fast_forward points q, k at the caller's rows when it can
     b->k = kb;
     b->q_st = b->k_st = H * D;
     b->q_sh = b->k_sh = D;
@@ -101,14 +104,18 @@ bool fast_path_supported(const Problem& p) {
 }
 
 size_t fast_workspace_size(const Problem& p, const ChunkForwardConfig& cfg) {
-  return carve(p, cfg, nullptr, nullptr, nullptr, nullptr);
+  return carve<__nv_bfloat16>(p, cfg, nullptr, nullptr, nullptr, nullptr);
 }
 
-void fast_forward(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg, const PhaseEvents* phases) {
+namespace {
+
+// The forward with operand type E = the input dtype (fast_path_supported: bf16 or fp16, and
+// takes_fast_path: q, k, o in it too).
+template <typename E>
+void run(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg, const PhaseEvents* phases) {
   const Problem& p = f.problem;
-  check_config(p, cfg);
   cudaStream_t s = stream_of(exec);
-  FastBufs b = {};
+  FastBufs<E> b = {};
   SplitBufs sp;
   char* pm = nullptr;
   carve(p, cfg, exec.workspace, &b, &sp, &pm);
@@ -117,24 +124,23 @@ void fast_forward(const ForwardArgs& f, const Exec& exec, const ChunkForwardConf
   mark(phases, 1, s);
   const int64_t T = p.num_tokens;
   const int H = p.num_qk_heads, D = p.head_k;
-  // bf16 rows with 16-byte aligned pieces are read in place; anything else is converted to bf16
-  // (not normalized) into the workspace first.
-  auto in_place = [&](const ConstTensor& x) { return p.dtype == DType::kBFloat16 && rows_in_16_byte_pieces(x); };
-  if (in_place(f.q)) {
-    b.q = static_cast<const __nv_bfloat16*>(f.q.data);
+  // Rows with 16-byte aligned pieces are read in place; others are copied (not normalized, not
+  // converted: q and k are in E) into the workspace first.
+  if (rows_in_16_byte_pieces(f.q)) {
+    b.q = static_cast<const E*>(f.q.data);
     b.q_st = f.q.stride_token;
     b.q_sh = f.q.stride_head;
   } else {
-    convert_rows(p.dtype, DType::kBFloat16, f.q.data, f.q.stride_token, f.q.stride_head,
-                 const_cast<__nv_bfloat16*>(b.q), int64_t(H) * D, D, T, H, D, false, s);
+    convert_rows(p.dtype, p.dtype, f.q.data, f.q.stride_token, f.q.stride_head, const_cast<E*>(b.q), int64_t(H) * D, D,
+                 T, H, D, false, s);
   }
-  if (in_place(f.k)) {
-    b.k = static_cast<const __nv_bfloat16*>(f.k.data);
+  if (rows_in_16_byte_pieces(f.k)) {
+    b.k = static_cast<const E*>(f.k.data);
     b.k_st = f.k.stride_token;
     b.k_sh = f.k.stride_head;
   } else {
-    convert_rows(p.dtype, DType::kBFloat16, f.k.data, f.k.stride_token, f.k.stride_head,
-                 const_cast<__nv_bfloat16*>(b.k), int64_t(H) * D, D, T, H, D, false, s);
+    convert_rows(p.dtype, p.dtype, f.k.data, f.k.stride_token, f.k.stride_head, const_cast<E*>(b.k), int64_t(H) * D, D,
+                 T, H, D, false, s);
   }
   if (!cfg.overlap_o || cfg.fuse_o) b.ready = nullptr;
   mark(phases, 2, s);
@@ -156,6 +162,16 @@ void fast_forward(const ForwardArgs& f, const Exec& exec, const ChunkForwardConf
     launch_fwd_o<64>(b, f, s);
   }
   mark(phases, 5, s);
+}
+
+}  // namespace
+
+void fast_forward(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg, const PhaseEvents* phases) {
+  check_config(f.problem, cfg);
+  if (f.problem.dtype == DType::kFloat16)
+    run<__half>(f, exec, cfg, phases);
+  else
+    run<__nv_bfloat16>(f, exec, cfg, phases);
 }
 
 }  // namespace cuda

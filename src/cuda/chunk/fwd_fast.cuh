@@ -1,10 +1,15 @@
-// The tensor-core forward (bf16 tensor-core products, fp32 accumulation) for bf16/fp16 inputs,
+// The tensor-core forward (16-bit tensor-core products, fp32 accumulation) for bf16/fp16 inputs,
 // K = V = D in {64, 128}. Three kernels:
 //   fwd_prep (parallel over chunks): gates, cumsum, k k^T, (I + L)^-1, w and u      (fwd_prep.cu)
 //   fwd_h    (sequential over chunks, state on chip): v_new, h per chunk, final state
 //            D = 64: mma.sync (fwd_h_mma.cu); D = 128: wgmma (fwd_h_wgmma.cu)
 //   fwd_o    (parallel over chunks): o                                               (fwd_o.cu)
-// Workspace intermediates are bf16 (w, u, v_new, h) as in flash-linear-attention; G is fp64.
+// The 16-bit operand type E of every tensor-core product is the input dtype (bf16 or fp16, as in
+// flash-linear-attention): the kernels are templates on E, the mma / wgmma instructions take
+// .bf16 or .f16 from it, and the workspace intermediates (w, u, v_new, h) are stored in E; G is
+// fp64. q, k and v share E (Problem::qk_dtype = dtype; mixed dtypes run the exact stages).
+// fp16 intermediates can overflow (65504) only with |v| or initial-state entries near it, or with
+// keys of norm > 1 (no l2norm); the argument, and what tiny w (strong decays) loses: docs/perf.md v10.
 // The tuning choices come in a ChunkForwardConfig (heuristics.h), never from global state.
 #pragma once
 #include "cuda/chunk/heuristics.h"
@@ -19,7 +24,7 @@ bool fast_path_supported(const Problem& p);
 size_t fast_workspace_size(const Problem& p, const ChunkForwardConfig& cfg);
 
 // Phase timing for the device check: fast_forward records at[0] before the plan and at[i + 1]
-// after phase i (plan, q/k packing, prep, h, o).
+// after phase i (plan, q/k copies of unaligned rows, prep, h, o).
 struct PhaseEvents {
   static constexpr int kCount = 6;
   cudaEvent_t at[kCount];
@@ -30,26 +35,27 @@ struct PhaseEvents {
 void fast_forward(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg,
                   const PhaseEvents* phases = nullptr);
 
-// Device pointers of one fast forward.
+// Device pointers of one fast forward; E is the 16-bit operand type (__nv_bfloat16 or __half).
+template <typename E>
 struct FastBufs {
   Plan pl;
   int64_t T;
   int H, HV;
   float scale;
-  // q and k as bf16 rows with 16-byte aligned pieces: the caller's tensors when they are bf16 and
-  // aligned, else packed copies in the workspace. Never normalized: with l2norm the kernels apply
-  // the rows' inverse norms in fp32 (to products and scalings), so the bf16 operands stay exact.
-  const __nv_bfloat16* q;  // [T, H, D] (token stride q_st, head stride q_sh)
-  const __nv_bfloat16* k;  // [T, H, D]
+  // q and k as rows of E with 16-byte aligned pieces: the caller's tensors when aligned, else
+  // copies in the workspace. Never normalized: with l2norm the kernels apply the rows' inverse
+  // norms in fp32 (to products and scalings), so the 16-bit operands stay the caller's exact values.
+  const E* q;  // [T, H, D] (token stride q_st, head stride q_sh)
+  const E* k;  // [T, H, D]
   int64_t q_st, q_sh, k_st, k_sh;
   bool l2norm;
-  float* rk;             // [H, T] inverse l2 norms of k's rows (written by fwd_prep; 1 without l2norm)
-  double* Gt;            // [HV, T] chunk-local cumsum (fp64), head-major (contiguous per chunk)
-  __nv_bfloat16* w;      // [T, HV, D]
-  __nv_bfloat16* u;      // [T, HV, D]
-  __nv_bfloat16* v_new;  // D = 64: [T, HV, D]; D = 128: images [max_chunks, HV, 2, 64, 64] (fwd_v_image)
-  __nv_bfloat16* h;      // D = 64: [max_chunks, HV, D, D] state at each chunk start, K-major;
-                         // D = 128: images [max_chunks, HV, 2, 128, 64] (fwd_h_image)
+  float* rk;   // [H, T] inverse l2 norms of k's rows (written by fwd_prep; 1 without l2norm)
+  double* Gt;  // [HV, T] chunk-local cumsum (fp64), head-major (contiguous per chunk)
+  E* w;        // [T, HV, D]
+  E* u;        // [T, HV, D]
+  E* v_new;    // D = 64: [T, HV, D]; D = 128: images [max_chunks, HV, 2, 64, 64] (fwd_v_image)
+  E* h;        // D = 64: [max_chunks, HV, D, D] state at each chunk start, K-major;
+               // D = 128: images [max_chunks, HV, 2, 128, 64] (fwd_h_image)
   // Chunk-level hand-off from fwd_h to fwd_o, which then run at the same time (fwd_o launched
   // with programmatic dependent launch): ready[gc * HV + hv] counts the V slices of (chunk gc, head
   // hv) whose h and v_new fwd_h has stored; fwd_o's block waits for ready_count. fwd_prep zeroes
@@ -77,22 +83,26 @@ inline bool rows_in_16_byte_pieces(const Tensor& t) {
   return reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.stride_token % 8 == 0 && t.stride_head % 8 == 0;
 }
 
-template <int D>
-void launch_fwd_prep(const FastBufs& b, const ForwardArgs& f, cudaStream_t s);
-template <int D>
-void launch_fwd_o(const FastBufs& b, const ForwardArgs& f, cudaStream_t s);
+// The launchers, instantiated for E = __nv_bfloat16 and __half.
+template <int D, typename E>
+void launch_fwd_prep(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s);
+template <int D, typename E>
+void launch_fwd_o(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s);
 // fwd_h for D = 64 on mma.sync: one block per (sequence, value head, cfg.fwd_h_slice_width-wide V
 // slice). It never signals b.ready (b.ready must be null).
-void launch_fwd_h_mma(const FastBufs& b, const ForwardArgs& f, const ChunkForwardConfig& cfg, cudaStream_t s);
+template <typename E>
+void launch_fwd_h_mma(const FastBufs<E>& b, const ForwardArgs& f, const ChunkForwardConfig& cfg, cudaStream_t s);
 // fwd_h for D = 128 on wgmma: one warpgroup per (sequence, part, value head, 64-wide V slice);
 // one part per sequence without a split (sp.chunks_per_part = 0). It signals b.ready per chunk
 // when b.ready is set (fwd_o then overlaps it).
-void launch_fwd_h_wgmma(const FastBufs& b, const SplitBufs& sp, const ForwardArgs& f, const ChunkForwardConfig& cfg,
+template <typename E>
+void launch_fwd_h_wgmma(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, const ChunkForwardConfig& cfg,
                         cudaStream_t s);
 // The split's scan (split_scan.cu): every part's exact initial state from the summaries.
 void launch_split_scan(const Plan& pl, const SplitBufs& sp, int64_t num_seqs, int HV, cudaStream_t s);
 // The split's summary pass (split.cuh): the same chain per (sequence, part, head, slice of V + K).
-void launch_fwd_h_wgmma_summary(const FastBufs& b, const SplitBufs& sp, const ForwardArgs& f,
+template <typename E>
+void launch_fwd_h_wgmma_summary(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f,
                                 const ChunkForwardConfig& cfg, cudaStream_t s);
 
 }  // namespace cuda

@@ -2,13 +2,14 @@
 // BV-wide slice of V, BV = 32 or 64); the fp32 state slice [D][BV] lives in registers (mma
 // accumulator layout) across all chunks of the sequence, and the next chunks' w, k, u, G stream into
 // shared memory (cp.async, 2 or 3 stages) while the current one is computed. Per chunk:
-//   h_c -> workspace (bf16, for fwd_o);  v_new = u - w h_c  (mma);  v_new -> workspace (bf16)
+//   h_c -> workspace (E, for fwd_o);  v_new = u - w h_c  (mma);  v_new -> workspace (E)
 //   S = exp(G_last) S + k^T (exp(G_last - G_i) v_new_i)   (mma)
 // 8 warps split both products (4 warps: a longer serial chain per chunk, measured slower). BV = 64 halves
 // the re-reads of w and k (every slice block of a head reads them whole: the kernel is bound by
 // L2 bandwidth with BV = 32) but holds one block per SM; BV = 32 suits many short sequences.
 // The kernel is written for any D that is a multiple of 16; D = 128 runs on wgmma (fwd_h_wgmma.cu),
 // so only D = 64 is instantiated. BV and the stage count: ChunkForwardConfig (heuristics.h).
+// E: the 16-bit operand type (the input dtype, bf16 or fp16; fwd_fast.cuh).
 #include "cuda/chunk/fwd_fast.cuh"
 
 namespace gdn {
@@ -17,24 +18,24 @@ namespace {
 
 constexpr int C = kChunkSize;
 
-template <int D, int BV, int ST>
+template <int D, int BV, int ST, typename E>
 struct HSmem {
   static constexpr int SK = D + 8;
   static constexpr int SV = BV + 8;
-  __nv_bfloat16 w[ST][C * SK];  // ST-stage ring of the chunks' operands
-  __nv_bfloat16 k[ST][C * SK];
-  __nv_bfloat16 u[ST][C * SV];
+  E w[ST][C * SK];  // ST-stage ring of the chunks' operands
+  E k[ST][C * SK];
+  E u[ST][C * SV];
   double G[ST][C];
-  float rk[ST][C];           // inverse l2 norms of k's rows (fwd_prep's), with l2norm
-  __nv_bfloat16 h[D * SV];   // h_c as the B operand of w h
-  __nv_bfloat16 vs[C * SV];  // decayed v_new as the B operand of the state update
+  float rk[ST][C];  // inverse l2 norms of k's rows (fwd_prep's), with l2norm
+  E h[D * SV];      // h_c as the B operand of w h
+  E vs[C * SV];     // decayed v_new as the B operand of the state update
 };
 
-template <int D, int BV, int NW, int ST>
+template <int D, int BV, int NW, int ST, typename E>
 __global__ void __launch_bounds__(NW * 32, 1)
-    chunk_fwd_h_mma_kernel(FastBufs b, StateRef init, StateRef fin, bool kmajor) {
+    chunk_fwd_h_mma_kernel(FastBufs<E> b, StateRef init, StateRef fin, bool kmajor) {
   extern __shared__ __align__(16) char smem_raw[];
-  using S = HSmem<D, BV, ST>;
+  using S = HSmem<D, BV, ST, E>;
   S& sm = *reinterpret_cast<S*>(smem_raw);
   constexpr int kThreads = NW * 32;
   // State update [D][BV] += k^T vs: warp = (um, ung) owns UMT m-tiles of 16 state rows and UNP
@@ -131,12 +132,12 @@ __global__ void __launch_bounds__(NW * 32, 1)
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
           const int kk = row_of(mt, 2 * hf), vv = col_of(nt, 0);
-          *reinterpret_cast<uint32_t*>(&sm.h[kk * S::SV + vv]) = pack_bf16(st[mt][nt][2 * hf], st[mt][nt][2 * hf + 1]);
+          *reinterpret_cast<uint32_t*>(&sm.h[kk * S::SV + vv]) = pack2<E>(st[mt][nt][2 * hf], st[mt][nt][2 * hf + 1]);
         }
     cp_async_wait<ST - 2>();
     __syncthreads();
     {
-      __nv_bfloat16* hg = b.h + (gc * HV + hv) * DD + v0;  // [D][D] K-major, this slice's columns
+      E* hg = b.h + (gc * HV + hv) * DD + v0;  // [D][D] K-major, this slice's columns
       for (int e = tid; e < D * BV / 8; e += kThreads) {
         const int kk = e / (BV / 8), c8 = (e % (BV / 8)) * 8;
         *reinterpret_cast<uint4*>(hg + int64_t(kk) * D + c8) = *reinterpret_cast<const uint4*>(&sm.h[kk * S::SV + c8]);
@@ -160,8 +161,8 @@ __global__ void __launch_bounds__(NW * 32, 1)
         for (int np = 0; np < VNP; ++np) {
           uint32_t bb[4];
           frag_b_kn(sm.h, S::SV, 16 * (VNP * vng + np), 16 * ks, bb);
-          mma_bf16(acc[2 * np], a, bb[0], bb[1]);
-          mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
+          mma16<E>(acc[2 * np], a, bb[0], bb[1]);
+          mma16<E>(acc[2 * np + 1], a, bb[2], bb[3]);
         }
       }
       {
@@ -177,15 +178,15 @@ __global__ void __launch_bounds__(NW * 32, 1)
         const bool ok = i < len;
         // k_i is normalized by r_i: fold it into the update's operand with the decay.
         const float decay = ok ? __expf(float(g_last - Gs[i])) * (b.l2norm ? sm.rk[stage][i] : 1.f) : 0.f;
-        __nv_bfloat16* vrow = b.v_new + ((t0 + (ok ? i : 0)) * HV + hv) * D + v0;
+        E* vrow = b.v_new + ((t0 + (ok ? i : 0)) * HV + hv) * D + v0;
 #pragma unroll
         for (int nt = 0; nt < 2 * VNP; ++nt) {
           const int vv = 16 * VNP * vng + 8 * nt + 2 * t;
-          const __nv_bfloat162 uu = *reinterpret_cast<const __nv_bfloat162*>(&sm.u[stage][i * S::SV + vv]);
-          const float x0 = __low2float(uu) - acc[nt][2 * hf], x1 = __high2float(uu) - acc[nt][2 * hf + 1];
-          if (ok) *reinterpret_cast<uint32_t*>(vrow + vv) = pack_bf16(x0, x1);
+          const float2 uu = unpack2<E>(*reinterpret_cast<const uint32_t*>(&sm.u[stage][i * S::SV + vv]));
+          const float x0 = uu.x - acc[nt][2 * hf], x1 = uu.y - acc[nt][2 * hf + 1];
+          if (ok) *reinterpret_cast<uint32_t*>(vrow + vv) = pack2<E>(x0, x1);
           // One rounding for the update's operand: the fp32 v_new, decayed.
-          *reinterpret_cast<uint32_t*>(&sm.vs[i * S::SV + vv]) = pack_bf16(x0 * decay, x1 * decay);
+          *reinterpret_cast<uint32_t*>(&sm.vs[i * S::SV + vv]) = pack2<E>(x0 * decay, x1 * decay);
         }
       }
     }
@@ -210,8 +211,8 @@ __global__ void __launch_bounds__(NW * 32, 1)
           frag_a_t(sm.k[stage], S::SK, 16 * (UMT * um + mt), 16 * ks, a);
 #pragma unroll
           for (int np = 0; np < UNP; ++np) {
-            mma_bf16(st[mt][2 * np], a, bb[np][0], bb[np][1]);
-            mma_bf16(st[mt][2 * np + 1], a, bb[np][2], bb[np][3]);
+            mma16<E>(st[mt][2 * np], a, bb[np][0], bb[np][1]);
+            mma16<E>(st[mt][2 * np + 1], a, bb[np][2], bb[np][3]);
           }
         }
       }
@@ -236,11 +237,11 @@ __global__ void __launch_bounds__(NW * 32, 1)
   }
 }
 
-template <int D, int BV, int NW, int ST>
-void launch(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
-  const size_t smem = sizeof(HSmem<D, BV, ST>);
+template <int D, int BV, int NW, int ST, typename E>
+void launch(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s) {
+  const size_t smem = sizeof(HSmem<D, BV, ST, E>);
   const int64_t blocks = f.problem.num_seqs * b.HV * (D / BV);
-  auto k = chunk_fwd_h_mma_kernel<D, BV, NW, ST>;
+  auto k = chunk_fwd_h_mma_kernel<D, BV, NW, ST, E>;
   allow_smem(k, smem);
   k<<<grid_1d(blocks, 1), NW * 32, smem, s>>>(b, f.initial_state, f.final_state,
                                               f.problem.state_layout == StateLayout::kKMajor);
@@ -249,21 +250,26 @@ void launch(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
 
 }  // namespace
 
-void launch_fwd_h_mma(const FastBufs& b, const ForwardArgs& f, const ChunkForwardConfig& cfg, cudaStream_t s) {
+template <typename E>
+void launch_fwd_h_mma(const FastBufs<E>& b, const ForwardArgs& f, const ChunkForwardConfig& cfg, cudaStream_t s) {
   constexpr int D = 64;
   const bool three_stages = cfg.fwd_h_stages == 3;  // else 2 (fast_forward checked the config)
   if (cfg.fwd_h_slice_width == 64) {
     if (three_stages)
-      launch<D, 64, 8, 3>(b, f, s);
+      launch<D, 64, 8, 3, E>(b, f, s);
     else
-      launch<D, 64, 8, 2>(b, f, s);
+      launch<D, 64, 8, 2, E>(b, f, s);
   } else {
     if (three_stages)
-      launch<D, 32, 8, 3>(b, f, s);
+      launch<D, 32, 8, 3, E>(b, f, s);
     else
-      launch<D, 32, 8, 2>(b, f, s);
+      launch<D, 32, 8, 2, E>(b, f, s);
   }
 }
+
+template void launch_fwd_h_mma(const FastBufs<__nv_bfloat16>&, const ForwardArgs&, const ChunkForwardConfig&,
+                               cudaStream_t);
+template void launch_fwd_h_mma(const FastBufs<__half>&, const ForwardArgs&, const ChunkForwardConfig&, cudaStream_t);
 
 }  // namespace cuda
 }  // namespace gdn

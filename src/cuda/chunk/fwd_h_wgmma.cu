@@ -7,14 +7,14 @@
 // v0 of V). The fp32 state slice lives TRANSPOSED in registers as a wgmma accumulator,
 //   S^T [64 (vv) x 128 (kk)]  (m64n128: 64 floats per thread),
 // and per chunk (rows i < len of tokens t0 .. t0 + len - 1):
-//   h_c       = S                                  -> b.h image [gc][hv][slice]   (bf16 [kk][vv])
+//   h_c       = S                                  -> b.h image [gc][hv][slice]   (E [kk][vv])
 //   v_new^T   = u^T - S^T w^T                      wgmma m64n64k16 x 8 (k = kk):
-//               A = bf16(S^T) from registers (accumulator -> A fragment: same lanes, no shuffles),
+//               A = E(S^T) from registers (accumulator -> A fragment: same lanes, no shuffles),
 //               B = w [token][kk] in shared memory (K-major B), scale-a = -1, accumulator
 //               initialised with u^T (ldmatrix.trans of the u tile)
-//                                                  -> b.v_new image [gc][hv][slice] (bf16 [t][vv])
+//                                                  -> b.v_new image [gc][hv][slice] (E [t][vv])
 //   S^T       = exp(G_last) S^T + vs^T k           wgmma m64n128k16 x 4 (k = tokens):
-//               A = vs^T = bf16(v_new^T diag(exp(G_last - G_i) r_i)) from the v_new^T
+//               A = vs^T = E(v_new^T diag(exp(G_last - G_i) r_i)) from the v_new^T
 //               accumulators, B = k [token][kk] in shared memory read MN-major (trans-b)
 // and the final state goes to the pool (K- or V-major, row state_row(fin, n)).
 //
@@ -43,7 +43,7 @@
 //   (from the h staging written before B1), prefetch chunk c + ST - 1 into stage (c - 1) % ST
 //   (freed by B1); wait; A fragments of vs^T; issue the 4 update wgmmas; meanwhile: v_new -> v
 //   staging, barrier B2 (v staging complete, every read of the h staging done), v_new -> global;
-//   wait; bf16(S^T) -> A fragments (next chunk's w h) and -> h staging.
+//   wait; E(S^T) -> A fragments (next chunk's w h) and -> h staging.
 // Rows past len: w, k, u are zero-filled, their decays are 0, and they are never stored.
 // After B1 of chunk c + 1 (and after the loop for the last chunk) one thread adds 1 to
 // b.ready[chunk c][hv] (release): fwd_o, launched as a programmatic dependent of this kernel, reads
@@ -70,23 +70,25 @@ constexpr int kBV = 64;         // V slice per block (the wgmma M)
 enum class ChainMode { kStore, kStoreBulk, kSummary, kFusedO };
 
 // kFusedO's additions: the q ring beside w and k, and the o staging (kChainOStride-element rows).
-template <int ST, bool kFused>
+// E: the 16-bit operand type (the input dtype, bf16 or fp16; fwd_fast.cuh).
+template <int ST, bool kFused, typename E>
 struct WgFusedSmem {
-  __nv_bfloat16 q[ST][kC * kD];               // 16 KB per stage, SW128 like w and k
-  __nv_bfloat16 o_stage[kC * kChainOStride];  // 9 KB (bf16 or fp16 o)
+  E q[ST][kC * kD];               // 16 KB per stage, SW128 like w and k
+  E o_stage[kC * kChainOStride];  // 9 KB
 };
-template <int ST>
-struct WgFusedSmem<ST, false> {};
+template <int ST, typename E>
+struct WgFusedSmem<ST, false, E> {};
 
-template <int ST, bool kFused>
-struct WgSmem : WgFusedSmem<ST, kFused> {  // (an empty base takes no space: w stays at offset 0)
-  __nv_bfloat16 w[ST][kC * kD];            // 16 KB per stage, 1024-aligned (the block base is)
-  __nv_bfloat16 k[ST][kC * kD];
-  __nv_bfloat16 u[ST][kC * kBV];  // 8 KB per stage
-  __nv_bfloat16 h[kD * kBV];      // 16 KB
-  __nv_bfloat16 v[1][kC * kBV];   // 8 KB
+template <int ST, bool kFused, typename E>
+struct WgSmem : WgFusedSmem<ST, kFused, E> {  // (an empty base takes no space: w stays at offset 0)
+  E w[ST][kC * kD];                           // 16 KB per stage, 1024-aligned (the block base is)
+  E k[ST][kC * kD];
+  E u[ST][kC * kBV];  // 8 KB per stage
+  E h[kD * kBV];      // 16 KB
+  E v[1][kC * kBV];   // 8 KB
   double G[ST][kC];
   float rk[ST][kC];
+  uint64_t bar[2];  // kFusedO: the block barriers B1 and B2 (mbarrier_block_sync)
 };
 static_assert(sizeof(__nv_bfloat16) * kC * kD % 1024 == 0, "stages stay 1024-aligned");
 
@@ -96,27 +98,34 @@ static_assert(sizeof(__nv_bfloat16) * kC * kD % 1024 == 0, "stages stay 1024-ali
 // Otherwise blocks of (sequence, part, head, slice of V), each part from its exact initial state
 // (the pool row for part 0, S_p of the scan for the others); the last part writes the final state.
 // Without a split every sequence is one part.
-template <int ST, ChainMode kMode, typename TO>
+template <int ST, ChainMode kMode, typename E>
 __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
-    chunk_fwd_h_wgmma_kernel(FastBufs b, SplitBufs sp, StateRef init, StateRef fin, bool kmajor, OutRef out) {
+    chunk_fwd_h_wgmma_kernel(FastBufs<E> b, SplitBufs sp, StateRef init, StateRef fin, bool kmajor, OutRef out) {
   constexpr bool kSummary = kMode == ChainMode::kSummary, kFused = kMode == ChainMode::kFusedO;
   constexpr bool kBulk = kMode == ChainMode::kStoreBulk, kStores = kMode == ChainMode::kStore || kBulk;
-  // The block's barrier: with the o warpgroup, a named barrier for both warpgroups (they reach it
-  // from different code: chain_o.cuh); otherwise __syncthreads.
-  auto block_sync = []() {
-    if constexpr (kFused)
-      named_barrier_sync(kChainBarrier, 256);
-    else
-      __syncthreads();
-  };
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __trap();  // wgmma needs sm_90a; the library is built for it only
 #else
   extern __shared__ __align__(16) char smem_raw[];
-  using Sm = WgSmem<ST, kFused>;
+  using Sm = WgSmem<ST, kFused, E>;
   // wgmma's swizzle atoms must sit on 1024-byte boundaries: align the block's base at run time
   // (1 KB slack; not __align__(1024), which would let the compiler drop this on trust).
   Sm& sm = *reinterpret_cast<Sm*>(smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u));
+  // The block's barriers: with the o warpgroup, which reaches them from its own code (chain_o.cuh),
+  // the mbarriers sm.bar[which] in phase `parity`; otherwise __syncthreads.
+  auto block_sync = [&](int which, uint32_t parity) {
+    if constexpr (kFused)
+      mbarrier_block_sync(&sm.bar[which], parity);
+    else
+      __syncthreads();
+  };
+  if constexpr (kFused) {
+    if (threadIdx.x == 0) {
+      mbarrier_init(&sm.bar[0], 256);
+      mbarrier_init(&sm.bar[1], 256);
+    }
+    __syncthreads();  // (the one barrier instruction both warpgroups reach together)
+  }
   // fwd_o may start now: its blocks wait for b.ready per chunk (this kernel never waits for it).
   pdl_launch_dependents();
   const int HV = b.HV;
@@ -151,7 +160,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
   const int64_t tb = sc.tb + cb * kC, te = sc.te;
   if constexpr (kFused) {
     if (threadIdx.x >= 128) {  // the o warpgroup; the rest of this kernel is the chain's
-      chain_o_warpgroup<TO, ST>(sm, b, out, tb, te, nch, v0, hv);
+      chain_o_warpgroup<E, ST>(sm, b, out, tb, te, nch, v0, hv);
       return;
     }
   }
@@ -217,7 +226,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     }
   };
 
-  // bf16(S^T) as the A fragments of w h (ha[4 ks + q]: kk in [16 ks, 16 ks + 16)), and into the
+  // E(S^T) as the A fragments of w h (ha[4 ks + q]: kk in [16 ks, 16 ks + 16)), and into the
   // h staging [kk][vv] (transposed by stmatrix).
   uint32_t ha[32];
   auto stage_state = [&]() {
@@ -225,7 +234,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
 #pragma unroll
     for (int ks = 0; ks < 8; ++ks) {
 #pragma unroll
-      for (int q = 0; q < 4; ++q) ha[4 * ks + q] = pack_bf16(st[8 * ks + 2 * q], st[8 * ks + 2 * q + 1]);
+      for (int q = 0; q < 4; ++q) ha[4 * ks + q] = pack2<E>(st[8 * ks + 2 * q], st[8 * ks + 2 * q + 1]);
       const int kk = 16 * ks + lrow;
       if (!kSummary)  // the summary pass stores no h
         stsm_x4_t(hs + sw128(kk, lch), ha[4 * ks], ha[4 * ks + 1], ha[4 * ks + 2], ha[4 * ks + 3]);
@@ -253,7 +262,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     cp_async_wait<ST - 2>();
     fence_proxy_async();  // this thread's landed cp.async writes -> visible to wgmma (async proxy)
     if (kBulk && tid == 0) bulk_wait_read<0>();  // v_new_{c-1}'s staging read: rewritten after B1
-    block_sync();  // B1: chunk c complete for all; h staging holds h_c; stage (c - 1) % ST free
+    block_sync(0, c & 1);  // B1: chunk c complete for all; h staging holds h_c; stage (c - 1) % ST free
     if (kMode == ChainMode::kStore && c > 0 && tid == 0 && b.ready)
       signal_release(b.ready + (gc - 1) * HV + hv);  // h, v_new of c - 1 stored
 
@@ -270,8 +279,8 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
         ldsm_x4_t(us + sw128(16 * p + lrow, lch), x[0], x[1], x[2], x[3]);
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
-          acc[8 * p + 2 * q] = bf_lo(x[q]);
-          acc[8 * p + 2 * q + 1] = bf_hi(x[q]);
+          acc[8 * p + 2 * q] = lo_f<E>(x[q]);
+          acc[8 * p + 2 * q + 1] = hi_f<E>(x[q]);
         }
       }
     }
@@ -286,7 +295,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
       const uint32_t ws = smem_u32(sm.w[s]);
 #pragma unroll
       for (int ks = 0; ks < 8; ++ks)
-        wgmma_m64n64_neg_a(acc, &ha[4 * ks], wg_desc(ws + (ks / 4) * (kC * 128) + (ks % 4) * 32, 16, 1024));
+        wgmma_m64n64_neg_a<E>(acc, &ha[4 * ks], wg_desc(ws + (ks / 4) * (kC * 128) + (ks % 4) * 32, 16, 1024));
     }
     wgmma_commit();
 
@@ -347,7 +356,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         const int j = 2 * ks + q / 2;
-        va[4 * ks + q] = pack_bf16(acc[8 * ks + 2 * q] * dec[j][0], acc[8 * ks + 2 * q + 1] * dec[j][1]);
+        va[4 * ks + q] = pack2<E>(acc[8 * ks + 2 * q] * dec[j][0], acc[8 * ks + 2 * q + 1] * dec[j][1]);
       }
     }
     // S^T += vs^T k. B = k [token][kk] read MN-major (SW128): k-step ks starts at token 16 ks
@@ -360,10 +369,10 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     {
       const uint32_t ks0 = smem_u32(sm.k[s]);
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) wgmma_m64n128_tb(st, &va[4 * ks], wg_desc(ks0 + ks * 2048, kC * 128, 1024));
+      for (int ks = 0; ks < 4; ++ks) wgmma_m64n128_tb<E>(st, &va[4 * ks], wg_desc(ks0 + ks * 2048, kC * 128, 1024));
     }
     wgmma_commit();
-    // v_new (bf16, as stored) -> v staging [token][vv], while the update runs (the summary pass
+    // v_new (E, as stored) -> v staging [token][vv], while the update runs (the summary pass
     // stores no v_new).
     if (!kSummary) {
       const uint32_t vs = smem_u32(sm.v[0]);
@@ -371,14 +380,14 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
       for (int ks = 0; ks < 4; ++ks) {
         uint32_t vn[4];
 #pragma unroll
-        for (int q = 0; q < 4; ++q) vn[q] = pack_bf16(acc[8 * ks + 2 * q], acc[8 * ks + 2 * q + 1]);
+        for (int q = 0; q < 4; ++q) vn[q] = pack2<E>(acc[8 * ks + 2 * q], acc[8 * ks + 2 * q + 1]);
         stsm_x4_t(vs + sw128(16 * ks + lrow, lch), vn[0], vn[1], vn[2], vn[3]);
       }
     }
     if constexpr (kFused || kBulk) fence_proxy_async();  // the v staging -> wgmma of the o warpgroup / TMA
     // (kBulk: the h staging's bulk read is done before B2: stage_state rewrites it after B2.)
     if (kBulk && tid == 0) bulk_wait_read<0>();
-    block_sync();  // B2: v staging complete; every thread's reads of the h staging done
+    block_sync(1, c & 1);  // B2: v staging complete; every thread's reads of the h staging done
     // v_new (rows past len: zeros) -> workspace: the staging's image (fwd_v_image).
     if constexpr (kBulk) {
       if (tid == 0) {
@@ -414,7 +423,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     base = dst + hv * DD;
     out_kmajor = true;
   } else {
-    block_sync();  // last_part_flag, set before the loop, seen by every thread
+    block_sync(0, nch & 1);  // last_part_flag, set before the loop, seen by every thread
     const int64_t r = last_part_flag ? state_row(fin, seq_of_block()) : -1;
     if (r >= 0) base = static_cast<float*>(fin.data) + state_offset(fin, r, hv, HV, DD);
   }
@@ -432,14 +441,14 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
 #endif
 }
 
-template <int ST, ChainMode kMode, typename TO = __nv_bfloat16>
-void launch_wg(const FastBufs& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s) {
+template <int ST, ChainMode kMode, typename E>
+void launch_wg(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s) {
   constexpr bool kFused = kMode == ChainMode::kFusedO;
-  const size_t smem = sizeof(WgSmem<ST, kFused>) + 1024;  // + alignment slack
+  const size_t smem = sizeof(WgSmem<ST, kFused, E>) + 1024;  // + alignment slack
   const int64_t blocks = f.problem.num_seqs * sp.max_parts * b.HV * (kMode == ChainMode::kSummary ? 4 : 2);
   // o in 16-byte row pieces when the caller's layout allows it (kFusedO), else element by element.
   const OutRef out = {f.o.data, f.o.stride_token, f.o.stride_head, rows_in_16_byte_pieces(f.o)};
-  auto k = chunk_fwd_h_wgmma_kernel<ST, kMode, TO>;
+  auto k = chunk_fwd_h_wgmma_kernel<ST, kMode, E>;
   allow_smem(k, smem);
   k<<<grid_1d(blocks, 1), kFused ? 256 : 128, smem, s>>>(b, sp, f.initial_state, f.final_state,
                                                          f.problem.state_layout == StateLayout::kKMajor, out);
@@ -450,7 +459,8 @@ void launch_wg(const FastBufs& b, const SplitBufs& sp, const ForwardArgs& f, cud
 
 }  // namespace
 
-void launch_fwd_h_wgmma(const FastBufs& b, const SplitBufs& sp, const ForwardArgs& f, const ChunkForwardConfig& cfg,
+template <typename E>
+void launch_fwd_h_wgmma(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, const ChunkForwardConfig& cfg,
                         cudaStream_t s) {
   if (!cfg.fuse_o && !b.ready) {  // fwd_o after this kernel: h and v_new leave by bulk copies
     if (cfg.fwd_h_stages == 4)
@@ -459,11 +469,8 @@ void launch_fwd_h_wgmma(const FastBufs& b, const SplitBufs& sp, const ForwardArg
       launch_wg<2, ChainMode::kStoreBulk>(b, sp, f, s);
     return;
   }
-  if (cfg.fuse_o) {  // 3 stages and the o warpgroup: ~211 KB, one block per SM
-    if (f.problem.dtype == DType::kFloat16)
-      launch_wg<3, ChainMode::kFusedO, __half>(b, sp, f, s);
-    else
-      launch_wg<3, ChainMode::kFusedO, __nv_bfloat16>(b, sp, f, s);
+  if (cfg.fuse_o) {  // 3 stages and the o warpgroup: ~211 KB, one block per SM; o in E
+    launch_wg<3, ChainMode::kFusedO>(b, sp, f, s);
     return;
   }
   // 4 stages (188 KB, one block per SM) or 2 (106.5 KB, two per SM): chunk_forward_heuristics.
@@ -473,13 +480,23 @@ void launch_fwd_h_wgmma(const FastBufs& b, const SplitBufs& sp, const ForwardArg
     launch_wg<2, ChainMode::kStore>(b, sp, f, s);
 }
 
-void launch_fwd_h_wgmma_summary(const FastBufs& b, const SplitBufs& sp, const ForwardArgs& f,
+template <typename E>
+void launch_fwd_h_wgmma_summary(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f,
                                 const ChunkForwardConfig& cfg, cudaStream_t s) {
   if (cfg.split_summary_stages == 4)
     launch_wg<4, ChainMode::kSummary>(b, sp, f, s);
   else
     launch_wg<2, ChainMode::kSummary>(b, sp, f, s);
 }
+
+template void launch_fwd_h_wgmma(const FastBufs<__nv_bfloat16>&, const SplitBufs&, const ForwardArgs&,
+                                 const ChunkForwardConfig&, cudaStream_t);
+template void launch_fwd_h_wgmma(const FastBufs<__half>&, const SplitBufs&, const ForwardArgs&,
+                                 const ChunkForwardConfig&, cudaStream_t);
+template void launch_fwd_h_wgmma_summary(const FastBufs<__nv_bfloat16>&, const SplitBufs&, const ForwardArgs&,
+                                         const ChunkForwardConfig&, cudaStream_t);
+template void launch_fwd_h_wgmma_summary(const FastBufs<__half>&, const SplitBufs&, const ForwardArgs&,
+                                         const ChunkForwardConfig&, cudaStream_t);
 
 }  // namespace cuda
 }  // namespace gdn

@@ -1,14 +1,13 @@
 // fwd_o: per (chunk, value head), in parallel over all chunks:
 //   o_i = scale (exp(G_i) q_i^T h_c + sum_{j <= i} (q_i . k_j) exp(G_i - G_j) v_new_j)
-// with l2norm, q_i and k_j are the raw bf16 rows and their inverse norms rq_i (computed here) and
+// with l2norm, q_i and k_j are the raw rows and their inverse norms rq_i (computed here) and
 // rk_j (fwd_prep's) scale the products in fp32.
-// Three mma products per block (q k^T, q h_c, P v_new), operands bf16 in shared memory; P is
-// split into hi + lo bf16 parts (two passes) so that only q, k, h and v_new carry bf16 rounding.
+// Three mma products per block (q k^T, q h_c, P v_new), operands of type E (the input dtype, bf16
+// or fp16) in shared memory; P is split into hi + lo parts (two passes) so that only h and v_new
+// carry a rounding to E (q and k are the inputs' exact values). o is written in E.
 // 8 warps (4 measured slower): warps w and w + 4 own row
 // tiles w and 3 - w and one half of the columns each, so that the two warps of one SM
 // sub-partition (w % 4) carry equal triangular work.
-#include <type_traits>
-
 #include "cuda/chunk/fwd_fast.cuh"
 
 namespace gdn {
@@ -17,25 +16,25 @@ namespace {
 
 constexpr int C = kChunkSize;
 
-template <int D>
+template <int D, typename E>
 struct OSmem {
   static constexpr int SK = D + 8;
   static constexpr int SP = C + 8;
-  __nv_bfloat16 q[C * SK];
-  __nv_bfloat16 k[C * SK];
-  __nv_bfloat16 vn[C * SK];
-  __nv_bfloat16 h[D * SK];
-  __nv_bfloat16 P[C * SP];
-  __nv_bfloat16 Plo[C * SP];
+  E q[C * SK];
+  E k[C * SK];
+  E vn[C * SK];
+  E h[D * SK];
+  E P[C * SP];
+  E Plo[C * SP];
   double G[C];
   float rk[C];  // inverse l2 norms of k's rows (fwd_prep's), with l2norm
 };
 
-template <int D, typename TO, int NW>
+template <int D, typename E, int NW>
 __global__ void __launch_bounds__(NW * 32)
-    chunk_fwd_o_kernel(FastBufs b, TO* __restrict__ o, int64_t o_st, int64_t o_sh, bool rows16) {
+    chunk_fwd_o_kernel(FastBufs<E> b, E* __restrict__ o, int64_t o_st, int64_t o_sh, bool rows16) {
   extern __shared__ __align__(16) char smem_raw[];
-  using S = OSmem<D>;
+  using S = OSmem<D, E>;
   S& sm = *reinterpret_cast<S*>(smem_raw);
   constexpr int kThreads = NW * 32;
   constexpr int HALVES = NW / 4;         // column groups
@@ -97,7 +96,7 @@ __global__ void __launch_bounds__(NW * 32)
       const int64_t tt = t0 + (ok ? i : 0);
       cp_async16(&sm.vn[i * S::SK + c8], b.v_new + (tt * HV + hv) * D + c8, ok ? 16 : 0);
     }
-    const __nv_bfloat16* hg = b.h + (gc * HV + hv) * int64_t(D) * D;
+    const E* hg = b.h + (gc * HV + hv) * int64_t(D) * D;
     for (int e = tid; e < D * D / 8; e += kThreads) {
       const int r = e / (D / 8), c8 = (e % (D / 8)) * 8;
       cp_async16(&sm.h[r * S::SK + c8], hg + int64_t(r) * D + c8, 16);
@@ -119,12 +118,12 @@ __global__ void __launch_bounds__(NW * 32)
       const int d = t * (D / 4) + 8 * qq;
       const uint4 x0 = *reinterpret_cast<const uint4*>(&sm.q[i0 * S::SK + d]);
       const uint4 x1 = *reinterpret_cast<const uint4*>(&sm.q[i1 * S::SK + d]);
-      const __nv_bfloat16* e0 = reinterpret_cast<const __nv_bfloat16*>(&x0);
-      const __nv_bfloat16* e1 = reinterpret_cast<const __nv_bfloat16*>(&x1);
+      const E* e0 = reinterpret_cast<const E*>(&x0);
+      const E* e1 = reinterpret_cast<const E*>(&x1);
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
-        s0 += __bfloat162float(e0[j]) * __bfloat162float(e0[j]);
-        s1 += __bfloat162float(e1[j]) * __bfloat162float(e1[j]);
+        s0 += to_f(e0[j]) * to_f(e0[j]);
+        s1 += to_f(e1[j]) * to_f(e1[j]);
       }
     }
     rq0 = quad_inv_l2norm(s0);
@@ -148,8 +147,8 @@ __global__ void __launch_bounds__(NW * 32)
         if (np > m) break;
         uint32_t bb[4];
         frag_b_nk(sm.k, S::SK, 16 * np, 16 * ks, bb);
-        mma_bf16(acc[2 * jp], a, bb[0], bb[1]);
-        mma_bf16(acc[2 * jp + 1], a, bb[2], bb[3]);
+        mma16<E>(acc[2 * jp], a, bb[0], bb[1]);
+        mma16<E>(acc[2 * jp + 1], a, bb[2], bb[3]);
       }
     }
 #pragma unroll
@@ -162,13 +161,11 @@ __global__ void __launch_bounds__(NW * 32)
       const float p01 = j + 1 <= i0 ? acc[jt][1] * (rq0 * rk1) * __expf(float(Gi0 - sm.G[j + 1])) : 0.f;
       const float p10 = j <= i1 ? acc[jt][2] * (rq1 * rk0) * __expf(float(Gi1 - sm.G[j])) : 0.f;
       const float p11 = j + 1 <= i1 ? acc[jt][3] * (rq1 * rk1) * __expf(float(Gi1 - sm.G[j + 1])) : 0.f;
-      const uint32_t h0 = pack_bf16(p00, p01), h1 = pack_bf16(p10, p11);
-      const __nv_bfloat162 r0 = *reinterpret_cast<const __nv_bfloat162*>(&h0);
-      const __nv_bfloat162 r1 = *reinterpret_cast<const __nv_bfloat162*>(&h1);
+      const uint32_t h0 = pack2<E>(p00, p01), h1 = pack2<E>(p10, p11);
       *reinterpret_cast<uint32_t*>(&sm.P[i0 * S::SP + j]) = h0;
       *reinterpret_cast<uint32_t*>(&sm.P[i1 * S::SP + j]) = h1;
-      *reinterpret_cast<uint32_t*>(&sm.Plo[i0 * S::SP + j]) = pack_bf16(p00 - __low2float(r0), p01 - __high2float(r0));
-      *reinterpret_cast<uint32_t*>(&sm.Plo[i1 * S::SP + j]) = pack_bf16(p10 - __low2float(r1), p11 - __high2float(r1));
+      *reinterpret_cast<uint32_t*>(&sm.Plo[i0 * S::SP + j]) = residual2<E>(p00, p01, h0);
+      *reinterpret_cast<uint32_t*>(&sm.Plo[i1 * S::SP + j]) = residual2<E>(p10, p11, h1);
     }
   }
   // h and v_new have landed; P rows of tile m (written by the warps that own that tile) are
@@ -190,8 +187,8 @@ __global__ void __launch_bounds__(NW * 32)
     for (int jp = 0; jp < DP; ++jp) {
       uint32_t bb[4];
       frag_b_kn(sm.h, S::SK, 16 * (DP * half + jp), 16 * ks, bb);
-      mma_bf16(acc[2 * jp], a, bb[0], bb[1]);
-      mma_bf16(acc[2 * jp + 1], a, bb[2], bb[3]);
+      mma16<E>(acc[2 * jp], a, bb[0], bb[1]);
+      mma16<E>(acc[2 * jp + 1], a, bb[2], bb[3]);
     }
   }
   const float e0 = __expf(float(Gi0)) * rq0, e1 = __expf(float(Gi1)) * rq1;
@@ -213,33 +210,33 @@ __global__ void __launch_bounds__(NW * 32)
     for (int jp = 0; jp < DP; ++jp) {
       uint32_t bb[4];
       frag_b_kn(sm.vn, S::SK, 16 * (DP * half + jp), 16 * ks, bb);
-      mma_bf16(acc[2 * jp], a, bb[0], bb[1]);
-      mma_bf16(acc[2 * jp + 1], a, bb[2], bb[3]);
-      mma_bf16(acc[2 * jp], al, bb[0], bb[1]);
-      mma_bf16(acc[2 * jp + 1], al, bb[2], bb[3]);
+      mma16<E>(acc[2 * jp], a, bb[0], bb[1]);
+      mma16<E>(acc[2 * jp + 1], a, bb[2], bb[3]);
+      mma16<E>(acc[2 * jp], al, bb[0], bb[1]);
+      mma16<E>(acc[2 * jp + 1], al, bb[2], bb[3]);
     }
   }
   // o leaves through shared memory in 16-byte pieces: stmatrix into k's rows (dead since P).
   const int r0 = 16 * m, c0 = 16 * DP * half;
-  TO* stage = reinterpret_cast<TO*>(sm.k);
+  E* stage = sm.k;
   stage_acc(stage, S::SK, r0, c0, acc, b.scale);
   __syncwarp();
-  stage_rows_out<TO, 16 * DP>(stage, S::SK, r0, c0, len - r0, [&](int i, int c, uint4 x) {
-    TO* dst = o + (t0 + r0 + i) * o_st + hv * o_sh + c0 + c;
+  stage_rows_out<E, 16 * DP>(stage, S::SK, r0, c0, len - r0, [&](int i, int c, uint4 x) {
+    E* dst = o + (t0 + r0 + i) * o_st + hv * o_sh + c0 + c;
     if (rows16) {
       *reinterpret_cast<uint4*>(dst) = x;
     } else {
-      const TO* e = reinterpret_cast<const TO*>(&x);
+      const E* e = reinterpret_cast<const E*>(&x);
 #pragma unroll
       for (int j = 0; j < 8; ++j) dst[j] = e[j];
     }
   });
 }
 
-template <int D, typename TO, int NW>
-void launch(const FastBufs& b, const ForwardArgs& f, cudaStream_t s, unsigned blocks, bool rows16) {
-  const size_t smem = sizeof(OSmem<D>);
-  auto k = chunk_fwd_o_kernel<D, TO, NW>;
+template <int D, typename E, int NW>
+void launch(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s, unsigned blocks, bool rows16) {
+  const size_t smem = sizeof(OSmem<D, E>);
+  auto k = chunk_fwd_o_kernel<D, E, NW>;
   allow_smem(k, smem);
   // With b.ready, a programmatic dependent of fwd_h: it starts while fwd_h runs (see fwd_fast.cuh).
   cudaLaunchConfig_t cfg = {};
@@ -252,27 +249,26 @@ void launch(const FastBufs& b, const ForwardArgs& f, cudaStream_t s, unsigned bl
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = b.ready ? 1 : 0;
-  check(cudaLaunchKernelEx(&cfg, k, b, static_cast<TO*>(f.o.data), f.o.stride_token, f.o.stride_head, rows16),
+  check(cudaLaunchKernelEx(&cfg, k, b, static_cast<E*>(f.o.data), f.o.stride_token, f.o.stride_head, rows16),
         "cudaLaunchKernelEx(chunk_fwd_o_kernel)");
 }
 
 }  // namespace
 
-template <int D>
-void launch_fwd_o(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
+template <int D, typename E>
+void launch_fwd_o(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s) {
   if (b.pl.max_chunks == 0) return;
   const unsigned blocks = grid_1d(b.pl.max_chunks * b.HV, 1);
   // o rows in 16-byte pieces when the caller's layout allows it, else element by element.
   const bool rows16 = rows_in_16_byte_pieces(f.o);
-  if (f.problem.dtype == DType::kBFloat16)
-    launch<D, __nv_bfloat16, 8>(b, f, s, blocks, rows16);
-  else
-    launch<D, __half, 8>(b, f, s, blocks, rows16);
+  launch<D, E, 8>(b, f, s, blocks, rows16);  // o in E (o_dtype = dtype: takes_fast_path)
   GDN_CUDA_LAUNCH_CHECK("chunk_fwd_o_kernel");
 }
 
-template void launch_fwd_o<64>(const FastBufs&, const ForwardArgs&, cudaStream_t);
-template void launch_fwd_o<128>(const FastBufs&, const ForwardArgs&, cudaStream_t);
+template void launch_fwd_o<64>(const FastBufs<__nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
+template void launch_fwd_o<128>(const FastBufs<__nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
+template void launch_fwd_o<64>(const FastBufs<__half>&, const ForwardArgs&, cudaStream_t);
+template void launch_fwd_o<128>(const FastBufs<__half>&, const ForwardArgs&, cudaStream_t);
 
 }  // namespace cuda
 }  // namespace gdn

@@ -3,18 +3,16 @@
 // the unit lower-triangular inverse A = (I + L)^-1 in fp32, and
 //   w = A diag(beta exp(G)) k,   u = A diag(beta) v
 // with mma, k normalized (l2norm) by its rows' inverse norms r in fp32: L_ij carries r_i r_j and
-// w's column scaling r_j, so the bf16 k stays the caller's exact values. Writes G (fp64,
-// head-major), r (for fwd_h and fwd_o) and w, u (bf16).
-// Accuracy: the row scalings of k and v are folded into A's columns (in fp32), so the bf16
-// operands k (packed) and v (bf16 input) are exact; the scaled A is split as hi + lo bf16 and each
+// w's column scaling r_j, so the 16-bit k stays the caller's exact values. Writes G (fp64,
+// head-major), r (for fwd_h and fwd_o) and w, u (in E, the input dtype: bf16 or fp16).
+// Accuracy: the row scalings of k and v are folded into A's columns (in fp32), so the operands k
+// and v (E, the inputs' own values) are exact; the scaled A is split as hi + lo in E and each
 // product runs in two passes (A_hi X + A_lo X): near-fp32 products, so w and u carry only their
-// final bf16 rounding. fp16 v is split too (hi + lo, a third pass).
+// final rounding to E.
 // The inverse: the four 16x16 diagonal blocks by forward substitution, one column per thread in
 // registers; then block rows I = 1..3: A_IJ = -A_II sum_{J <= K < I} L_IK A_KJ, 4-wide strips.
 // 8 warps: warps w and w + 4 own row tiles w and 3 - w of every 64-row product and one half of its
 // columns (equal triangular work on each SM sub-partition, w % 4).
-#include <type_traits>
-
 #include "cuda/chunk/fwd_fast.cuh"
 
 namespace gdn {
@@ -25,22 +23,21 @@ constexpr int C = kChunkSize;
 constexpr int NW = 8;
 constexpr int kThreads = NW * 32;
 
-template <int D, bool kVLo>
+template <int D, typename E>
 struct PrepSmem {
-  static constexpr int SK = D + 8;  // bf16 row stride: +16 bytes keeps ldmatrix conflict-free
+  static constexpr int SK = D + 8;  // 16-bit row stride: +16 bytes keeps ldmatrix conflict-free
   static constexpr int SA = C + 8;
   static constexpr int LS = C + 4;  // fp32 row stride: float4 rows, diagonal blocks in distinct banks
-  __nv_bfloat16 k[C * SK];          // [C][D] packed k (bf16, exact operand)
-  __nv_bfloat16 v[C * SK];          // [C][D] v (hi part when v is fp16)
+  E k[C * SK];                      // [C][D] k (exact operand)
+  E v[C * SK];                      // [C][D] v (exact operand)
   union {
-    struct {  // the solve (dead once A is split into its scaled bf16 parts)
+    struct {  // the solve (dead once A is split into its scaled 16-bit parts)
       float L[C * LS];
       float A[C * LS];
       float T[16 * 48];  // sum_K L_IK A_KJ for one block row I, J < I
     } s;
-    struct {  // A diag(beta exp(G)) and A diag(beta), hi + lo parts; lo part of fp16 v
-      __nv_bfloat16 aw_hi[C * SA], aw_lo[C * SA], au_hi[C * SA], au_lo[C * SA];
-      __nv_bfloat16 vlo[kVLo ? C * SK : 8];
+    struct {  // A diag(beta exp(G)) and A diag(beta), hi + lo parts
+      E aw_hi[C * SA], aw_lo[C * SA], au_hi[C * SA], au_lo[C * SA];
     } x;
   } u;
   double G[C];  // fp64: G_i - G_j keeps its small decays even after a huge one
@@ -49,33 +46,26 @@ struct PrepSmem {
   float rk[C];    // inverse l2 norms of k's rows (1 without l2norm)
 };
 
-// v (input dtype) -> bf16 hi (+ lo) in shared memory, from the registers loaded at the start.
-template <typename TV, int kGroups, int D, int SK>
-__device__ __forceinline__ void store_v(const uint4* vr, __nv_bfloat16* vhi, __nv_bfloat16* vlo, int tid) {
+// v (E, loaded into registers at the start) -> shared memory (an exact round trip through fp32).
+template <typename E, int kGroups, int D, int SK>
+__device__ __forceinline__ void store_v(const uint4* vr, E* vs, int tid) {
 #pragma unroll
   for (int r = 0; r < kGroups; ++r) {
     const int e = tid + r * kThreads, i = e / (D / 8), c8 = (e % (D / 8)) * 8;
-    const TV* x = reinterpret_cast<const TV*>(&vr[r]);
+    const E* x = reinterpret_cast<const E*>(&vr[r]);
 #pragma unroll
-    for (int j = 0; j < 8; j += 2) {
-      const float x0 = to_f(x[j]), x1 = to_f(x[j + 1]);
-      const uint32_t hi = pack_bf16(x0, x1);
-      *reinterpret_cast<uint32_t*>(&vhi[i * SK + c8 + j]) = hi;
-      if (vlo) {
-        const __nv_bfloat162 h2 = *reinterpret_cast<const __nv_bfloat162*>(&hi);
-        *reinterpret_cast<uint32_t*>(&vlo[i * SK + c8 + j]) = pack_bf16(x0 - __low2float(h2), x1 - __high2float(h2));
-      }
-    }
+    for (int j = 0; j < 8; j += 2)
+      *reinterpret_cast<uint32_t*>(&vs[i * SK + c8 + j]) = pack2<E>(to_f(x[j]), to_f(x[j + 1]));
   }
 }
 
-// v_async: v is bf16 with 16-byte aligned rows, copied straight into shared memory.
-template <int D, typename TV, bool v_async>
+// E: the operand type (v, q, k, w, u); v_async: v has 16-byte aligned rows, copied straight into
+// shared memory.
+template <int D, typename E, bool v_async>
 __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
-    chunk_fwd_prep_kernel(FastBufs b, GateArgs ga, const TV* __restrict__ v, int64_t v_st, int64_t v_sh) {
-  constexpr bool kVLo = std::is_same<TV, __half>::value;
+    chunk_fwd_prep_kernel(FastBufs<E> b, GateArgs ga, const E* __restrict__ v, int64_t v_st, int64_t v_sh) {
   extern __shared__ __align__(16) char smem_raw[];
-  using S = PrepSmem<D, kVLo>;
+  using S = PrepSmem<D, E>;
   constexpr int SK = S::SK, SA = S::SA, LS = S::LS;
   S& sm = *reinterpret_cast<S*>(smem_raw);
   const int HV = b.HV;
@@ -92,7 +82,7 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
   const int half = warp / 4;
   const int m = half == 0 ? warp : 3 - (warp - 4);  // row tile
 
-  // k rows (bf16) and, when possible, v rows: async, zero-filled past the sequence's end.
+  // k rows and, when possible, v rows: async, zero-filled past the sequence's end.
   for (int e = tid; e < C * D / 8; e += kThreads) {
     const int i = e / (D / 8), c8 = (e % (D / 8)) * 8;
     const bool ok = i < len;
@@ -151,9 +141,9 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
 #pragma unroll
     for (int q = 0; q < D / 32; ++q) {
       const uint4 x = *reinterpret_cast<const uint4*>(&sm.k[row * SK + part * (D / 4) + 8 * q]);
-      const __nv_bfloat16* e = reinterpret_cast<const __nv_bfloat16*>(&x);
+      const E* e = reinterpret_cast<const E*>(&x);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) ss += __bfloat162float(e[j]) * __bfloat162float(e[j]);
+      for (int j = 0; j < 8; ++j) ss += to_f(e[j]) * to_f(e[j]);
     }
     ss += __shfl_xor_sync(0xffffffffu, ss, 1);
     ss += __shfl_xor_sync(0xffffffffu, ss, 2);
@@ -184,8 +174,8 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
         if (np > m) break;
         uint32_t bb[4];
         frag_b_nk(sm.k, SK, 16 * np, 16 * ks, bb);
-        mma_bf16(acc[2 * jp], a, bb[0], bb[1]);
-        mma_bf16(acc[2 * jp + 1], a, bb[2], bb[3]);
+        mma16<E>(acc[2 * jp], a, bb[0], bb[1]);
+        mma16<E>(acc[2 * jp + 1], a, bb[2], bb[3]);
       }
     }
 #pragma unroll
@@ -260,7 +250,7 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
   }
 
   // 3. A (pairs of columns, zero above the diagonal) into registers; then, over the dead solve
-  //    space, A diag(beta exp(G) r) and A diag(beta) as hi + lo bf16.
+  //    space, A diag(beta exp(G) r) and A diag(beta) as hi + lo parts in E.
   constexpr int kPairs = C * C / 2 / kThreads;
   float2 ar[kPairs];
 #pragma unroll
@@ -275,25 +265,23 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
     const int p = tid + r * kThreads, i = p / (C / 2), j = 2 * (p % (C / 2));
     const float w0 = ar[r].x * (sm.coef[j] * sm.rk[j]), w1 = ar[r].y * (sm.coef[j + 1] * sm.rk[j + 1]);
     const float u0 = ar[r].x * sm.beta[j], u1 = ar[r].y * sm.beta[j + 1];
-    const uint32_t wh = pack_bf16(w0, w1), uh = pack_bf16(u0, u1);
-    const __nv_bfloat162 wh2 = *reinterpret_cast<const __nv_bfloat162*>(&wh);
-    const __nv_bfloat162 uh2 = *reinterpret_cast<const __nv_bfloat162*>(&uh);
+    const uint32_t wh = pack2<E>(w0, w1), uh = pack2<E>(u0, u1);
     *reinterpret_cast<uint32_t*>(&sm.u.x.aw_hi[i * SA + j]) = wh;
     *reinterpret_cast<uint32_t*>(&sm.u.x.au_hi[i * SA + j]) = uh;
-    *reinterpret_cast<uint32_t*>(&sm.u.x.aw_lo[i * SA + j]) = pack_bf16(w0 - __low2float(wh2), w1 - __high2float(wh2));
-    *reinterpret_cast<uint32_t*>(&sm.u.x.au_lo[i * SA + j]) = pack_bf16(u0 - __low2float(uh2), u1 - __high2float(uh2));
+    *reinterpret_cast<uint32_t*>(&sm.u.x.aw_lo[i * SA + j]) = residual2<E>(w0, w1, wh);
+    *reinterpret_cast<uint32_t*>(&sm.u.x.au_lo[i * SA + j]) = residual2<E>(u0, u1, uh);
   }
-  if constexpr (!v_async) store_v<TV, kGroups, D, SK>(vr, sm.v, kVLo ? sm.u.x.vlo : nullptr, tid);
+  if constexpr (!v_async) store_v<E, kGroups, D, SK>(vr, sm.v, tid);
   __syncthreads();
 
   // w = A_w k, u = A_u v: warp rows [16 m, 16 m + 16), its column pairs; only the lower-triangular
   // k-steps (A[i][j] = 0 for j > i) are issued.
 #pragma unroll
   for (int which = 0; which < 2; ++which) {
-    const __nv_bfloat16* src = which == 0 ? sm.k : sm.v;
-    const __nv_bfloat16* a_hi = which == 0 ? sm.u.x.aw_hi : sm.u.x.au_hi;
-    const __nv_bfloat16* a_lo = which == 0 ? sm.u.x.aw_lo : sm.u.x.au_lo;
-    __nv_bfloat16* dst = which == 0 ? b.w : b.u;
+    const E* src = which == 0 ? sm.k : sm.v;
+    const E* a_hi = which == 0 ? sm.u.x.aw_hi : sm.u.x.au_hi;
+    const E* a_lo = which == 0 ? sm.u.x.aw_lo : sm.u.x.au_lo;
+    E* dst = which == 0 ? b.w : b.u;
     float acc[2 * DP][4];
 #pragma unroll
     for (int nt = 0; nt < 2 * DP; ++nt)
@@ -310,16 +298,10 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
         const int np = DP * half + jp;
         uint32_t bb[4];
         frag_b_kn(src, SK, 16 * np, 16 * ks, bb);
-        mma_bf16(acc[2 * jp], a, bb[0], bb[1]);
-        mma_bf16(acc[2 * jp + 1], a, bb[2], bb[3]);
-        mma_bf16(acc[2 * jp], al, bb[0], bb[1]);
-        mma_bf16(acc[2 * jp + 1], al, bb[2], bb[3]);
-        if (kVLo && which == 1) {
-          uint32_t bl[4];
-          frag_b_kn(sm.u.x.vlo, SK, 16 * np, 16 * ks, bl);
-          mma_bf16(acc[2 * jp], a, bl[0], bl[1]);
-          mma_bf16(acc[2 * jp + 1], a, bl[2], bl[3]);
-        }
+        mma16<E>(acc[2 * jp], a, bb[0], bb[1]);
+        mma16<E>(acc[2 * jp + 1], a, bb[2], bb[3]);
+        mma16<E>(acc[2 * jp], al, bb[0], bb[1]);
+        mma16<E>(acc[2 * jp + 1], al, bb[2], bb[3]);
       }
     }
     // The warp's 16 x 16 DP tile leaves through shared memory in 16-byte pieces: stmatrix into k's
@@ -332,42 +314,38 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
     const int r0 = 16 * m, c0 = 16 * DP * half;
     stage_acc(sm.k, SK, r0, c0, acc, 1.f);
     __syncwarp();
-    stage_rows_out<__nv_bfloat16, 16 * DP>(sm.k, SK, r0, c0, len - r0, [&](int i, int c, uint4 x) {
+    stage_rows_out<E, 16 * DP>(sm.k, SK, r0, c0, len - r0, [&](int i, int c, uint4 x) {
       *reinterpret_cast<uint4*>(dst + ((t0 + r0 + i) * HV + hv) * D + c0 + c) = x;
     });
   }
 }
 
-template <int D, typename TV, bool v_async>
-void launch(const FastBufs& b, const ForwardArgs& f, cudaStream_t s, unsigned blocks, const GateArgs& ga) {
-  const size_t smem = sizeof(PrepSmem<D, std::is_same<TV, __half>::value>);
-  auto k = chunk_fwd_prep_kernel<D, TV, v_async>;
+template <int D, typename E, bool v_async>
+void launch(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s, unsigned blocks, const GateArgs& ga) {
+  const size_t smem = sizeof(PrepSmem<D, E>);
+  auto k = chunk_fwd_prep_kernel<D, E, v_async>;
   allow_smem(k, smem);
-  k<<<blocks, kThreads, smem, s>>>(b, ga, static_cast<const TV*>(f.v.data), f.v.stride_token, f.v.stride_head);
+  k<<<blocks, kThreads, smem, s>>>(b, ga, static_cast<const E*>(f.v.data), f.v.stride_token, f.v.stride_head);
 }
 
 }  // namespace
 
-template <int D>
-void launch_fwd_prep(const FastBufs& b, const ForwardArgs& f, cudaStream_t s) {
+template <int D, typename E>
+void launch_fwd_prep(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s) {
   if (b.pl.max_chunks == 0) return;
   const unsigned blocks = grid_1d(b.pl.max_chunks * b.HV, 1);
   const GateArgs ga = make_gates(f);
-  const bool v_aligned =
-      reinterpret_cast<uintptr_t>(f.v.data) % 16 == 0 && f.v.stride_token % 8 == 0 && f.v.stride_head % 8 == 0;
-  if (f.problem.dtype == DType::kBFloat16) {
-    if (v_aligned)
-      launch<D, __nv_bfloat16, true>(b, f, s, blocks, ga);
-    else
-      launch<D, __nv_bfloat16, false>(b, f, s, blocks, ga);
-  } else {
-    launch<D, __half, false>(b, f, s, blocks, ga);
-  }
+  if (rows_in_16_byte_pieces(f.v))
+    launch<D, E, true>(b, f, s, blocks, ga);
+  else
+    launch<D, E, false>(b, f, s, blocks, ga);
   GDN_CUDA_LAUNCH_CHECK("chunk_fwd_prep_kernel");
 }
 
-template void launch_fwd_prep<64>(const FastBufs&, const ForwardArgs&, cudaStream_t);
-template void launch_fwd_prep<128>(const FastBufs&, const ForwardArgs&, cudaStream_t);
+template void launch_fwd_prep<64>(const FastBufs<__nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
+template void launch_fwd_prep<128>(const FastBufs<__nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
+template void launch_fwd_prep<64>(const FastBufs<__half>&, const ForwardArgs&, cudaStream_t);
+template void launch_fwd_prep<128>(const FastBufs<__half>&, const ForwardArgs&, cudaStream_t);
 
 }  // namespace cuda
 }  // namespace gdn

@@ -21,38 +21,7 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);
 }
-// The low / high bf16 half of a packed pair, as float.
-__device__ __forceinline__ float bf_lo(uint32_t x) { return __uint_as_float(x << 16); }
-__device__ __forceinline__ float bf_hi(uint32_t x) { return __uint_as_float(x & 0xFFFF0000u); }
-// The inverse l2 norm (SPEC's epsilon) of a row whose sum of squares is split over the four lanes
-// of a quad (lanes 4 g .. 4 g + 3, the rows of an mma fragment); every lane gets it.
-__device__ __forceinline__ float quad_inv_l2norm(float partial_sum_sq) {
-  partial_sum_sq += __shfl_xor_sync(0xffffffffu, partial_sum_sq, 1);
-  partial_sum_sq += __shfl_xor_sync(0xffffffffu, partial_sum_sq, 2);
-  return rsqrtf(partial_sum_sq + float(spec::kL2NormEps));
-}
-// A (16x16, row-major) from smem stored [m][k] (stride in elements).
-__device__ __forceinline__ void frag_a(const __nv_bfloat16* base, int stride, int m0, int k0, uint32_t* a) {
-  const int lane = threadIdx.x % 32;
-  ldsm_x4(smem_u32(base + (m0 + lane % 16) * stride + k0 + (lane / 16) * 8), a[0], a[1], a[2], a[3]);
-}
-// A (16x16) from smem stored transposed, [k][m].
-__device__ __forceinline__ void frag_a_t(const __nv_bfloat16* base, int stride, int m0, int k0, uint32_t* a) {
-  const int lane = threadIdx.x % 32, q = lane / 8, r = lane % 8;
-  ldsm_x4_t(smem_u32(base + (k0 + r + (q / 2) * 8) * stride + m0 + (q % 2) * 8), a[0], a[1], a[2], a[3]);
-}
-// B for two n-tiles (n0, n0 + 8), k 16, from smem stored [n][k]: b[0..1] tile n0, b[2..3] tile n0+8.
-__device__ __forceinline__ void frag_b_nk(const __nv_bfloat16* base, int stride, int n0, int k0, uint32_t* b) {
-  const int lane = threadIdx.x % 32;
-  ldsm_x4(smem_u32(base + (n0 + lane % 8 + (lane / 16) * 8) * stride + k0 + ((lane / 8) % 2) * 8), b[0], b[1], b[2],
-          b[3]);
-}
-// B for two n-tiles from smem stored [k][n].
-__device__ __forceinline__ void frag_b_kn(const __nv_bfloat16* base, int stride, int n0, int k0, uint32_t* b) {
-  const int lane = threadIdx.x % 32, q = lane / 8, r = lane % 8;
-  ldsm_x4_t(smem_u32(base + (k0 + r + (q % 2) * 8) * stride + n0 + (q / 2) * 8), b[0], b[1], b[2], b[3]);
-}
-// Two floats as one 16-bit pair of T (bf16 or fp16), low half first.
+// Two floats as one 16-bit pair of T (bf16 or fp16, the tensor-core operand type), low half first.
 template <typename T>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   if constexpr (std::is_same<T, __half>::value) {
@@ -61,6 +30,78 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   } else {
     return pack_bf16(lo, hi);
   }
+}
+// The low / high 16-bit half of a packed pair of T, as float (bf16: the bits shifted into place).
+template <typename T>
+__device__ __forceinline__ float lo_f(uint32_t x) {
+  if constexpr (std::is_same<T, __half>::value)
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(x & 0xFFFFu)));
+  else
+    return __uint_as_float(x << 16);
+}
+template <typename T>
+__device__ __forceinline__ float hi_f(uint32_t x) {
+  if constexpr (std::is_same<T, __half>::value)
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(x >> 16)));
+  else
+    return __uint_as_float(x & 0xFFFF0000u);
+}
+// The same pair as float2 by T's own conversions (bf16: cvt.f32.bf16). Both forms are exact;
+// the kernels keep the one they were written with, so the bf16 instructions did not change when
+// fp16 operands came (the wgmma chain and its o warpgroup: lo_f / hi_f; the mma.sync kernels this).
+template <typename T>
+__device__ __forceinline__ float2 unpack2(uint32_t x) {
+  if constexpr (std::is_same<T, __half>::value) {
+    return __half22float2(*reinterpret_cast<const __half2*>(&x));
+  } else {
+    const __nv_bfloat162 h = *reinterpret_cast<const __nv_bfloat162*>(&x);
+    return make_float2(__low2float(h), __high2float(h));
+  }
+}
+// The hi + lo split of a pair (lo, hi): with hi_part = pack2<T>(lo, hi), this is the pair of
+// its rounding errors, rounded to T (hi + lo carries about twice T's significand bits: 16 for
+// bf16, 22 for fp16; fewer where the errors fall below fp16's normal range, 6.1e-5).
+template <typename T>
+__device__ __forceinline__ uint32_t residual2(float lo, float hi, uint32_t hi_part) {
+  if constexpr (std::is_same<T, __half>::value) {
+    const __half2 h = *reinterpret_cast<const __half2*>(&hi_part);
+    return pack2<T>(lo - __low2float(h), hi - __high2float(h));
+  } else {
+    const __nv_bfloat162 h = *reinterpret_cast<const __nv_bfloat162*>(&hi_part);
+    return pack2<T>(lo - __low2float(h), hi - __high2float(h));
+  }
+}
+// The inverse l2 norm (SPEC's epsilon) of a row whose sum of squares is split over the four lanes
+// of a quad (lanes 4 g .. 4 g + 3, the rows of an mma fragment); every lane gets it.
+__device__ __forceinline__ float quad_inv_l2norm(float partial_sum_sq) {
+  partial_sum_sq += __shfl_xor_sync(0xffffffffu, partial_sum_sq, 1);
+  partial_sum_sq += __shfl_xor_sync(0xffffffffu, partial_sum_sq, 2);
+  return rsqrtf(partial_sum_sq + float(spec::kL2NormEps));
+}
+// A (16x16, row-major) from smem stored [m][k] (stride in elements).
+template <typename T>
+__device__ __forceinline__ void frag_a(const T* base, int stride, int m0, int k0, uint32_t* a) {
+  const int lane = threadIdx.x % 32;
+  ldsm_x4(smem_u32(base + (m0 + lane % 16) * stride + k0 + (lane / 16) * 8), a[0], a[1], a[2], a[3]);
+}
+// A (16x16) from smem stored transposed, [k][m].
+template <typename T>
+__device__ __forceinline__ void frag_a_t(const T* base, int stride, int m0, int k0, uint32_t* a) {
+  const int lane = threadIdx.x % 32, q = lane / 8, r = lane % 8;
+  ldsm_x4_t(smem_u32(base + (k0 + r + (q / 2) * 8) * stride + m0 + (q % 2) * 8), a[0], a[1], a[2], a[3]);
+}
+// B for two n-tiles (n0, n0 + 8), k 16, from smem stored [n][k]: b[0..1] tile n0, b[2..3] tile n0+8.
+template <typename T>
+__device__ __forceinline__ void frag_b_nk(const T* base, int stride, int n0, int k0, uint32_t* b) {
+  const int lane = threadIdx.x % 32;
+  ldsm_x4(smem_u32(base + (n0 + lane % 8 + (lane / 16) * 8) * stride + k0 + ((lane / 8) % 2) * 8), b[0], b[1], b[2],
+          b[3]);
+}
+// B for two n-tiles from smem stored [k][n].
+template <typename T>
+__device__ __forceinline__ void frag_b_kn(const T* base, int stride, int n0, int k0, uint32_t* b) {
+  const int lane = threadIdx.x % 32, q = lane / 8, r = lane % 8;
+  ldsm_x4_t(smem_u32(base + (k0 + r + (q % 2) * 8) * stride + n0 + (q / 2) * 8), b[0], b[1], b[2], b[3]);
 }
 // A warp's m16n8 accumulators acc[0..NT) (rows r0..r0 + 15, columns c0 + 8 nt..) times `scale`,
 // rounded to T and stored [row][col] into shared memory (stride in elements) by stmatrix, so that

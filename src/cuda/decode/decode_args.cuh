@@ -41,10 +41,11 @@ struct DecodeArgs {
 };
 
 // ---- state pools of element type TS (float, __nv_bfloat16 or __half) ----------------------------
-// Four consecutive state elements are one 16-byte (fp32) or 8-byte (bf16 / fp16) access; the
-// validation keeps every pool row 16-byte aligned, and the offsets the kernels use are multiples
-// of 4 elements. The state is fp32 in the kernels; a 16-bit pool's elements are rounded once, when
-// the final state is stored.
+// Four consecutive state elements are one 16-byte (fp32) or 8-byte (bf16 / fp16) access in the
+// rows and tiles kernels: they run only on pools whose rows start on such pieces
+// (decode_pools_in_pieces, recurrent.cuh; other pools take the general kernel's element accesses),
+// and the offsets they use within a row are multiples of 4 elements. The state is fp32 in the
+// kernels; a 16-bit pool's elements are rounded once, when the final state is stored.
 template <typename TS>
 struct StatePair;  // two 16-bit elements and their fp32 conversions
 template <>

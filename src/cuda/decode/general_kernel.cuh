@@ -2,6 +2,9 @@
 // in [1, 256] that are not both in {64, 128, 256} (those run decode_rows_kernel and
 // decode_tiles_kernel). Correctness and simplicity first: fla's test grids use K, V = 32, 60, 100,
 // shapes that matter for coverage, not for speed. The state is still read once and written once.
+// Every state access is one element, so any pool row works (small heads whose rows are not
+// 16-byte multiples, odd row strides); decode_heuristics also gives it the tuned sizes when a
+// pool's rows do not start on the 4-element pieces that the rows and tiles kernels move.
 //
 // Items: (sequence, value head, slice of 32 values of v), one block of 8 warps each; the grid has
 // N * HV * ceil(V / 32) blocks. Thread (warp w, lane) owns column j = v0 + lane of the state and

@@ -1,6 +1,7 @@
 // The decode step: the token-by-token recurrence, memory-bound on the state (read once and
 // written once: 64 KiB per (sequence, value head) at K = V = 128 in fp32, 32 KiB in bf16 / fp16).
-// Two kernels run, chosen by decode_heuristics (recurrent.cuh) from the head sizes:
+// Three kernels, chosen by decode_heuristics (recurrent.cuh) from the head sizes and the pools'
+// alignment:
 //   K = V = 128, both state layouts: decode_rows_kernel<4, K-major or not, ...> (rows_kernel.cuh),
 //     a block of 4 warps per (sequence, value head) with the whole state in registers, 2 blocks per
 //     SM for fp32 pools; bf16 / fp16 pools keep the state packed and make it fp32 part by part,
@@ -10,7 +11,9 @@
 //     per SM;
 //   every other K, V in [1, 256] (fla's 32, 60, 100, ...): decode_general_kernel<KT>
 //     (general_kernel.cuh), a block per 32 columns of a (sequence, value head) with the rows past
-//     K and the columns past V masked; KT is the next of 64, 128, 256 at or above K.
+//     K and the columns past V masked; KT is the next of 64, 128, 256 at or above K. It also takes
+//     the tuned sizes when a state pool's rows do not start on 4-element pieces (an odd
+//     row_stride): its element accesses need no alignment, the tuned kernels' float4 / uint2 do.
 // The configurations that lost against these (other warp counts and ring depths, register tiles,
 // flash-linear-attention's direct loads, whole rows with 8 warps) are gone from the library; their
 // numbers are in docs/perf.md ("Decode versions", v3 to v5) and in
@@ -61,9 +64,33 @@ int64_t general_grid(const Problem& p) {
   return p.num_seqs * p.num_v_heads * ((p.head_v + kGeneralSlice - 1) / kGeneralSlice);
 }
 
+// The general kernel's configuration (any head sizes, any pool alignment).
+DecodeConfig general_config(const Problem& p) {
+  DecodeConfig c;
+  c.kernel = DecodeKernel::kGeneral;
+  c.warps = kGeneralWarps;
+  c.ring_stages = 0;
+  c.blocks_per_sm = 0;
+  c.grid = general_grid(p);
+  return c;
+}
+
+// A pool whose rows split into 4-element pieces (decode_pools_in_pieces); a null pool passes.
+bool pool_in_pieces(const StateRef& s, const Problem& p) {
+  if (s.data == nullptr) return true;
+  const int64_t head = int64_t(p.head_k) * p.head_v;
+  const int64_t stride = s.row_stride != 0 ? s.row_stride : p.num_v_heads * head;
+  // Bytes of 4 elements (not gdn::dtype_size of api.cpp: the backend links on its own).
+  const uintptr_t piece = p.state_dtype == DType::kFloat32 ? 16 : 8;
+  return reinterpret_cast<uintptr_t>(s.data) % piece == 0 && stride % 4 == 0 && head % 4 == 0;
+}
+
 // A configuration names a compiled kernel: decode_rows_kernel<kRowsWarps, ...> of a compiled shape
-// (rows_shape_compiled) for K = V = 128, decode_tiles_kernel with tiles_warps(K) x tiles_stages(K) for the other sizes.
-void check_config(const Problem& p, const DecodeConfig& c) {
+// (rows_shape_compiled) for K = V = 128,
+// decode_tiles_kernel with tiles_warps(K) x tiles_stages(K) for the other tuned sizes (both for
+// pools in 4-element pieces only), decode_general_kernel for any call.
+void check_config(const ForwardArgs& f, const DecodeConfig& c) {
+  const Problem& p = f.problem;
   bool ok = false;
   if (c.kernel == DecodeKernel::kRows)
     ok = uses_rows_kernel(p) && c.warps == kRowsWarps && c.ring_stages == 0 && rows_shape_compiled(p, c) &&
@@ -72,12 +99,17 @@ void check_config(const Problem& p, const DecodeConfig& c) {
     ok = !uses_rows_kernel(p) && !uses_general_kernel(p) && c.warps == tiles_warps(p.head_k) &&
          c.ring_stages == tiles_stages(p.head_k) && c.blocks_per_sm == 1 && c.parts == 0 && !c.staged && c.grid >= 1;
   else if (c.kernel == DecodeKernel::kGeneral)
-    ok = uses_general_kernel(p) && c.warps == kGeneralWarps && c.ring_stages == 0 && c.blocks_per_sm == 0 &&
-         c.parts == 0 && !c.staged && c.grid == general_grid(p);
+    ok = c.warps == kGeneralWarps && c.ring_stages == 0 && c.blocks_per_sm == 0 && c.parts == 0 && !c.staged &&
+         c.grid == general_grid(p);
   if (!ok)
     throw Error(
         "recurrent_gated_delta_rule: no decode kernel of the CUDA backend matches this DecodeConfig (decode_heuristics "
         "gives the one for the problem)");
+  if (c.kernel != DecodeKernel::kGeneral && !decode_pools_in_pieces(f))
+    throw Error(
+        "recurrent_gated_delta_rule: decode_rows_kernel and decode_tiles_kernel move state rows in 4-element pieces, "
+        "and a state pool of this call has rows that do not start on one (data or row_stride not a multiple of 4 "
+        "elements); expected DecodeKernel::kGeneral (decode_heuristics(args, device) gives it)");
 }
 
 DecodeArgs make_decode_args(const ForwardArgs& f) {
@@ -143,15 +175,8 @@ void launch(const DecodeArgs& a, const Problem& p, const DecodeConfig& c, cudaSt
 DecodeConfig decode_heuristics(const Problem& p, const DeviceProps& dev) {
   using namespace decode;
   check_head_sizes(p);
+  if (uses_general_kernel(p)) return general_config(p);  // a block per 32 columns of each (sequence, value head)
   DecodeConfig c;
-  if (uses_general_kernel(p)) {  // a block per 32 columns of each (sequence, value head)
-    c.kernel = DecodeKernel::kGeneral;
-    c.warps = kGeneralWarps;
-    c.ring_stages = 0;
-    c.blocks_per_sm = 0;
-    c.grid = general_grid(p);
-    return c;
-  }
   if (uses_rows_kernel(p)) {
     c.kernel = DecodeKernel::kRows;
     c.warps = kRowsWarps;
@@ -175,17 +200,31 @@ DecodeConfig decode_heuristics(const Problem& p, const DeviceProps& dev) {
   return c;
 }
 
+bool decode_pools_in_pieces(const ForwardArgs& f) {
+  using decode::pool_in_pieces;
+  return pool_in_pieces(f.initial_state, f.problem) && pool_in_pieces(f.final_state, f.problem) &&
+         pool_in_pieces(f.token_states.pool, f.problem);
+}
+
+// Pools whose rows start off a 4-element piece (small heads with HV K V not a multiple of 4 run the
+// general kernel anyway; at the tuned sizes only an odd row_stride or a view starting mid-row does
+// this) take the general kernel: correct at any alignment, slower than the tuned kernels.
+DecodeConfig decode_heuristics(const ForwardArgs& f, const DeviceProps& dev) {
+  decode::check_head_sizes(f.problem);
+  return decode_pools_in_pieces(f) ? decode_heuristics(f.problem, dev) : decode::general_config(f.problem);
+}
+
 size_t recurrent_gated_delta_rule_workspace_size(const Problem&, int) { return 0; }
 
 void recurrent_gated_delta_rule(const ForwardArgs& f, const Exec& exec, const DecodeConfig& cfg) {
   decode::check_head_sizes(f.problem);
-  decode::check_config(f.problem, cfg);
+  decode::check_config(f, cfg);
   decode::launch(decode::make_decode_args(f), f.problem, cfg, stream_of(exec));
 }
 
 void recurrent_gated_delta_rule(const ForwardArgs& f, const Exec& exec) {
   decode::check_head_sizes(f.problem);  // before device_props(): bad sizes are an Error on any machine
-  recurrent_gated_delta_rule(f, exec, decode_heuristics(f.problem, device_props()));
+  recurrent_gated_delta_rule(f, exec, decode_heuristics(f, device_props()));
 }
 
 }  // namespace cuda

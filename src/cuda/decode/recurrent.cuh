@@ -52,11 +52,25 @@ inline constexpr int kRows16Choice = 2;
 
 // The configuration of a problem on a device: kRows for K = V = 128 (both state layouts), kTiles
 // for the other pairs of K, V in {64, 128, 256}, kGeneral for every other K, V in [1, 256].
-// Throws Error for head sizes outside [1, 256].
+// Throws Error for head sizes outside [1, 256]. This is the configuration of a call whose state
+// pools pass decode_pools_in_pieces (any allocator's packed pools at the tuned sizes).
 DecodeConfig decode_heuristics(const Problem& p, const DeviceProps& dev);
 
+// Whether every state pool of a call (initial_state, final_state, token_states.pool) can be moved
+// in pieces of 4 consecutive elements (16 bytes of fp32, 8 of bf16 / fp16), as decode_rows_kernel
+// and decode_tiles_kernel move them (float4 / uint2, cp.async of 16 / 8 bytes): the pool's data
+// aligned to 4 elements, its row stride (0: HV K V) and K V multiples of 4 elements. Rows that
+// start elsewhere (an odd row_stride, a view that starts mid-row) fail it.
+bool decode_pools_in_pieces(const ForwardArgs& f);
+
+// The configuration of a call: decode_heuristics of its problem, or kGeneral (element accesses,
+// any alignment) when its pools fail decode_pools_in_pieces. A host-known choice: the fast
+// kernels keep their vector accesses with no per-element test.
+DecodeConfig decode_heuristics(const ForwardArgs& f, const DeviceProps& dev);
+
 // The decode step with an explicit configuration. Throws Error when no kernel of the library
-// matches it (decode_heuristics gives the one compiled for each problem).
+// matches it (decode_heuristics gives the one compiled for each problem): kRows and kTiles for
+// their head sizes and pools in 4-element pieces, kGeneral for any call.
 void recurrent_gated_delta_rule(const ForwardArgs& f, const Exec& exec, const DecodeConfig& cfg);
 
 }  // namespace cuda

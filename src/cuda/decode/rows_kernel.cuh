@@ -100,7 +100,9 @@ __device__ __forceinline__ void add_shared(float (&x)[C], const float* p) {
 // across the lanes by warp_transpose_sum (lane l gets the part's row reverse_bits(l % PR)); no
 // cross-warp step. Every part sums in the order of the whole state (both layouts), so a 16-bit
 // pool's results are bitwise those of an fp32 pool holding the same values, rounded once.
-// A sequence of one token (decode) stages its q, k in shared memory once for all parts.
+// A sequence of one token (decode) stages its q, k in shared memory once for all parts. Pools whose
+// rows start on 4-element pieces only (decode_pools_in_pieces); decode_heuristics sends the others
+// to the general kernel.
 template <int W, bool KMAJ, typename TS, int NP, int BPS, bool STAGED>
 __global__ void __launch_bounds__(W * 32, BPS) decode_rows_kernel(DecodeArgs a) {
   constexpr int K = 128, V = 128, RW = K / W;

@@ -33,7 +33,8 @@
 // Sequences with no tokens copy their state through; pool rows outside [0, num_slots) read as
 // zeros (zero-filled tile) and are not written; cu_seqlens is clamped to [0, T] per sequence.
 // The initial tile comes from initial_state, or from a token_states row through num_accepted.
-// The state pools must be 16-byte aligned (float4 accesses).
+// The state pools' rows must start on 4-element pieces (float4 / uint2, cp.async of 16 / 8 bytes):
+// decode_heuristics sends other pools to the general kernel.
 //
 // bf16 / fp16 pools (TS): the ring keeps fp32 tiles (a tile stays in the slot between the tokens
 // of a multi-token item and is rounded only when it leaves). A 16-bit tile is copied, 8 bytes a

@@ -1,8 +1,12 @@
 // Warp-level tensor-core instructions (sm_80+, fine on sm_90a): ldmatrix, stmatrix and
-// mma.sync m16n8k16 (bf16 in, fp32 accumulate). Addresses are shared-state-space (smem_u32).
+// mma.sync m16n8k16 (bf16 or fp16 in, fp32 accumulate). Addresses are shared-state-space (smem_u32).
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <cstdint>
+#include <type_traits>
 
 namespace gdn {
 namespace cuda {
@@ -31,14 +35,29 @@ __device__ __forceinline__ void stsm_x4_t(uint32_t addr, uint32_t r0, uint32_t r
                "r"(r2), "r"(r3)
                : "memory");
 }
-// D = A(16x16 bf16, row) * B(16x8 bf16, col) + D (fp32).
-__device__ __forceinline__ void mma_bf16(float* d, const uint32_t* a, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+// Whether the 16-bit tensor-core operand type T (__nv_bfloat16 or __half) is fp16: the wrappers
+// below (and in wgmma.cuh) pick the instruction's .f16 or .bf16 operand type from it. Both have the
+// same fragment layouts, so only the type string differs.
+template <typename T>
+constexpr bool kIsF16 = std::is_same<T, __half>::value;
+
+// D = A(16x16 T, row) * B(16x8 T, col) + D (fp32), T = __nv_bfloat16 or __half.
+#define GDN_MMA_M16N8K16(TY)                         \
+  "mma.sync.aligned.m16n8k16.row.col.f32." TY "." TY \
+  ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "     \
+  "{%0,%1,%2,%3};\n"
+template <typename T>
+__device__ __forceinline__ void mma16(float* d, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  if constexpr (kIsF16<T>)
+    asm volatile(GDN_MMA_M16N8K16("f16")
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm volatile(GDN_MMA_M16N8K16("bf16")
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+#undef GDN_MMA_M16N8K16
 
 }  // namespace cuda
 }  // namespace gdn

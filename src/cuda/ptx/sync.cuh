@@ -2,6 +2,10 @@
 // global memory, and programmatic dependent launch (griddepcontrol, sm_90).
 #pragma once
 
+#include <cstdint>
+
+#include "cuda/ptx/copy.cuh"  // smem_u32
+
 namespace gdn {
 namespace cuda {
 
@@ -27,14 +31,27 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 }
 // Waits until the kernels this one programmatically depends on have completed (memory flushed).
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
-// Named barrier `id` (1..15; 0 is __syncthreads') for `threads` threads (a multiple of 32): for
-// warp-specialized blocks whose roles reach the barrier from different code (__syncthreads must be
-// the same instruction for the whole block; compute-sanitizer synccheck reports it otherwise).
-__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+// A block barrier on an mbarrier in shared memory, for warp-specialized blocks whose roles reach
+// their barriers from different code: compute-sanitizer synccheck reports a bar.sync (also a named
+// one) reached from two different instructions as divergent, even where PTX allows it; an mbarrier
+// has no such rule. Every thread of the block arrives (release) and waits (acquire) for the phase
+// `parity` (0, 1, 0, ...: the barrier's uses so far, mod 2) to complete: __syncthreads' ordering
+// of shared and global memory. One thread initializes it with the block's thread count, and a
+// __syncthreads orders that before the first use.
+__device__ __forceinline__ void mbarrier_init(uint64_t* bar, int threads) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(threads) : "memory");
 }
-// The fused chain's block barrier (fwd_h_wgmma.cu with chain_o.cuh): both warpgroups, 256 threads.
-constexpr int kChainBarrier = 1;
+__device__ __forceinline__ void mbarrier_block_sync(uint64_t* bar, uint32_t parity) {
+  const uint32_t a = smem_u32(bar);
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(a) : "memory");
+  uint32_t done;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(a), "r"(parity)
+                 : "memory");
+  } while (!done);
+}
 
 }  // namespace cuda
 }  // namespace gdn

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "cuda/ptx/mma.cuh"  // kIsF16
+
 namespace gdn {
 namespace cuda {
 
@@ -36,68 +38,80 @@ __device__ __forceinline__ void pin(float& x) { asm volatile("" : "+f"(x)::"memo
 __device__ __forceinline__ void pin(uint32_t& x) { asm volatile("" : "+r"(x)::"memory"); }
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-// D[64x64] -= A[64x16] B[16x64]: A (bf16) from registers, B K-major in shared memory (scale-a -1).
-__device__ __forceinline__ void wgmma_m64n64_neg_a(float (&d)[32], const uint32_t* a, uint64_t desc) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "
-      "%13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, "
-      "%35}, %36, p, -1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
-        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
-        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
-}
-
-// D[64x128] += A[64x16] B[16x128]: A (bf16) from registers, B MN-major in shared memory (trans-b).
-__device__ __forceinline__ void wgmma_m64n128_tb(float (&d)[64], const uint32_t* a, uint64_t desc) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "
-      "%13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, "
-      "%35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, "
-      "%57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
-        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
-        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),
-        "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),
-        "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
-        "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
-}
-
-// The 32 accumulator operands of an m64n64 wgmma ("+f" d[0] .. d[31]), and their placeholders.
+// The accumulator operands of an m64n64 (32 floats) and an m64n128 (64 floats) wgmma ("+f" d[0] ..),
+// and their placeholders.
 #define GDN_WG_ACC32(d)                                                                                       \
   "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
       "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),  \
       "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), \
       "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define GDN_WG_ACC64(d)                                                                                       \
+  GDN_WG_ACC32(d), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), \
+      "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), \
+      "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), \
+      "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), \
+      "+f"(d[63])
 #define GDN_WG_D32                                                                                                  \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
   "%24, %25, %26, %27, %28, %29, %30, %31}"
+#define GDN_WG_D64                                                                                                  \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
+  "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "  \
+  "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+// One asm statement per operand type: the instruction's "f32.TY.TY" with TY = f16 or bf16 from T
+// (kIsF16, mma.cuh); the variadic part is the statement's ": outputs : inputs", the same for both.
+#define GDN_WGMMA_BY_TYPE(T, TEXT, ...)    \
+  if constexpr (kIsF16<T>)                 \
+    asm volatile(TEXT("f16") __VA_ARGS__); \
+  else                                     \
+    asm volatile(TEXT("bf16") __VA_ARGS__)
 
-// D[64x64] (+)= A[64x16] B[16x64], both from shared memory, A K-major; B K-major (kTransB = 0) or
-// MN-major (kTransB = 1). accumulate = false overwrites D (scale-d 0).
-template <int kTransB>
+// D[64x64] -= A[64x16] B[16x64]: A (T) from registers, B K-major in shared memory (scale-a -1).
+#define GDN_WG_TEXT(TY)                                                  \
+  "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                           \
+  "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " GDN_WG_D32 \
+  ", {%32, %33, %34, %35}, %36, p, -1, 1, 0;\n}\n"
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n64_neg_a(float (&d)[32], const uint32_t* a, uint64_t desc) {
+  GDN_WGMMA_BY_TYPE(T, GDN_WG_TEXT, : GDN_WG_ACC32(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+}
+#undef GDN_WG_TEXT
+
+// D[64x128] += A[64x16] B[16x128]: A (T) from registers, B MN-major in shared memory (trans-b).
+#define GDN_WG_TEXT(TY)                                                   \
+  "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                            \
+  "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " GDN_WG_D64 \
+  ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n128_tb(float (&d)[64], const uint32_t* a, uint64_t desc) {
+  GDN_WGMMA_BY_TYPE(T, GDN_WG_TEXT, : GDN_WG_ACC64(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+}
+#undef GDN_WG_TEXT
+
+// D[64x64] (+)= A[64x16] B[16x64], both T from shared memory, A K-major; B K-major (kTransB = 0)
+// or MN-major (kTransB = 1). accumulate = false overwrites D (scale-d 0).
+#define GDN_WG_TEXT(TY)                        \
+  "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" \
+  "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " GDN_WG_D32 ", %32, %33, p, 1, 1, 0, %35;\n}\n"
+template <typename T, int kTransB>
 __device__ __forceinline__ void wgmma_m64n64_ss(float (&d)[32], uint64_t a_desc, uint64_t b_desc, bool accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " GDN_WG_D32 ", %32, %33, p, 1, 1, 0, %35;\n}\n"
-      : GDN_WG_ACC32(d)
-      : "l"(a_desc), "l"(b_desc), "r"(int(accumulate)), "n"(kTransB));
+  GDN_WGMMA_BY_TYPE(T, GDN_WG_TEXT, : GDN_WG_ACC32(d) : "l"(a_desc), "l"(b_desc), "r"(int(accumulate)), "n"(kTransB));
 }
+#undef GDN_WG_TEXT
 
-// D[64x64] += A[64x16] B[16x64]: A (bf16) from registers, B MN-major in shared memory (trans-b).
+// D[64x64] += A[64x16] B[16x64]: A (T) from registers, B MN-major in shared memory (trans-b).
+#define GDN_WG_TEXT(TY)                                                  \
+  "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                           \
+  "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " GDN_WG_D32 \
+  ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+template <typename T>
 __device__ __forceinline__ void wgmma_m64n64_tb(float (&d)[32], const uint32_t* a, uint64_t b_desc) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " GDN_WG_D32 ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-      : GDN_WG_ACC32(d)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
+  GDN_WGMMA_BY_TYPE(T, GDN_WG_TEXT,
+                    : GDN_WG_ACC32(d)
+                    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
 }
+#undef GDN_WG_TEXT
+#undef GDN_WGMMA_BY_TYPE
 
 }  // namespace cuda
 }  // namespace gdn
