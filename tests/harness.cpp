@@ -146,7 +146,7 @@ static std::vector<uint8_t> encode_states(const Inputs& in, const std::vector<fl
   return bytes;
 }
 
-Outputs run(const Inputs& in, Backend backend, Op op) {
+Outputs run(const Inputs& in, Backend backend, Op op, const DecodeCall& decode_call) {
   const Case& c = in.c;
   const int64_t N = in.dims.N(), T = in.T;
   ForwardArgs a;
@@ -260,7 +260,10 @@ Outputs run(const Inputs& in, Backend backend, Op op) {
     ws = Buffer(backend, bytes);
     exec.workspace = ws.data();
     exec.workspace_bytes = bytes;
-    recurrent_gated_delta_rule(a, exec);
+    if (decode_call)
+      decode_call(a, exec);
+    else
+      recurrent_gated_delta_rule(a, exec);
   }
   synchronize(backend);
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <random>
 #include <string>
@@ -145,7 +146,10 @@ struct Outputs {
   std::vector<float> states;  // the whole final-state array (pool or dense), its layout, packed, as fp32
 };
 enum class Op { kChunk, kRecurrent };
-Outputs run(const Inputs& in, Backend backend, Op op);
+// A replacement for the decode step's public call (e.g. the CUDA backend with an explicit
+// configuration, test_decode_shapes.cpp); null: recurrent_gated_delta_rule.
+using DecodeCall = std::function<void(const ForwardArgs&, const Exec&)>;
+Outputs run(const Inputs& in, Backend backend, Op op, const DecodeCall& decode_call = nullptr);
 
 // Relative RMS errors of o and of the final states of the sequences that have one, plus the
 // check that pool rows nobody owns are untouched.

@@ -139,6 +139,54 @@ TEST(DecodeHeuristics, ExplicitConfigMustMatchAKernel) {
   EXPECT_THROW(cuda::recurrent_gated_delta_rule(f, exec, c), Error);
 }
 
+// The rows kernel's shape (K = V = 128): fp32 pools the whole fp32 state in registers, 2 blocks per
+// SM; bf16 / fp16 pools the chosen entry of kRows16Shapes. A shape that is not compiled for the
+// pool's element type is an Error before any launch.
+TEST(DecodeHeuristics, RowsShapeByPoolType) {
+  Problem p = problem(2, 4, 12, 12, 128);
+  cuda::DecodeConfig c = cuda::decode_heuristics(p, h200());
+  EXPECT_EQ(c.parts, cuda::kRowsShapeF32.parts);
+  EXPECT_EQ(c.blocks_per_sm, cuda::kRowsShapeF32.blocks_per_sm);
+  EXPECT_EQ(c.staged, cuda::kRowsShapeF32.staged);
+  const cuda::RowsShape& chosen = cuda::kRows16Shapes[cuda::kRows16Choice];
+  for (DType sd : {DType::kBFloat16, DType::kFloat16}) {
+    p.state_dtype = sd;
+    c = cuda::decode_heuristics(p, h200());
+    EXPECT_EQ(c.kernel, cuda::DecodeKernel::kRows);
+    EXPECT_EQ(c.parts, chosen.parts);
+    EXPECT_EQ(c.blocks_per_sm, chosen.blocks_per_sm);
+    EXPECT_EQ(c.staged, chosen.staged);
+  }
+  ForwardArgs f;
+  f.problem = problem(2, 4, 12, 12, 128);
+  Exec exec;
+  exec.backend = Backend::kCUDA;
+  // Rejected by the configuration check itself (not by a failed launch on a machine without a GPU).
+  auto expect_no_kernel = [&](const cuda::DecodeConfig& cfg, const char* what) {
+    try {
+      cuda::recurrent_gated_delta_rule(f, exec, cfg);
+      ADD_FAILURE() << what << ": accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("no decode kernel of the CUDA backend matches"), std::string::npos)
+          << what << ": " << e.what();
+    }
+  };
+  c = cuda::decode_heuristics(f.problem, h200());  // fp32 pool: no 16-bit shape
+  const cuda::RowsShape& other = cuda::kRows16Shapes[0];
+  c.parts = other.parts, c.blocks_per_sm = other.blocks_per_sm, c.staged = other.staged;
+  if (other.parts != cuda::kRowsShapeF32.parts || other.blocks_per_sm != cuda::kRowsShapeF32.blocks_per_sm ||
+      other.staged != cuda::kRowsShapeF32.staged)
+    expect_no_kernel(c, "a 16-bit shape on an fp32 pool");
+  f.problem.state_dtype = DType::kBFloat16;
+  c = cuda::decode_heuristics(f.problem, h200());
+  c.parts = 3;
+  expect_no_kernel(c, "3 parts");
+  c = cuda::decode_heuristics(f.problem, h200());
+  c.staged = !c.staged;
+  c.parts = 1;  // {1, ., !staged} with the chosen blocks per SM: not in kRows16Shapes
+  expect_no_kernel(c, "1 part");
+}
+
 // The tuned decode kernels move state rows in 4-element pieces (float4 / uint2): a call whose pool
 // rows start elsewhere (an odd row_stride, data one element in) takes the general kernel, and an
 // explicit tuned configuration for it is an Error before any launch. Small heads whose packed rows

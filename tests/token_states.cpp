@@ -251,7 +251,7 @@ void tree_oracle(const SpecInputs& s, const std::vector<double>& q, const std::v
 }  // namespace
 
 SpecOutputs run_spec(const SpecInputs& s, Backend backend, const std::function<void(ForwardArgs&)>& edit,
-                     bool host_copies, Op op, bool graph) {
+                     bool host_copies, Op op, bool graph, const DecodeCall& decode_call) {
   const SpecCase& c = s.c;
   const Inputs& in = s.in;
   ForwardArgs a;
@@ -337,6 +337,8 @@ SpecOutputs run_spec(const SpecInputs& s, Backend backend, const std::function<v
       run_in_graph(backend, exec, [&](const Exec& ex) { recurrent_gated_delta_rule(a, ex); });
     else if (op == Op::kChunk)
       chunk_gated_delta_rule(a, exec);
+    else if (decode_call)
+      decode_call(a, exec);
     else
       recurrent_gated_delta_rule(a, exec);
     synchronize(backend);

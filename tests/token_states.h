@@ -67,8 +67,10 @@ struct SpecOutputs {
 // host_copies is false), lets `edit` change it, runs it (the decode step, or the chunked forward
 // with Op::kChunk) and returns the arrays after the call, or after its rejection. graph (CUDA):
 // the call is captured into a CUDA graph on a stream of its own and the graph launched once.
+// decode (not with graph): replaces the decode step's public call.
 SpecOutputs run_spec(const SpecInputs& s, Backend backend, const std::function<void(ForwardArgs&)>& edit = nullptr,
-                     bool host_copies = true, Op op = Op::kRecurrent, bool graph = false);
+                     bool host_copies = true, Op op = Op::kRecurrent, bool graph = false,
+                     const DecodeCall& decode_call = nullptr);
 
 // Checks o, every stored token state and the final states against the oracle, and that every row
 // that no token (nor final state) writes is bitwise unchanged.

@@ -3,6 +3,7 @@
 // (rows, tiles and general kernels), over layouts, pools with out-of-range indices, padded rows,
 // extreme gates and int32 / int64 indices.
 #include "check.h"
+#include "cuda/decode/recurrent.cuh"
 
 namespace gdn {
 namespace check {
@@ -209,6 +210,35 @@ std::vector<Case> correctness_cases(bool quick) {
         c.row_pad = 8;
         cases.push_back(c);
       }
+    }
+  // Every candidate shape of the rows kernel for 16-bit pools (kRows16Shapes), not only the
+  // heuristics' choice: both layouts and dtypes, padded rows, empty and multi-token sequences, and
+  // vLLM's verify on a bf16 pool (each token's state stored, part by part).
+  for (int i = 0; i < int(sizeof(cuda::kRows16Shapes) / sizeof(cuda::RowsShape)); ++i)
+    for (bool vm : {false, true}) {
+      const std::string tail = std::string(vm ? " vmajor" : " kmajor") + " shape " + rows_shape_name(i);
+      for (DType sdt : {DType::kBFloat16, DType::kFloat16}) {
+        Case c;
+        c.name = std::string("decode pool ") + dtype_str(sdt) + " 128" + tail;
+        c.lens = {1, 1, 3, 0, 1, 2, 1};
+        c.vmajor = vm;
+        c.decode = true;
+        c.sdt = sdt;
+        c.row_pad = 8;
+        c.rows_shape = i;
+        cases.push_back(c);
+      }
+      Case c;
+      c.name = "verify pool bfloat16 128" + tail;
+      for (int n = 0; n < 40; ++n) c.lens.push_back(n % 9 == 4 ? 0 : 1 + n % 4);
+      c.vmajor = vm;
+      c.decode = true;
+      c.spec_tokens = 4;
+      c.sdt = DType::kBFloat16;
+      c.row_pad = 8;
+      c.idx32 = vm;
+      c.rows_shape = i;
+      cases.push_back(c);
     }
   // bf16 / fp16 pools on the chunked forward: the tensor-core path through its fp32 copy of the
   // rows (D = 128 wgmma, D = 64 mma), and the exact stages (K != V) natively.

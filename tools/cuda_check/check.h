@@ -70,6 +70,9 @@ struct Case {
   // sequence) into a pool of their own (the states' dtype, layout and row stride), rows by a slot
   // map with "none" entries and, with oob, out-of-range ones (no host copies: clamped on the device).
   int ck_every = 0;
+  // >= 0 (decode, K = V = 128, a 16-bit pool): the rows kernel's shape kRows16Shapes[rows_shape]
+  // (cuda/decode/recurrent.cuh) instead of decode_heuristics' choice (every candidate is checked)
+  int rows_shape = -1;
   double tol = 5e-3;
   float gscale = 1.f;
 };
@@ -96,8 +99,12 @@ enum class PrefillVariant { kDefault, kOAfter, kFusedO, kStages4, kCheckpoints }
 void bench_prefill(const tools::PrefillCase& c, const std::string& label, PrefillVariant variant, BenchOptions& o);
 // The decode step for N sequences (one token each) of the benchmark shape, against the copy rate,
 // on a state pool of `state_dtype` (GB/s counts the state bytes moved: one read and one write of
-// every state, in the pool's element size).
-void bench_decode(int64_t N, bool vmajor, DType state_dtype, BenchOptions& o);
+// every state, in the pool's element size). rows_shape >= 0 (a 16-bit pool): the rows kernel's
+// shape kRows16Shapes[rows_shape] instead of the heuristics' choice; ref_ms > 0: also prints the
+// speedup ref_ms / time (the fp32 pool's time). Returns the median time (ms).
+float bench_decode(int64_t N, bool vmajor, DType state_dtype, BenchOptions& o, int rows_shape = -1, float ref_ms = 0);
+// "{parts,blocks_per_sm,regs|staged}" of kRows16Shapes[i].
+std::string rows_shape_name(int i);
 // Speculative decoding's verify: N sequences of T tokens with the state after every token stored
 // (vLLM: pool rows by 2-D indices, the initial state through num_accepted; sglang: the pool row
 // read, a dense buffer written), against the copy rate counting one state read and T writes.

@@ -2,15 +2,18 @@
 // forward, the stage chain and the decode step on random inputs against the fp64 oracle of
 // reference/, and with --bench times the prefill cases of tools/cases.h and the decode step with
 // CUDA graphs. Exit code 1 on any failure, 2 on bad options or a CUDA error.
-// Beside the defaults it runs and times one alternative, as an explicit config of the tensor-core
-// forward: fwd_o after fwd_h instead of overlapping it (" seq" cases, "/seq" timings), o fused into
-// the chain ("/fused"), and the default with a prefill checkpoint every 16 chunks ("/ckpt").
+// Beside the defaults it runs and times alternatives as explicit configs: the tensor-core forward
+// with fwd_o after fwd_h instead of overlapping it (" seq" cases, "/seq" timings), and every
+// candidate shape of the decode rows kernel for 16-bit pools (" shape {..}" cases and timings,
+// with the speedup over the fp32 pool); and the default forward storing a prefill checkpoint every
+// 16 chunks ("/ckpt" timings).
 #include <algorithm>
 #include <cstring>
 
 #include "backend.h"
 #include "cases.h"
 #include "check.h"
+#include "cuda/decode/recurrent.cuh"
 
 namespace {
 
@@ -133,9 +136,14 @@ int main(int argc, char** argv) {
     if (only_case.empty())
       for (int64_t n : {1, 64, 256, 1024, 4096})
         for (bool vm : {true, false}) {
-          check::bench_decode(n, vm, DType::kFloat32, bo);
-          // bf16 pools (issue 12: >= 1.8x faster than fp32 at N >= 256).
-          if (n >= 256) check::bench_decode(n, vm, DType::kBFloat16, bo);
+          const float fp32_ms = check::bench_decode(n, vm, DType::kFloat32, bo);
+          // bf16 pools (issue 12: >= 1.8x faster than fp32 at N >= 256): the heuristics' choice,
+          // and at N = 256 and 4096 every candidate shape of the rows kernel beside it.
+          if (n < 256) continue;
+          check::bench_decode(n, vm, DType::kBFloat16, bo, -1, fp32_ms);
+          if (n == 256 || n == 4096)
+            for (int i = 0; i < int(sizeof(cuda::kRows16Shapes) / sizeof(cuda::RowsShape)); ++i)
+              check::bench_decode(n, vm, DType::kBFloat16, bo, i, fp32_ms);
         }
     if (only_case.empty())
       for (bool sglang : {false, true})

@@ -7,6 +7,7 @@
 #include "backend.h"
 #include "check.h"
 #include "cuda/chunk/fwd_fast.cuh"
+#include "cuda/decode/recurrent.cuh"
 #include "reference.h"
 
 namespace gdn {
@@ -303,7 +304,14 @@ bool run_case(const Case& c, std::mt19937& rng) {
   float* h_d = nullptr;
   bool launched = true;
   try {
-    if (c.decode) {
+    if (c.decode && c.rows_shape >= 0) {  // a candidate shape of the rows kernel (16-bit pools)
+      cuda::DecodeConfig cfg = cuda::decode_heuristics(p, cuda::device_props());
+      const cuda::RowsShape& s = cuda::kRows16Shapes[c.rows_shape];
+      cfg.parts = s.parts;
+      cfg.blocks_per_sm = s.blocks_per_sm;
+      cfg.staged = s.staged;
+      cuda::recurrent_gated_delta_rule(f, ex, cfg);
+    } else if (c.decode) {
       cuda::recurrent_gated_delta_rule(f, ex);
     } else if (c.stages) {
       StageBuffers sb;

@@ -91,6 +91,96 @@ __device__ __forceinline__ void st_state4(TS* p, float4 x) {
     __stcs(reinterpret_cast<uint2*>(p), state4_from_f<TS>(x));
 }
 
+// ---- decode_rows_kernel's pieces: 4 consecutive state elements as the pool holds them ---------
+// fp32 pools: the float4 itself; 16-bit pools: the 8 bytes as loaded (two bf16x2 / half2 words),
+// kept packed in registers and converted element by element where the kernel uses them.
+template <typename TS>
+using Piece = std::conditional_t<std::is_same_v<TS, float>, float4, uint2>;
+template <typename TS>
+__device__ __forceinline__ Piece<TS> ld_piece(const TS* p) {
+  return __ldcs(reinterpret_cast<const Piece<TS>*>(p));
+}
+template <typename TS>
+__device__ __forceinline__ void st_piece(TS* p, Piece<TS> x) {
+  __stcs(reinterpret_cast<Piece<TS>*>(p), x);
+}
+// Element e (a compile-time index after unrolling) of a piece, in fp32.
+template <typename TS>
+__device__ __forceinline__ float piece_get(const Piece<TS>& x, int e) {
+  if constexpr (std::is_same_v<TS, float>) {
+    return e == 0 ? x.x : (e == 1 ? x.y : (e == 2 ? x.z : x.w));
+  } else {
+    using P = StatePair<TS>;
+    const uint32_t w = e < 2 ? x.x : x.y;
+    const float2 f = P::to_f2(*reinterpret_cast<const typename P::T*>(&w));
+    return e % 2 ? f.y : f.x;
+  }
+}
+// Elements [e0, e0 + C) of a piece (C = 1, 2 or 4; e0 a multiple of C) set to x rounded to TS
+// (round to nearest even: the one rounding of a 16-bit pool's state).
+template <typename TS, int C>
+__device__ __forceinline__ void piece_put(Piece<TS>& x, int e0, const float (&v)[C]) {
+  if constexpr (std::is_same_v<TS, float>) {
+#pragma unroll
+    for (int c = 0; c < C; ++c) (e0 + c == 0 ? x.x : (e0 + c == 1 ? x.y : (e0 + c == 2 ? x.z : x.w))) = v[c];
+  } else {
+    using P = StatePair<TS>;
+    auto word = [&](int i) -> uint32_t& { return i == 0 ? x.x : x.y; };
+    if constexpr (C >= 2) {
+#pragma unroll
+      for (int j = 0; j < C / 2; ++j) {
+        const typename P::T pr = P::from_f2(make_float2(v[2 * j], v[2 * j + 1]));
+        word(e0 / 2 + j) = *reinterpret_cast<const uint32_t*>(&pr);
+      }
+    } else {
+      const typename P::T pr = P::from_f2(make_float2(v[0], v[0]));
+      const uint32_t h = *reinterpret_cast<const uint32_t*>(&pr) & 0xffffu;
+      uint32_t& w = word(e0 / 2);
+      w = e0 % 2 ? (w & 0xffffu) | (h << 16) : (w & 0xffff0000u) | h;
+    }
+  }
+}
+// C consecutive elements (C = 1, 2 or 4, aligned to C) loaded to fp32 / stored rounded to TS,
+// global or shared memory: the parts of a piece that the rows kernel reloads (EAGLE parents),
+// stores (token states) or keeps in shared memory (its staged shapes).
+template <typename TS, int C>
+__device__ __forceinline__ void ld_elems(const TS* p, float (&x)[C]) {
+  if constexpr (std::is_same_v<TS, float>) {
+#pragma unroll
+    for (int c = 0; c < C; ++c) x[c] = p[c];
+  } else {
+    using P = StatePair<TS>;
+    if constexpr (C == 4) {
+      const float4 f = state4_to_f<TS>(*reinterpret_cast<const uint2*>(p));
+      x[0] = f.x, x[1] = f.y, x[2] = f.z, x[3] = f.w;
+    } else if constexpr (C == 2) {
+      const float2 f = P::to_f2(*reinterpret_cast<const typename P::T*>(p));
+      x[0] = f.x, x[1] = f.y;
+    } else {
+      const uint32_t w = *reinterpret_cast<const unsigned short*>(p);
+      x[0] = P::to_f2(*reinterpret_cast<const typename P::T*>(&w)).x;  // the high half is 0
+    }
+  }
+}
+template <typename TS, int C>
+__device__ __forceinline__ void st_elems(TS* p, const float (&x)[C]) {
+  if constexpr (std::is_same_v<TS, float>) {
+#pragma unroll
+    for (int c = 0; c < C; ++c) p[c] = x[c];
+  } else {
+    using P = StatePair<TS>;
+    if constexpr (C == 4) {
+      *reinterpret_cast<uint2*>(p) = state4_from_f<TS>(make_float4(x[0], x[1], x[2], x[3]));
+    } else {
+      const typename P::T pr = P::from_f2(make_float2(x[0], x[C - 1]));
+      if constexpr (C == 2)
+        *reinterpret_cast<typename P::T*>(p) = pr;
+      else
+        *reinterpret_cast<unsigned short*>(p) = static_cast<unsigned short>(*reinterpret_cast<const uint32_t*>(&pr));
+    }
+  }
+}
+
 // An element's raw bits (fp32, or fp16/bf16 zero-extended), converted at the use: a prefetch must
 // not wait for its own load.
 __device__ __forceinline__ uint32_t ld_raw(const void* p, DType dt, int64_t i) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <stdexcept>
+#include <type_traits>
 
 #include "cuda/core/common.cuh"
 #include "cuda/decode/decode_args.cuh"
@@ -23,10 +24,31 @@ template <typename TS>
 void launch_typed(const DecodeArgs& a, const Problem& p, const DecodeConfig& c, cudaStream_t st);
 
 #ifdef GDN_DECODE_INSTANTIATE
-template <bool KMAJ, typename TS>
+template <bool KMAJ, typename TS, int NP, int BPS, bool STAGED>
 void launch_rows(const DecodeArgs& a, int64_t grid, cudaStream_t st) {
-  decode_rows_kernel<kRowsWarps, KMAJ, TS><<<grid_1d(grid, 1), kRowsWarps * 32, 0, st>>>(a);
+  auto kern = decode_rows_kernel<kRowsWarps, KMAJ, TS, NP, BPS, STAGED>;
+  if constexpr (STAGED)  // blocks_per_sm x 37 KB of static shared memory per SM
+    check(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
+          "cudaFuncSetAttribute");
+  kern<<<grid_1d(grid, 1), kRowsWarps * 32, 0, st>>>(a);
   GDN_CUDA_LAUNCH_CHECK("decode_rows_kernel");
+}
+
+// The rows kernel of the config's shape: kRowsShapeF32 for fp32 pools, one of kRows16Shapes
+// (entry I onwards) for bf16 / fp16 pools (check_config has checked that it is one).
+template <bool KMAJ, typename TS, int I = 0>
+void launch_rows_shape(const DecodeArgs& a, const DecodeConfig& c, cudaStream_t st) {
+  if constexpr (std::is_same_v<TS, float>) {
+    launch_rows<KMAJ, TS, kRowsShapeF32.parts, kRowsShapeF32.blocks_per_sm, kRowsShapeF32.staged>(a, c.grid, st);
+  } else {
+    constexpr RowsShape s = kRows16Shapes[I];
+    if (c.parts == s.parts && c.blocks_per_sm == s.blocks_per_sm && c.staged == s.staged)
+      launch_rows<KMAJ, TS, s.parts, s.blocks_per_sm, s.staged>(a, c.grid, st);
+    else if constexpr (I + 1 < int(sizeof(kRows16Shapes) / sizeof(RowsShape)))
+      launch_rows_shape<KMAJ, TS, I + 1>(a, c, st);
+    else
+      throw std::logic_error("decode: no decode_rows_kernel of this shape (check_config)");
+  }
 }
 
 template <int K, int V, bool KMAJ, typename TS>
@@ -79,9 +101,9 @@ void launch_typed(const DecodeArgs& a, const Problem& p, const DecodeConfig& c, 
       launch_general<256, TS>(a, kmaj, c.grid, st);
   } else if (c.kernel == DecodeKernel::kRows) {
     if (kmaj)
-      launch_rows<true, TS>(a, c.grid, st);
+      launch_rows_shape<true, TS>(a, c, st);
     else
-      launch_rows<false, TS>(a, c.grid, st);
+      launch_rows_shape<false, TS>(a, c, st);
   } else if (p.head_k == 64) {
     launch_tiles_k<64, TS>(a, p.head_v, kmaj, c.grid, st);
   } else if (p.head_k == 128) {

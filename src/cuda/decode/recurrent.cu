@@ -2,9 +2,10 @@
 // written once: 64 KiB per (sequence, value head) at K = V = 128 in fp32, 32 KiB in bf16 / fp16).
 // Three kernels, chosen by decode_heuristics (recurrent.cuh) from the head sizes and the pools'
 // alignment:
-//   K = V = 128, both state layouts: decode_rows_kernel<4, K-major or not> (rows_kernel.cuh), a
-//     block of 4 warps per (sequence, value head) with the whole state in registers, 2 blocks per
-//     SM;
+//   K = V = 128, both state layouts: decode_rows_kernel<4, K-major or not, ...> (rows_kernel.cuh),
+//     a block of 4 warps per (sequence, value head) with the whole state in registers, 2 blocks per
+//     SM for fp32 pools; bf16 / fp16 pools keep the state packed and make it fp32 part by part,
+//     with more blocks per SM (the shape: kRows16Shapes, recurrent.cuh);
 //   every other K, V in {64, 128, 256}: decode_tiles_kernel<K, V, K-major or not>
 //     (tiles_kernel.cuh), persistent warps over 32-value state tiles in cp.async rings, one block
 //     per SM;
@@ -44,6 +45,21 @@ void check_head_sizes(const Problem& p) {
 
 bool uses_rows_kernel(const Problem& p) { return p.head_k == kRowsHead && p.head_v == kRowsHead; }
 
+// The rows kernel's shape for the pool's element type (decode_heuristics), and whether a config
+// names a compiled one (check_config).
+RowsShape rows_shape(const Problem& p) {
+  return p.state_dtype == DType::kFloat32 ? kRowsShapeF32 : kRows16Shapes[kRows16Choice];
+}
+bool rows_shape_compiled(const Problem& p, const DecodeConfig& c) {
+  auto is = [&](const RowsShape& s) {
+    return c.parts == s.parts && c.blocks_per_sm == s.blocks_per_sm && c.staged == s.staged;
+  };
+  if (p.state_dtype == DType::kFloat32) return is(kRowsShapeF32);
+  for (const RowsShape& s : kRows16Shapes)
+    if (is(s)) return true;
+  return false;
+}
+
 int64_t general_grid(const Problem& p) {
   return p.num_seqs * p.num_v_heads * ((p.head_v + kGeneralSlice - 1) / kGeneralSlice);
 }
@@ -69,20 +85,22 @@ bool pool_in_pieces(const StateRef& s, const Problem& p) {
   return reinterpret_cast<uintptr_t>(s.data) % piece == 0 && stride % 4 == 0 && head % 4 == 0;
 }
 
-// A configuration names a compiled kernel: decode_rows_kernel<kRowsWarps, ...> for K = V = 128,
+// A configuration names a compiled kernel: decode_rows_kernel<kRowsWarps, ...> of a compiled shape
+// (rows_shape_compiled) for K = V = 128,
 // decode_tiles_kernel with tiles_warps(K) x tiles_stages(K) for the other tuned sizes (both for
 // pools in 4-element pieces only), decode_general_kernel for any call.
 void check_config(const ForwardArgs& f, const DecodeConfig& c) {
   const Problem& p = f.problem;
   bool ok = false;
   if (c.kernel == DecodeKernel::kRows)
-    ok = uses_rows_kernel(p) && c.warps == kRowsWarps && c.ring_stages == 0 && c.blocks_per_sm == kRowsBlocksPerSm &&
+    ok = uses_rows_kernel(p) && c.warps == kRowsWarps && c.ring_stages == 0 && rows_shape_compiled(p, c) &&
          c.grid == p.num_seqs * p.num_v_heads;
   else if (c.kernel == DecodeKernel::kTiles)
     ok = !uses_rows_kernel(p) && !uses_general_kernel(p) && c.warps == tiles_warps(p.head_k) &&
-         c.ring_stages == tiles_stages(p.head_k) && c.blocks_per_sm == 1 && c.grid >= 1;
+         c.ring_stages == tiles_stages(p.head_k) && c.blocks_per_sm == 1 && c.parts == 0 && !c.staged && c.grid >= 1;
   else if (c.kernel == DecodeKernel::kGeneral)
-    ok = c.warps == kGeneralWarps && c.ring_stages == 0 && c.blocks_per_sm == 0 && c.grid == general_grid(p);
+    ok = c.warps == kGeneralWarps && c.ring_stages == 0 && c.blocks_per_sm == 0 && c.parts == 0 && !c.staged &&
+         c.grid == general_grid(p);
   if (!ok)
     throw Error(
         "recurrent_gated_delta_rule: no decode kernel of the CUDA backend matches this DecodeConfig (decode_heuristics "
@@ -163,7 +181,9 @@ DecodeConfig decode_heuristics(const Problem& p, const DeviceProps& dev) {
     c.kernel = DecodeKernel::kRows;
     c.warps = kRowsWarps;
     c.ring_stages = 0;
-    c.blocks_per_sm = kRowsBlocksPerSm;
+    c.blocks_per_sm = rows_shape(p).blocks_per_sm;
+    c.parts = rows_shape(p).parts;
+    c.staged = rows_shape(p).staged;
     c.grid = p.num_seqs * p.num_v_heads;
     return c;
   }

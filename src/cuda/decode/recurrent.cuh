@@ -26,7 +26,29 @@ struct DecodeConfig {
   // blocks launched (kRows: one per (sequence, value head); kTiles: any >= 1; kGeneral: one per
   // (sequence, value head, 32 columns))
   int64_t grid = 0;
+  // kRows: the parts of each thread's state that are made fp32 one after the other (1: all at once;
+  // bf16 / fp16 pools keep the other parts packed, in registers or staged in shared memory);
+  // kTiles, kGeneral: 0
+  int parts = 0;
+  bool staged = false;  // kRows: the packed state in shared memory (cp.async), not in registers
 };
+
+// decode_rows_kernel's shapes: DecodeConfig's parts, staged and blocks_per_sm (the blocks per SM
+// that its registers are sized for). A block issues all its state loads at its start, so an SM has
+// blocks_per_sm x (the state's bytes) in flight: fp32 pools 2 x 64 KB.
+struct RowsShape {
+  int parts, blocks_per_sm;
+  bool staged;
+};
+inline constexpr RowsShape kRowsShapeF32 = {1, 2, false};  // the whole fp32 state in registers
+// bf16 / fp16 pools (32 KB per state; {1, 2, false}, the fp32 shape, keeps only 64 KB in flight
+// per SM): the candidates, all compiled and timed side by side by `gdn_cuda_check --decode
+// --bench`. {4, 3, false}: the packed state in registers (64 per thread), a quarter of it fp32 at a
+// time, 96 KB in flight; {2, 4, true}: staged in shared memory (cp.async; 37 KB per block), half
+// fp32 at a time, 128 KB; {4, 5, true}: staged, a quarter fp32 at a time, 160 KB.
+// decode_heuristics takes kRows16Shapes[kRows16Choice].
+inline constexpr RowsShape kRows16Shapes[] = {{4, 3, false}, {2, 4, true}, {4, 5, true}};
+inline constexpr int kRows16Choice = 2;
 
 // The configuration of a problem on a device: kRows for K = V = 128 (both state layouts), kTiles
 // for the other pairs of K, V in {64, 128, 256}, kGeneral for every other K, V in [1, 256].
