@@ -95,7 +95,7 @@ struct BenchOptions {
 // names it in the output. The variant: the library's choices, or the same with fwd_o after fwd_h
 // (the A/B row of the overlap, "NAME/seq"), or with o computed in the chain ("NAME/fused"), or the
 // library's choices storing a prefill checkpoint every 16 chunks (a dense fp32 buffer: "NAME/ckpt").
-enum class PrefillVariant { kDefault, kOAfter, kFusedO, kStages4, kCheckpoints };
+enum class PrefillVariant { kDefault, kOAfter, kFusedO, kCheckpoints };
 void bench_prefill(const tools::PrefillCase& c, const std::string& label, PrefillVariant variant, BenchOptions& o);
 // The decode step for N sequences (one token each) of the benchmark shape, against the copy rate,
 // on a state pool of `state_dtype` (GB/s counts the state bytes moved: one read and one write of

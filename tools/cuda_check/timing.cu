@@ -189,10 +189,6 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   const bool explicit_cfg = variant != PrefillVariant::kDefault && variant != PrefillVariant::kCheckpoints;
   if (explicit_cfg) cfg.overlap_o = false;
   if (variant == PrefillVariant::kFusedO) cfg.fuse_o = true;
-  if (variant == PrefillVariant::kStages4) {  // the unfused chain with a 4-stage ring, one block per SM
-    cfg.fuse_o = false;
-    cfg.fwd_h_stages = 4;
-  }
   const float med = graph_median_ms(in.st, 20, [&] {
     if (explicit_cfg)
       cuda::fast_forward(f, ex, cfg);

@@ -42,13 +42,15 @@ struct RowsShape {
 };
 inline constexpr RowsShape kRowsShapeF32 = {1, 2, false};  // the whole fp32 state in registers
 // bf16 / fp16 pools (32 KB per state; {1, 2, false}, the fp32 shape, keeps only 64 KB in flight
-// per SM): the candidates, all compiled and timed side by side by `gdn_cuda_check --decode
-// --bench`. {4, 3, false}: the packed state in registers (64 per thread), a quarter of it fp32 at a
-// time, 96 KB in flight; {2, 4, true}: staged in shared memory (cp.async; 37 KB per block), half
-// fp32 at a time, 128 KB; {4, 5, true}: staged, a quarter fp32 at a time, 160 KB.
-// decode_heuristics takes kRows16Shapes[kRows16Choice].
-inline constexpr RowsShape kRows16Shapes[] = {{4, 3, false}, {2, 4, true}, {4, 5, true}};
-inline constexpr int kRows16Choice = 2;
+// per SM and ran at 55-63% of copy): {2, 4, true}, the state staged in shared memory (cp.async,
+// 37 KB per block), half of it fp32 at a time, 4 blocks and 128 KB in flight per SM. Timed on an
+// H200 beside {4, 3, false} (the packed state in registers, 96 KB in flight) and {4, 5, true}
+// (staged, a quarter fp32 at a time, 160 KB), `gdn_cuda_check --decode --bench`, docs/perf.md:
+// % of copy and x the fp32 pool at N = 256 / 4096, V-major: 59 / 55% (1.24 / 1.22x), 83 / 89%
+// (1.74 / 1.97x), 69 / 74% (1.46 / 1.64x); K-major alike. Kept: {2, 4, true}.
+// decode_heuristics takes kRows16Shapes[kRows16Choice] (one entry: what production runs).
+inline constexpr RowsShape kRows16Shapes[] = {{2, 4, true}};
+inline constexpr int kRows16Choice = 0;
 
 // The configuration of a problem on a device: kRows for K = V = 128 (both state layouts), kTiles
 // for the other pairs of K, V in {64, 128, 256}, kGeneral for every other K, V in [1, 256].

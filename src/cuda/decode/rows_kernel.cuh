@@ -93,8 +93,7 @@ __device__ __forceinline__ void add_shared(float (&x)[C], const float* p) {
 // V-major parts RW / NP of the warp's rows (the rows are independent). Fewer fp32 registers let
 // BPS blocks share an SM: BPS x 32 KB in flight. STAGED: the pieces wait in shared memory
 // (cp.async, 32 KB per block) instead of registers (64 per thread), so that even more blocks fit
-// (decode_heuristics picks NP, BPS, STAGED among kRows16Shapes; registers: {4, 3, regs} 166 / 160
-// V / K-major, {2, 4, staged} 128, {4, 5, staged} 96 / 95).
+// (decode_heuristics takes NP, BPS, STAGED from kRows16Shapes: {2, 4, staged}, 128 registers).
 // K-major: S^T k and S^T q are summed in-lane over the warp's rows, then across the W warps through
 // shared memory. V-major (RW = 32): the row sums are in-lane partials over 4 columns, completed
 // across the lanes by warp_transpose_sum (lane l gets the part's row reverse_bits(l % PR)); no
