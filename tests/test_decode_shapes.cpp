@@ -63,7 +63,7 @@ std::vector<Case> pool_cases() {
       d.row_pad = 8;
       d.varlen = false;
       d.lens.assign(70, 1);
-      d.H = 4, d.HV = 8;
+      d.H = 8, d.HV = 16;  // 1120 blocks: about 2 waves of an H200's 528 slots (bf16 / fp16 rows)
       cs.push_back(d);
     }
   Case e;  // dense arrays, an empty sequence (final = initial), fused gates, no row padding

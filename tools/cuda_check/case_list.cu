@@ -228,6 +228,18 @@ std::vector<Case> correctness_cases(bool quick) {
         c.rows_shape = i;
         cases.push_back(c);
       }
+      {  // many one-token blocks (80 x 32: about 5 waves of an H200's 528 block slots), padded rows
+        Case c;
+        c.name = "decode pool bfloat16 128 many" + tail;
+        c.lens.assign(80, 1);
+        c.H = 16, c.HV = 32;
+        c.vmajor = vm;
+        c.decode = true;
+        c.sdt = DType::kBFloat16;
+        c.row_pad = 8;
+        c.rows_shape = i;
+        cases.push_back(c);
+      }
       Case c;
       c.name = "verify pool bfloat16 128" + tail;
       for (int n = 0; n < 40; ++n) c.lens.push_back(n % 9 == 4 ? 0 : 1 + n % 4);

@@ -155,9 +155,7 @@ __global__ void __launch_bounds__(W * 32, BPS) decode_rows_kernel(DecodeArgs a) 
 #pragma unroll
           for (int r = 0; r < RW; ++r) cp_async8(&stage[r][tid], src + r * V, 8);
         }
-        cp_async_commit();
-        cp_async_wait<0>();
-        __syncwarp();  // the lanes' copies visible to the warp
+        cp_async_commit();  // waited for at the first token, after its inputs' loads (below)
       } else {
 #pragma unroll
         for (int r = 0; r < RW; ++r) stage[r][tid] = Piece<TS>{};
@@ -177,10 +175,7 @@ __global__ void __launch_bounds__(W * 32, BPS) decode_rows_kernel(DecodeArgs a) 
     for (int p = 0; p < NP; ++p) {
       const int pr0 = KMAJ ? 0 : p * PR, pc0 = KMAJ ? p * PC : 0;
       float s[PR][PC];  // the part in fp32: row row0 + pr0 + i, column 4 lane + pc0 + c
-      if constexpr (STAGED) {
-#pragma unroll
-        for (int i = 0; i < PR; ++i) ld_elems<TS, PC>(reinterpret_cast<const TS*>(&stage[pr0 + i][tid]) + pc0, s[i]);
-      } else {
+      if constexpr (!STAGED) {
 #pragma unroll
         for (int q = 0; q < NP; ++q)
           if (q == p) {
@@ -222,6 +217,23 @@ __global__ void __launch_bounds__(W * 32, BPS) decode_rows_kernel(DecodeArgs a) 
             if (d < 2 * K) qk_raw[d / K][d % K] = raw_f(qk_bits[i], a.qk_dt);
           }
           __syncthreads();
+        }
+        if constexpr (STAGED) {
+          // The part's state from stage at its first token, not at the part's start: part 0 waits
+          // for the state's copies only here, after the span and the token's v, gates, q, k were
+          // loaded, so that those latencies overlap the copies instead of following them (the
+          // fp32 kernel's register loads overlap them alike). A parent's state (above) replaces it.
+          if (t == span.b) {
+            if (p == 0) {
+              cp_async_wait<0>();
+              __syncwarp();  // the lanes' copies visible to the warp
+            }
+            if (parent < 0) {
+#pragma unroll
+              for (int i = 0; i < PR; ++i)
+                ld_elems<TS, PC>(reinterpret_cast<const TS*>(&stage[pr0 + i][tid]) + pc0, s[i]);
+            }
+          }
         }
         // Norms and q . k, by every warp (the same sums; no block barrier needed for them), again
         // for each part (fewer registers live across the parts than keeping them).
@@ -336,6 +348,10 @@ __global__ void __launch_bounds__(W * 32, BPS) decode_rows_kernel(DecodeArgs a) 
     }
   }
   // The final state (or, without tokens, the initial state as loaded) leaves after the last part.
+  if constexpr (STAGED) {  // a sequence without tokens has not waited for its copies yet
+    cp_async_wait<0>();
+    __syncwarp();
+  }
   if (out) {
 #pragma unroll
     for (int r = 0; r < RW; ++r) {
