@@ -420,10 +420,12 @@ def main():
         else:
             ctx = bench_serving.Ctx(DEV, H, HV, K, V, graph_time, res["copy_GBps"], L2_ROTATE_BYTES, args.no_ref)
             dry = [("dry_ck", [300, 0, 200], H, HV, 1)] if args.dry_run else None
-            res["serving"] = bench_serving.run_serving(ctx, quick=args.quick or args.dry_run, checkpoint_cases=dry)
-            save()
-            for row in res["serving"]:
-                print(json.dumps(row), flush=True)
+            def on_row():
+                save()
+                print(json.dumps(res["serving"][-1]), flush=True)
+
+            bench_serving.run_serving(ctx, quick=args.quick or args.dry_run, checkpoint_cases=dry,
+                                      rows=res["serving"], on_row=on_row)
     res["complete"] = "skipped" not in res
     save()
     print_table(res)

@@ -128,6 +128,7 @@ def run_checkpoints(c, name, lens, H, HV, every=16):
              g=torch.nn.functional.logsigmoid(c.rand(gen, 1, T, HV, dt=torch.float32)),
              beta=c.rand(gen, 1, T, HV, dt=torch.float32).sigmoid())
     cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), dtype=torch.int32)
+    cu_dev = cu.to(c.dev)  # (no host-to-device copy inside the captured call)
     pool = c.rand(gen, n, HV, c.V, c.K, dt=torch.float32)
     M = max(1, max(lens) // (64 * every))
     ck = torch.empty(n, M, HV, c.V, c.K, device=c.dev, dtype=torch.float32)
@@ -135,7 +136,7 @@ def run_checkpoints(c, name, lens, H, HV, every=16):
 
     def call(with_ck):
         extra = dict(checkpoints=ck, checkpoint_every_chunks=every) if with_ck else {}
-        return gdn.prefill_(d["q"], d["k"], d["v"], d["g"], d["beta"], pool, idx, cu_seqlens=cu.to(c.dev),
+        return gdn.prefill_(d["q"], d["k"], d["v"], d["g"], d["beta"], pool, idx, cu_seqlens=cu_dev,
                             cu_seqlens_cpu=cu, state_v_first=True, use_qk_l2norm_in_kernel=True, **extra)
 
     row["plain_ms"] = c.graph_time([lambda: call(False)])
@@ -153,16 +154,20 @@ def run_checkpoints(c, name, lens, H, HV, every=16):
 CHECKPOINT_CASES = [("1x32k", [32768], 16, 32, 16), ("tp4-1x32k", [32768], 4, 8, 16), ("4x8k", [8192] * 4, 16, 32, 16)]
 
 
-def run_serving(c, quick=False, checkpoint_cases=None):
-    """Every serving row, in the order of the report."""
-    rows = []
+def run_serving(c, quick=False, checkpoint_cases=None, rows=None, on_row=None):
+    """Every serving row, in the order of the report, appended to `rows` (on_row() after each, so
+    that a run cut short keeps what it measured)."""
+    rows = [] if rows is None else rows
+    done = on_row or (lambda: None)
     for n in ([256] if quick else [256, 1024]):
         for v_major in (True, False):
             rows.append(run_verify(c, n, v_major))
+            done()
     for n in ([256] if quick else [256, 1024, 4096]):
         for v_major in (True, False):
             for p in POOL_DTYPES:
                 rows.append(run_pool_decode(c, n, v_major, p))
+                done()
     by = {(r["n"], r["layout"], r["pool"]): r for r in rows if r["kind"] == "pool"}
     for r in rows:
         if r["kind"] == "pool" and r["pool"] != "fp32":
@@ -170,6 +175,7 @@ def run_serving(c, quick=False, checkpoint_cases=None):
     for name, lens, H, HV, every in checkpoint_cases or CHECKPOINT_CASES:
         if not quick or checkpoint_cases or name == "tp4-1x32k":
             rows.append(run_checkpoints(c, name, lens, H, HV, every))
+            done()
     if c.dev == "cuda":
         torch.cuda.empty_cache()
     return rows
