@@ -142,6 +142,8 @@ def markdown(res, png_rel):
         out.append("")
     if res.get("serving"):
         out.append("## Serving (gdn only: speculative verify, 16-bit pools, prefill checkpoints)\n")
+        if res.get("serving_note"):
+            out.append(f"{res['serving_note']}\n")
         out.extend(serving_markdown(res["serving"]))
     notes = [f"- {r.get('name', r.get('n'))}: {r['fla_note']}" for r in pre + dec if r.get("fla_note")]
     notes += [f"- {r['name']}: {r['flashqla_note']}" for r in pre if r.get("flashqla_note")]
