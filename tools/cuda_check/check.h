@@ -81,6 +81,8 @@ constexpr int kCheckpointsMax = 4;
 
 // The correctness cases; `quick` leaves out the large ones.
 std::vector<Case> correctness_cases(bool quick);
+// case_list_pools.cu: the decode step's and the state pools' cases, appended in correctness_cases.
+void append_decode_and_pool_cases(std::vector<Case>& cases, const std::vector<int64_t>& mix, bool quick);
 // Runs one case on inputs drawn from `rng` against the fp64 oracle and prints one line; false on a
 // failure.
 bool run_case(const Case& c, std::mt19937& rng);
