@@ -28,28 +28,8 @@
 // between the products. Per chunk the block reads w, k (16 KB each), u (8 KB) and writes h
 // (16 KB) and v_new (8 KB).
 //
-// Shared memory (sizes for ST ring stages; offsets 1024-aligned where wgmma reads them):
-//   w[ST], k[ST]: [2 atoms (kk / 64)][64 tokens][128 B], 128-byte swizzle (16-byte chunk index
-//                 XOR token % 8): the canonical SW128 layout, K-major for w h, MN-major for k^T vs
-//   u[ST]:        [64 tokens][64 vv], 128-byte rows, same swizzle (conflict-free ldmatrix.trans)
-//   h:            [128 kk][64 vv] staging of h_c (stmatrix.trans from the A fragments of S^T)
-//   v:            [64 tokens][64 vv] staging of v_new (stmatrix.trans), 16-byte global stores
-//   G[ST] (fp64), rk[ST] (inverse norms of k's rows, with l2norm)
-// ST = 2: 106.5 KB (two blocks per SM, for many chains); ST = 4: 188 KB (one block per SM: the
-// deepest prefetch for few long chains).
-//
-// Synchronization per chunk c (stage s = c % ST), two block barriers, both overlapped with wgmma:
-//   wait for chunk c's cp.async group; fence.proxy.async (cp.async writes are generic-proxy
-//   writes that the async proxy of wgmma reads); barrier B1
-//   acc = u^T; issue the 8 v_new wgmmas; meanwhile: decays, S^T *= exp(G_last), h_c -> global
-//   (from the h staging written before B1), prefetch chunk c + ST - 1 into stage (c - 1) % ST
-//   (freed by B1); wait; A fragments of vs^T; issue the 4 update wgmmas; meanwhile: v_new -> v
-//   staging, barrier B2 (v staging complete, every read of the h staging done), v_new -> global;
-//   wait; E(S^T) -> A fragments (next chunk's w h) and -> h staging.
-// Rows past len: w, k, u are zero-filled, their decays are 0, and they are never stored.
-// After B1 of chunk c + 1 (and after the loop for the last chunk) one thread adds 1 to
-// b.ready[chunk c][hv] (release): fwd_o, launched as a programmatic dependent of this kernel, reads
-// chunk c's h and v_new as soon as both slices have signalled, while later chunks are computed.
+// Shared memory, the per-chunk synchronization and the modes: chain_layout.cuh.
+#include "cuda/chunk/chain_layout.cuh"
 #include "cuda/chunk/chain_o.cuh"
 #include "cuda/chunk/fwd_fast.cuh"
 #include "cuda/core/checkpoints.cuh"
@@ -58,42 +38,7 @@ namespace gdn {
 namespace cuda {
 namespace {
 
-constexpr int kC = kChunkSize;  // 64 tokens per chunk
-constexpr int kD = 128;         // head dim (K = V)
-constexpr int kBV = 64;         // V slice per block (the wgmma M)
-
-// What the chain kernel does besides carrying the state:
-//   kStore:   stores h_c and v_new per chunk for fwd_o and signals b.ready (fwd_o overlaps);
-//   kStoreBulk: the same stores without b.ready (fwd_o runs after this kernel), each chunk's h
-//             and v_new staging leaving by one bulk copy (TMA) issued by thread 0 instead of
-//             every thread's 16-byte loads and stores (12 pairs per thread and chunk);
-//   kSummary: the split's summary pass (below); stores nothing per chunk;
-//   kFusedO:  a second warpgroup computes o on chip (chain_o.cuh); nothing per chunk goes to
-//             global memory but o, and fwd_o does not run.
-enum class ChainMode { kStore, kStoreBulk, kSummary, kFusedO };
-
-// kFusedO's additions: the q ring beside w and k, and the o staging (kChainOStride-element rows).
-// E: the 16-bit operand type (the input dtype, bf16 or fp16; fwd_fast.cuh).
-template <int ST, bool kFused, typename E>
-struct WgFusedSmem {
-  E q[ST][kC * kD];               // 16 KB per stage, SW128 like w and k
-  E o_stage[kC * kChainOStride];  // 9 KB
-};
-template <int ST, typename E>
-struct WgFusedSmem<ST, false, E> {};
-
-template <int ST, bool kFused, typename E>
-struct WgSmem : WgFusedSmem<ST, kFused, E> {  // (an empty base takes no space: w stays at offset 0)
-  E w[ST][kC * kD];                           // 16 KB per stage, 1024-aligned (the block base is)
-  E k[ST][kC * kD];
-  E u[ST][kC * kBV];  // 8 KB per stage
-  E h[kD * kBV];      // 16 KB
-  E v[1][kC * kBV];   // 8 KB
-  double G[ST][kC];
-  float rk[ST][kC];
-  uint64_t bar[2];  // kFusedO: the block barriers B1 and B2 (mbarrier_block_sync)
-};
-static_assert(sizeof(__nv_bfloat16) * kC * kD % 1024 == 0, "stages stay 1024-aligned");
+using namespace chain;  // kC, kD, kBV, ChainMode, WgSmem (chain_layout.cuh)
 
 // kSummary: the exact split's summary pass (split.cuh): blocks of (sequence, part, head, slice of
 // V + K): part 0 runs from the initial state and leaves S_1; parts 1 .. parts - 2 run from zero
