@@ -66,7 +66,7 @@ def chunk_gated_delta_rule(
             ``initial_state`` itself.
         out: preallocated ``o`` (the shape of v; any float dtype, v's by default); written and returned.
         checkpoints, checkpoint_indices, checkpoint_indices_cpu, checkpoint_every_chunks: prefix
-            caching, the states at chunk boundaries (as in :func:`prefill_`; CPU only for now).
+            caching, the states at chunk boundaries (as in :func:`prefill_`; CPU and CUDA).
 
     Returns:
         ``(o, final_state)``: o ``[B, T, HV, V]`` in v's dtype (as fla's); final_state or None.
