@@ -371,5 +371,23 @@ void expect_close(const Inputs& in, const Expected& ref, const Outputs& out, Bac
   }
 }
 
+void expect_rounded_once(const Outputs& lo, const Outputs& hi, DType state_dtype, const std::string& what) {
+  ASSERT_EQ(lo.o.size(), hi.o.size());
+  EXPECT_EQ(0, std::memcmp(lo.o.data(), hi.o.data(), lo.o.size() * sizeof(double)))
+      << what << ": o differs from the fp32 pool's";
+  ASSERT_EQ(lo.states.size(), hi.states.size());
+  int64_t mismatches = 0, first = -1;
+  for (size_t i = 0; i < lo.states.size(); ++i) {
+    float bits = 0;  // room for any dtype's element
+    store_from_float(&bits, 0, state_dtype, hi.states[i]);
+    const float want = load_as_float(&bits, 0, state_dtype);
+    const bool same = std::memcmp(&want, &lo.states[i], sizeof(float)) == 0 ||
+                      (std::isnan(want) && std::isnan(lo.states[i]));  // NaN-filled rows nobody writes
+    if (!same && mismatches++ == 0) first = static_cast<int64_t>(i);
+  }
+  EXPECT_EQ(mismatches, 0) << what << ": " << mismatches << " state elements differ from the fp32 pool's rounded"
+                           << " final states (first at " << first << ")";
+}
+
 }  // namespace test
 }  // namespace gdn

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -20,6 +21,15 @@ namespace test {
 
 // Fresh random seed per process, printed so that a failure can be replayed (GDN_TEST_SEED=...).
 uint64_t test_seed();
+
+// A parameterized test's name, prefix_index_name, with every character gtest rejects (anything
+// but letters, digits and '_') replaced by '_'.
+inline std::string test_param_name(const std::string& prefix, size_t index, const std::string& name) {
+  std::string s = prefix + "_" + std::to_string(index) + "_" + name;
+  for (char& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+}
 
 // Memory on a backend's device; host memory for the CPU backend.
 class Buffer {
@@ -154,6 +164,11 @@ Outputs run(const Inputs& in, Backend backend, Op op, const DecodeCall& decode_c
 // Relative RMS errors of o and of the final states of the sequences that have one, plus the
 // check that pool rows nobody owns are untouched.
 void expect_close(const Inputs& in, const Expected& ref, const Outputs& out, Backend backend, const char* what);
+
+// A 16-bit pool rounds once, on write: `lo`, the call on a pool of `state_dtype`, has bitwise the o
+// of `hi`, the same call on an fp32 pool holding the same (rounded) initial states, and final states
+// that are exactly hi's rounded to state_dtype (NaN where nobody writes, in both).
+void expect_rounded_once(const Outputs& lo, const Outputs& hi, DType state_dtype, const std::string& what);
 
 // SPEC section 4 bounds for a dtype and backend.
 double tolerance(DType dtype, Backend backend);

@@ -109,32 +109,12 @@ TEST_P(DecodeShapes, RoundsOnceLikeTheFp32Pool) {
   Inputs in32 = in;
   in32.c.state_dtype = DType::kFloat32;
   in32.c.row_pad = 0;
-  const Outputs lo = run(in, Backend::kCUDA, Op::kRecurrent, with_shape(shape_));
-  const Outputs hi = run(in32, Backend::kCUDA, Op::kRecurrent);
-  ASSERT_EQ(lo.o.size(), hi.o.size());
-  EXPECT_EQ(0, std::memcmp(lo.o.data(), hi.o.data(), lo.o.size() * sizeof(double)))
-      << "o differs from the fp32 pool's, rows shape " << shape_name(shape_);
-  ASSERT_EQ(lo.states.size(), hi.states.size());
-  int64_t mismatches = 0, first = -1;
-  for (size_t i = 0; i < lo.states.size(); ++i) {
-    float bits = 0;  // room for any dtype's element
-    store_from_float(&bits, 0, case_.state_dtype, hi.states[i]);
-    const float want = load_as_float(&bits, 0, case_.state_dtype);
-    const bool same = std::memcmp(&want, &lo.states[i], sizeof(float)) == 0 ||
-                      (std::isnan(want) && std::isnan(lo.states[i]));  // NaN-filled rows nobody writes
-    if (!same && mismatches++ == 0) first = static_cast<int64_t>(i);
-  }
-  EXPECT_EQ(mismatches, 0) << mismatches
-                           << " state elements differ from the fp32 pool's rounded final states (first at " << first
-                           << "), rows shape " << shape_name(shape_);
+  expect_rounded_once(run(in, Backend::kCUDA, Op::kRecurrent, with_shape(shape_)),
+                      run(in32, Backend::kCUDA, Op::kRecurrent), case_.state_dtype, "rows shape " + shape_name(shape_));
 }
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
-  std::string s =
-      shape_name(std::get<0>(info.param)) + "_" + std::to_string(info.index) + "_" + std::get<1>(info.param).name();
-  for (char& ch : s)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return s;
+  return test_param_name(shape_name(std::get<0>(info.param)), info.index, std::get<1>(info.param).name());
 }
 
 INSTANTIATE_TEST_SUITE_P(CUDA, DecodeShapes,
@@ -184,11 +164,7 @@ TEST_P(DecodeShapesTokenStates, MatchesRecurrence) {
 }
 
 std::string spec_param_name(const ::testing::TestParamInfo<SpecParam>& info) {
-  std::string s =
-      shape_name(std::get<0>(info.param)) + "_" + std::to_string(info.index) + "_" + std::get<1>(info.param).name();
-  for (char& ch : s)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return s;
+  return test_param_name(shape_name(std::get<0>(info.param)), info.index, std::get<1>(info.param).name());
 }
 
 INSTANTIATE_TEST_SUITE_P(CUDA, DecodeShapesTokenStates,

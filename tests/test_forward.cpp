@@ -398,31 +398,12 @@ TEST_P(Forward, LowPrecisionPoolRoundsOnce) {
   in32.c.row_pad = 0;
   for (Op op : {Op::kChunk, Op::kRecurrent}) {
     const char* what = op == Op::kChunk ? "chunk_gated_delta_rule" : "recurrent_gated_delta_rule";
-    const Outputs lo = run(in, backend_, op), hi = run(in32, backend_, op);
-    ASSERT_EQ(lo.o.size(), hi.o.size());
-    EXPECT_EQ(0, std::memcmp(lo.o.data(), hi.o.data(), lo.o.size() * sizeof(double)))
-        << what << ": o differs from the fp32 pool's";
-    ASSERT_EQ(lo.states.size(), hi.states.size());
-    int64_t mismatches = 0, first = -1;
-    for (size_t i = 0; i < lo.states.size(); ++i) {
-      float bits = 0;  // room for any dtype's element
-      store_from_float(&bits, 0, case_.state_dtype, hi.states[i]);
-      const float want = load_as_float(&bits, 0, case_.state_dtype);
-      const bool same = std::memcmp(&want, &lo.states[i], sizeof(float)) == 0 ||
-                        (std::isnan(want) && std::isnan(lo.states[i]));  // NaN-filled rows nobody writes
-      if (!same && mismatches++ == 0) first = static_cast<int64_t>(i);
-    }
-    EXPECT_EQ(mismatches, 0) << what << ": " << mismatches << " state elements differ from the fp32 pool's rounded"
-                             << " final states (first at " << first << ")";
+    expect_rounded_once(run(in, backend_, op), run(in32, backend_, op), case_.state_dtype, what);
   }
 }
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
-  std::string s = std::string(backend_name(std::get<0>(info.param))) + "_" + std::to_string(info.index) + "_" +
-                  std::get<1>(info.param).name();
-  for (char& ch : s)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return s;
+  return test_param_name(backend_name(std::get<0>(info.param)), info.index, std::get<1>(info.param).name());
 }
 
 INSTANTIATE_TEST_SUITE_P(CPU, Forward,

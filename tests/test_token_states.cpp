@@ -147,11 +147,7 @@ TEST_P(TokenStatesTest, Deterministic) {
 }
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
-  std::string s = std::string(backend_name(std::get<0>(info.param))) + "_" + std::to_string(info.index) + "_" +
-                  std::get<1>(info.param).name();
-  for (char& ch : s)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return s;
+  return test_param_name(backend_name(std::get<0>(info.param)), info.index, std::get<1>(info.param).name());
 }
 
 INSTANTIATE_TEST_SUITE_P(CPU, TokenStatesTest,
