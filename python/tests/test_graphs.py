@@ -7,7 +7,7 @@ slot, rows nothing names, index rows past N) stay bitwise unchanged.
 
 Calls: gdn.compat.vllm's and gdn.compat.sglang's, gdn.decode_ with per-token states (both engines'
 conventions, EAGLE parents), prefill_ / decode_ with separate read and write slots and
-has_initial_state, prefill checkpoints (where the CUDA backend stores them). Qwen3-Next's head sizes
+has_initial_state, prefill checkpoints. Qwen3-Next's head sizes
 with few heads, bf16 inputs, ragged batches with zero-length sequences, fp32 / bf16 (/ fp16) pools as
 views with a padded slot stride, both layouts where the call takes either. Not here: SGLang's chunk
 with output_h=True reads cu_seqlens on the host (as SGLang's does): no graph captures it."""
@@ -381,30 +381,12 @@ def test_read_write_slots(rng, fn, state_v_first, pool_dtype):
 
 
 @functools.lru_cache(maxsize=None)
-def cuda_checkpoints_missing():
-    """Why the CUDA backend stores no prefill checkpoints, or None when it does. gdn's Python API has
-    no capability query: a call with checkpoints is rejected naming capabilities(backend).checkpoints."""
-    x = Batch(np.random.default_rng(0), [64])
-    x.fill(np.random.default_rng(1), [64])
-    try:
-        gdn.prefill_(*x.args(), torch.zeros(1, HV, K, V, device=DEV), cu_seqlens=x.cu,
-                     checkpoints=torch.zeros(1, 1, HV, K, V, device=DEV))
-    except ValueError as e:
-        if "capabilities(backend).checkpoints is false" not in str(e):
-            raise
-        return str(e)
-    return None
-
-
 @pytest.mark.parametrize("pool_dtype", ALL_POOLS)
 @pytest.mark.parametrize("state_v_first", [False, True])
 @pytest.mark.parametrize("every", [1, 2])
 def test_prefill_checkpoints(rng, every, state_v_first, pool_dtype):
     """prefill_ storing the state every 64 * `every` tokens into named rows of a checkpoint pool
     (one index -1; rows of boundaries past a sequence's end untouched), the state pool in place."""
-    why = cuda_checkpoints_missing()
-    if why:
-        pytest.skip(f"the CUDA backend stores no checkpoints: {why}")
     lens, M = [200, 0, 128, 330, 64], 3
     N, slots, ck_slots = len(lens), len(lens) + 2, len(lens) * M + 3
     x = Batch(rng, lens)
