@@ -101,10 +101,9 @@ enum class PrefillVariant { kDefault, kOAfter, kFusedO, kCheckpoints };
 void bench_prefill(const tools::PrefillCase& c, const std::string& label, PrefillVariant variant, BenchOptions& o);
 // The decode step for N sequences (one token each) of the benchmark shape, against the copy rate,
 // on a state pool of `state_dtype` (GB/s counts the state bytes moved: one read and one write of
-// every state, in the pool's element size). rows_shape >= 0 (a 16-bit pool): the rows kernel's
-// shape kRows16Shapes[rows_shape] instead of the heuristics' choice; ref_ms > 0: also prints the
-// speedup ref_ms / time (the fp32 pool's time). Returns the median time (ms).
-float bench_decode(int64_t N, bool vmajor, DType state_dtype, BenchOptions& o, int rows_shape = -1, float ref_ms = 0);
+// every state, in the pool's element size). ref_ms > 0: also prints the speedup ref_ms / time (the
+// fp32 pool's time). Returns the median time (ms).
+float bench_decode(int64_t N, bool vmajor, DType state_dtype, BenchOptions& o, float ref_ms = 0);
 // "{parts,blocks_per_sm,regs|staged}" of kRows16Shapes[i].
 std::string rows_shape_name(int i);
 // Speculative decoding's verify: N sequences of T tokens with the state after every token stored

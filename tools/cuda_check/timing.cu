@@ -213,7 +213,7 @@ std::string rows_shape_name(int i) {
          "}";
 }
 
-float bench_decode(int64_t N, bool vmajor, DType state_dtype, BenchOptions& o, int rows_shape, float ref_ms) {
+float bench_decode(int64_t N, bool vmajor, DType state_dtype, BenchOptions& o, float ref_ms) {
   std::mt19937 rng(2);
   std::normal_distribution<float> nd;
   BenchInputs in(N, N, kBH, kBHV, rng, nd, std::vector<float>(N * kBHV, -0.1f), std::vector<float>(N * kBHV, 0.5f));
@@ -235,14 +235,7 @@ float bench_decode(int64_t N, bool vmajor, DType state_dtype, BenchOptions& o, i
   Exec ex;
   ex.backend = Backend::kCUDA;
   ex.stream = in.st;
-  cuda::DecodeConfig cfg = cuda::decode_heuristics(in.p, cuda::device_props());
-  if (rows_shape >= 0) {  // a candidate shape of the rows kernel
-    const cuda::RowsShape& s = cuda::kRows16Shapes[rows_shape];
-    cfg.parts = s.parts;
-    cfg.blocks_per_sm = s.blocks_per_sm;
-    cfg.staged = s.staged;
-  }
-  const float med = graph_median_ms(in.st, 50, [&] { cuda::recurrent_gated_delta_rule(f, ex, cfg); });
+  const float med = graph_median_ms(in.st, 50, [&] { cuda::recurrent_gated_delta_rule(f, ex); });
   const double bytes = 2.0 * N * kBHV * kBK * kBV * es;  // the states read and written
   // copy bandwidth on a buffer of the same size
   void *c0, *c1;
@@ -253,16 +246,15 @@ float bench_decode(int64_t N, bool vmajor, DType state_dtype, BenchOptions& o, i
   const double gbps = bytes / (med * 1e6), cbps = bytes / (copy_ms * 1e6);
   const char* layout = vmajor ? "vmajor" : "kmajor";
   const char* sname = dtype_str(state_dtype);
-  const std::string shape = rows_shape >= 0 ? rows_shape_name(rows_shape) : "default";
-  std::printf("decode N=%-5lld %s %-8s %-16s %.4f ms  %.0f GB/s  copy %.0f GB/s  (%.0f%%)", (long long)N, layout, sname,
-              shape.c_str(), med, gbps, cbps, 100 * gbps / cbps);
+  std::printf("decode N=%-5lld %s %-8s %.4f ms  %.0f GB/s  copy %.0f GB/s  (%.0f%%)", (long long)N, layout, sname, med,
+              gbps, cbps, 100 * gbps / cbps);
   if (ref_ms > 0) std::printf("  %.2fx fp32", ref_ms / med);
   std::printf("\n");
   char fields[384];
   std::snprintf(fields, sizeof fields,
-                "\"decode_n\":%lld,\"layout\":\"%s\",\"state_dtype\":\"%s\",\"rows_shape\":\"%s\",\"gdn_ms\":%.4f,"
+                "\"decode_n\":%lld,\"layout\":\"%s\",\"state_dtype\":\"%s\",\"gdn_ms\":%.4f,"
                 "\"gdn_GBps\":%.1f,\"copy_GBps\":%.1f,\"speedup_fp32\":%.3f",
-                (long long)N, layout, sname, shape.c_str(), med, gbps, cbps, ref_ms > 0 ? ref_ms / med : 0.0);
+                (long long)N, layout, sname, med, gbps, cbps, ref_ms > 0 ? ref_ms / med : 0.0);
   json_object(o, fields);
   cudaFree(c0);
   cudaFree(c1);
