@@ -2,9 +2,10 @@
 // per-chunk synchronization they serve.
 //
 // Shared memory (sizes for ST ring stages; offsets 1024-aligned where wgmma reads them):
-//   w[ST], k[ST]: [2 atoms (kk / 64)][64 tokens][128 B], 128-byte swizzle (16-byte chunk index
-//                 XOR token % 8): the canonical SW128 layout, K-major for w h, MN-major for k^T vs
-//   u[ST]:        [64 tokens][64 vv], 128-byte rows, same swizzle (conflict-free ldmatrix.trans)
+//   a[ST], k[ST]: [2 atoms][64 tokens][128 B], 128-byte swizzle (16-byte chunk index XOR
+//                 token % 8): the canonical SW128 layout. k: atoms of kk / 64, K-major for S^T k^T,
+//                 MN-major for vs^T k; a: A_s's rows, atom 0 its hi part, atom 1 its lo part
+//   vin[ST]:      [64 tokens][64 vv] of v, 128-byte rows, same swizzle (conflict-free ldmatrix.trans)
 //   h:            [128 kk][64 vv] staging of h_c (stmatrix.trans from the A fragments of S^T)
 //   v:            [64 tokens][64 vv] staging of v_new (stmatrix.trans), 16-byte global stores
 //   G[ST] (fp64), rk[ST] (inverse norms of k's rows, with l2norm)
@@ -14,12 +15,13 @@
 // Synchronization per chunk c (stage s = c % ST), two block barriers, both overlapped with wgmma:
 //   wait for chunk c's cp.async group; fence.proxy.async (cp.async writes are generic-proxy
 //   writes that the async proxy of wgmma reads); barrier B1
-//   acc = u^T; issue the 8 v_new wgmmas; meanwhile: decays, S^T *= exp(G_last), h_c -> global
-//   (from the h staging written before B1), prefetch chunk c + ST - 1 into stage (c - 1) % ST
-//   (freed by B1); wait; A fragments of vs^T; issue the 4 update wgmmas; meanwhile: v_new -> v
-//   staging, barrier B2 (v staging complete, every read of the h staging done), v_new -> global;
-//   wait; E(S^T) -> A fragments (next chunk's w h) and -> h staging.
-// Rows past len: w, k, u are zero-filled, their decays are 0, and they are never stored.
+//   issue the 8 -U^T wgmmas; meanwhile: scalings, v^T, S^T *= exp(G_last), h_c -> global (from
+//   the h staging written before B1); wait; W^T -> A fragments; issue the 8 v_new wgmmas;
+//   meanwhile: decays, prefetch chunk c + ST - 1 into stage (c - 1) % ST (freed by B1); wait;
+//   A fragments of vs^T; issue the 4 update wgmmas; meanwhile: v_new -> v staging, barrier B2
+//   (v staging complete, every read of the h staging done), v_new -> global;
+//   wait; E(S^T) -> A fragments (next chunk's k S) and -> h staging.
+// Rows past len: A_s, k, v are zero-filled, their decays are 0, and they are never stored.
 // After B1 of chunk c + 1 (and after the loop for the last chunk) one thread adds 1 to
 // b.ready[chunk c][hv] (release): fwd_o, launched as a programmatic dependent of this kernel, reads
 // chunk c's h and v_new as soon as both slices have signalled, while later chunks are computed.
@@ -59,11 +61,11 @@ struct WgFusedSmem<ST, false, E> {};
 
 template <int ST, bool kFused, typename E>
 struct WgSmem : WgFusedSmem<ST, kFused, E> {  // (an empty base takes no space: w stays at offset 0)
-  E w[ST][kC * kD];                           // 16 KB per stage, 1024-aligned (the block base is)
+  E a[ST][kC * kD];                           // 16 KB per stage, 1024-aligned (the block base is)
   E k[ST][kC * kD];
-  E u[ST][kC * kBV];  // 8 KB per stage
-  E h[kD * kBV];      // 16 KB
-  E v[1][kC * kBV];   // 8 KB
+  E vin[ST][kC * kBV];  // 8 KB per stage
+  E h[kD * kBV];        // 16 KB
+  E v[1][kC * kBV];     // 8 KB
   double G[ST][kC];
   float rk[ST][kC];
   uint64_t bar[2];  // kFusedO: the block barriers B1 and B2 (mbarrier_block_sync)

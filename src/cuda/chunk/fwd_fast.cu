@@ -142,6 +142,20 @@ void run(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg, 
     convert_rows(p.dtype, p.dtype, f.k.data, f.k.stride_token, f.k.stride_head, const_cast<E*>(b.k), int64_t(H) * D, D,
                  T, H, D, false, s);
   }
+  if (D == 128) {  // the chain reads v in 16-byte pieces: in place, or a copy in u's space
+    if (rows_in_16_byte_pieces(f.v)) {
+      b.v = static_cast<const E*>(f.v.data);
+      b.v_st = f.v.stride_token;
+      b.v_sh = f.v.stride_head;
+    } else {
+      const int HV = p.num_v_heads;
+      convert_rows(p.dtype, p.dtype, f.v.data, f.v.stride_token, f.v.stride_head, b.u, int64_t(HV) * D, D, T, HV, D,
+                   false, s);
+      b.v = b.u;
+      b.v_st = int64_t(HV) * D;
+      b.v_sh = D;
+    }
+  }
   if (!cfg.overlap_o || cfg.fuse_o) b.ready = nullptr;
   mark(phases, 2, s);
   if (D == 128) {

@@ -1,8 +1,10 @@
 // The tensor-core forward (16-bit tensor-core products, fp32 accumulation) for bf16/fp16 inputs,
 // K = V = D in {64, 128}. Three kernels:
-//   fwd_prep (parallel over chunks): gates, cumsum, k k^T, (I + L)^-1, w and u      (fwd_prep.cu)
+//   fwd_prep (parallel over chunks): gates, cumsum, k k^T, (I + L)^-1; D = 64: w and u
+//            (fwd_prep.cu)
 //   fwd_h    (sequential over chunks, state on chip): v_new, h per chunk, final state
-//            D = 64: mma.sync (fwd_h_mma.cu); D = 128: wgmma (fwd_h_wgmma.cu)
+//            D = 64: mma.sync from w, u (fwd_h_mma.cu); D = 128: wgmma, v_new = A_s (v - k S)
+//            formed on chip (fwd_h_wgmma.cu)
 //   fwd_o    (parallel over chunks): o                                               (fwd_o.cu)
 // The 16-bit operand type E of every tensor-core product is the input dtype (bf16 or fp16, as in
 // flash-linear-attention): the kernels are templates on E, the mma / wgmma instructions take
@@ -51,11 +53,16 @@ struct FastBufs {
   const E* q;  // [T, H, D] (token stride q_st, head stride q_sh)
   const E* k;  // [T, H, D]
   int64_t q_st, q_sh, k_st, k_sh;
+  // D = 128: v as rows with 16-byte aligned pieces for the chain (the caller's tensor when aligned,
+  // else a copy in u's workspace); D = 64 reads f.v in fwd_prep.
+  const E* v;  // [T, HV, D] (token stride v_st, head stride v_sh)
+  int64_t v_st, v_sh;
   bool l2norm;
   float* rk;   // [H, T] inverse l2 norms of k's rows (written by fwd_prep; 1 without l2norm)
   double* Gt;  // [HV, T] chunk-local cumsum (fp64), head-major (contiguous per chunk)
-  E* w;        // [T, HV, D]
-  E* u;        // [T, HV, D]
+  E* w;        // [T, HV, D]: D = 64: w; D = 128: A_s = (I + L)^-1 diag(beta), row i of each chunk
+               // = [hi (64) | lo (64)] in E (the chain applies it: fwd_h_wgmma.cu)
+  E* u;        // [T, HV, D]: D = 64: u; D = 128: the copy of v when its rows are not aligned
   E* v_new;    // D = 64: [T, HV, D]; D = 128: images [max_chunks, HV, 2, 64, 64] (fwd_v_image)
   E* h;        // D = 64: [max_chunks, HV, D, D] state at each chunk start, K-major;
                // D = 128: images [max_chunks, HV, 2, 128, 64] (fwd_h_image)

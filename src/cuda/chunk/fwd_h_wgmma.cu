@@ -6,12 +6,15 @@
 // One block = one warpgroup (4 warps, 128 threads) per (sequence n, value head hv, 64-wide slice
 // v0 of V). The fp32 state slice lives TRANSPOSED in registers as a wgmma accumulator,
 //   S^T [64 (vv) x 128 (kk)]  (m64n128: 64 floats per thread),
-// and per chunk (rows i < len of tokens t0 .. t0 + len - 1):
+// and per chunk (rows i < len of tokens t0 .. t0 + len - 1; A_s = (I + L)^-1 diag(beta) from
+// fwd_prep, gates folded in, as hi + lo parts in E; s_i = exp(G_i) r_i, r = k's inverse norms):
 //   h_c       = S                                  -> b.h image [gc][hv][slice]   (E [kk][vv])
-//   v_new^T   = u^T - S^T w^T                      wgmma m64n64k16 x 8 (k = kk):
+//   -U^T      = -S^T k^T                           wgmma m64n64k16 x 8 (k = kk):
 //               A = E(S^T) from registers (accumulator -> A fragment: same lanes, no shuffles),
-//               B = w [token][kk] in shared memory (K-major B), scale-a = -1, accumulator
-//               initialised with u^T (ldmatrix.trans of the u tile)
+//               B = k [token][kk] in shared memory (K-major B), scale-a = -1
+//   W^T       = v^T - U^T diag(s)                  in registers, rounded to E once
+//   v_new^T   = W^T A_s^T                          wgmma m64n64k16 x 8 (k = tokens, hi and lo):
+//               A = W^T from registers, B = A_s [i][j] in shared memory (K-major B)
 //                                                  -> b.v_new image [gc][hv][slice] (E [t][vv])
 //   S^T       = exp(G_last) S^T + vs^T k           wgmma m64n128k16 x 4 (k = tokens):
 //               A = vs^T = E(v_new^T diag(exp(G_last - G_i) r_i)) from the v_new^T
@@ -19,14 +22,18 @@
 // and the final state goes to the pool (K- or V-major, row state_row(fin, n)); so does the state
 // after a chunk that ends on a prefill checkpoint boundary (cuda/core/checkpoints.cuh: once every
 // every_chunks chunks, after the update's wait; not in the summary pass).
+// v_new = A_s (v - diag(s) k S) is u - w S of the WY form (u = A_s v, w = A_s diag(s) k) with A
+// applied last, as FlashQLA does: w and u never exist in memory (fwd_prep only solves for A), and
+// the one rounding before A is W's, after the cancellation of v against the state's prediction
+// k S (u's and w S's roundings before it amplified that cancellation at g = 0).
 //
-// Why: the mma.sync formulation (fwd_h_mma.cu, which also ran D = 128 before this kernel; its
-// timings are in docs/perf.md) loads every B fragment per warp from shared memory (110-180 KB of
-// shared reads per chunk at D = 128) and needs three block barriers per chunk. Here the two
+// Why wgmma: the mma.sync formulation (fwd_h_mma.cu, which also ran D = 128 before this kernel;
+// its timings are in docs/perf.md) loads every B fragment per warp from shared memory (110-180 KB
+// of shared reads per chunk at D = 128) and needs three block barriers per chunk. Here the
 // products are single warpgroup instructions whose B operands the tensor cores read once, the
-// state never leaves the registers, and v_new feeds the update from registers: no barrier sits
-// between the products. Per chunk the block reads w, k (16 KB each), u (8 KB) and writes h
-// (16 KB) and v_new (8 KB).
+// state never leaves the registers, and each product feeds the next from registers: no barrier
+// sits between them. Per chunk the block reads A_s, k (16 KB each), v (8 KB) and writes h (16 KB)
+// and v_new (8 KB).
 //
 // Shared memory, the per-chunk synchronization and the modes: chain_layout.cuh.
 #include "cuda/chunk/chain_layout.cuh"
@@ -141,18 +148,19 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
         }
   }
 
-  // Chunk c's w, k (rows of 16 chunks of 16 bytes), u (this slice: 8 chunks per row), G, rk.
+  // Chunk c's A_s (hi | lo), k (rows of 16 chunks of 16 bytes), v (this slice: 8 chunks per
+  // row), G, rk.
   auto prefetch = [&](int64_t c, int s) {
     const int64_t t0 = tb + c * kC;
     const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
-    const uint32_t ws = smem_u32(sm.w[s]), ks = smem_u32(sm.k[s]), us = smem_u32(sm.u[s]);
+    const uint32_t as = smem_u32(sm.a[s]), ks = smem_u32(sm.k[s]), vs = smem_u32(sm.vin[s]);
 #pragma unroll
     for (int it = 0; it < kC * kD / 8 / 128; ++it) {
       const int p = tid + 128 * it, r = p / 16, ch = p % 16;
       const bool ok = r < len;
       const int64_t tt = t0 + (ok ? r : 0);
       const uint32_t off = (ch / 8) * (kC * 128) + sw128(r, ch % 8);
-      cp_async16(ws + off, b.w + (tt * HV + hv) * kD + ch * 8, ok ? 16 : 0);
+      cp_async16(as + off, b.w + (tt * HV + hv) * kD + ch * 8, ok ? 16 : 0);
       cp_async16(ks + off, b.k + tt * b.k_st + hk * b.k_sh + ch * 8, ok ? 16 : 0);
       if constexpr (kFused)  // q for the o warpgroup, in the same layout
         cp_async16(smem_u32(sm.q[s]) + off, b.q + tt * b.q_st + hk * b.q_sh + ch * 8, ok ? 16 : 0);
@@ -162,7 +170,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
       for (int it = 0; it < kC * kBV / 8 / 128; ++it) {
         const int p = tid + 128 * it, r = p / 8, ch = p % 8;
         const bool ok = r < len;
-        cp_async16(us + sw128(r, ch), b.u + ((t0 + (ok ? r : 0)) * HV + hv) * kD + v0 + ch * 8, ok ? 16 : 0);
+        cp_async16(vs + sw128(r, ch), b.v + (t0 + (ok ? r : 0)) * b.v_st + hv * b.v_sh + v0 + ch * 8, ok ? 16 : 0);
       }
     }
     if (tid < kC) {
@@ -237,46 +245,105 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     if (kMode == ChainMode::kStore && c > 0 && tid == 0 && b.ready)
       signal_release(b.ready + (gc - 1) * HV + hv);  // h, v_new of c - 1 stored
 
-    // acc = u^T: acc[4 j + 2 hh + e] = u[token 8 j + 2 t + e][v0 + 16 warp + g + 8 hh], j < 8.
+    // 1. acc = -U^T = -S^T k^T (U = k S: the state's prediction of v): 8 x m64n64k16, A = E(S^T)
+    //    from registers, B = k [token][kk] (K-major, SW128): k-step ks is 32 bytes into the
+    //    128-byte rows of atom ks / 4; 8-row groups of tokens 1024 bytes apart (SBO).
     float acc[32];
-    if (transition) {
-#pragma unroll
-      for (int i = 0; i < 32; ++i) acc[i] = 0.f;
-    } else {
-      const uint32_t us = smem_u32(sm.u[s]);
-#pragma unroll
-      for (int p = 0; p < 4; ++p) {
-        uint32_t x[4];
-        ldsm_x4_t(us + sw128(16 * p + lrow, lch), x[0], x[1], x[2], x[3]);
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          acc[8 * p + 2 * q] = lo_f<E>(x[q]);
-          acc[8 * p + 2 * q + 1] = hi_f<E>(x[q]);
-        }
-      }
-    }
-    // v_new^T = u^T - S^T w^T. B = w [token][kk] (K-major, SW128): k-step ks is 32 bytes into
-    // the 128-byte rows of atom ks / 4; 8-row groups of tokens 1024 bytes apart (SBO).
-#pragma unroll
-    for (int i = 0; i < 32; ++i) pin(acc[i]);
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(ha[i]);
     wgmma_fence();
     {
-      const uint32_t ws = smem_u32(sm.w[s]);
+      const uint32_t ks0 = smem_u32(sm.k[s]);
 #pragma unroll
       for (int ks = 0; ks < 8; ++ks)
-        wgmma_m64n64_neg_a<E>(acc, &ha[4 * ks], wg_desc(ws + (ks / 4) * (kC * 128) + (ks % 4) * 32, 16, 1024));
+        wgmma_m64n64_rs<E, true>(acc, &ha[4 * ks], wg_desc(ks0 + (ks / 4) * (kC * 128) + (ks % 4) * 32, 16, 1024),
+                                 ks > 0);
     }
     wgmma_commit();
 
-    // While the tensor cores run (ptxas keeps this source order: decays, the state's decay, the h
-    // store, the prefetch; then the wait):
-    // dec[j][e]: decay of column token 8 j + 2 t + e of v_new^T (k_i's inverse norm folds in). Each
-    // lane computes tokens 2 lane, 2 lane + 1 (rows past len: 0), the others come by shuffles (16
-    // exp per warp instead of 16 per thread on the MUFU and fp64 pipes).
+    // While the tensor cores run (ptxas keeps this source order: the row scalings, v^T, the
+    // state's decay, the h store; then the wait):
+    // sc[j][e]: exp(G_i) r_i of column token i = 8 j + 2 t + e of U^T (0 past len). Each lane
+    // computes tokens 2 lane, 2 lane + 1, the others come by shuffles (16 exp per warp instead of
+    // 16 per thread on the MUFU and fp64 pipes); the same for the update's decays below.
     const double* Gs = sm.G[s];
+    float sc[8][2];
+    {
+      float s2[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int i = 2 * lane + e;
+        const float x = __expf(float(Gs[i])) * (b.l2norm ? sm.rk[s][i] : 1.f);
+        s2[e] = i < len ? x : 0.f;
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          sc[j][e] = __shfl_sync(0xffffffffu, s2[e], 4 * j + t);
+          pin(sc[j][e]);
+        }
+    }
+    // v^T of this slice, packed: vx[4 p + q] holds tokens 16 p + 8 (q / 2) + 2 t + {0, 1} of row
+    // vv = v0 + 16 warp + g + 8 (q % 2) (zeros for the identity's chain: v = 0 there).
+    uint32_t vx[16];
+    if (transition) {
+#pragma unroll
+      for (int i = 0; i < 16; ++i) vx[i] = 0u;
+    } else {
+      const uint32_t vsm = smem_u32(sm.vin[s]);
+#pragma unroll
+      for (int p = 0; p < 4; ++p)
+        ldsm_x4_t(vsm + sw128(16 * p + lrow, lch), vx[4 * p], vx[4 * p + 1], vx[4 * p + 2], vx[4 * p + 3]);
+    }
     const double g_last = Gs[len - 1];
+    const float dl = __expf(float(g_last));
+#pragma unroll
+    for (int i = 0; i < 64; ++i) st[i] *= dl;
+    // h_c -> workspace: the staging's image (fwd_h_image).
+    if constexpr (kBulk) {
+      if (tid == 0) {
+        bulk_store(b.h + fwd_h_image(gc, hv, v0 / kBV, HV), smem_u32(sm.h), kD * kBV * 2);
+        bulk_commit();
+      }
+    } else if constexpr (kStores) {
+      uint4* hg = reinterpret_cast<uint4*>(b.h + fwd_h_image(gc, hv, v0 / kBV, HV));
+      const uint4* hs = reinterpret_cast<const uint4*>(sm.h);
+#pragma unroll
+      for (int it = 0; it < kD * kBV / 8 / 128; ++it) hg[tid + 128 * it] = hs[tid + 128 * it];
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < 32; ++i) pin(acc[i]);
+
+    // 2. W^T = v^T - U^T diag(exp(G) r) -> A fragments (wa[4 ks + q]: tokens [16 ks, 16 ks + 16));
+    //    v_new^T = W^T A_s^T with A_s = (I + L)^-1 diag(beta) (fwd_prep) as hi + lo parts:
+    //    8 x m64n64k16, B = A_s [i][j] rows (K-major, SW128): atom 0 the hi part, atom 1 the lo.
+    //    W is rounded to E once, after the cancellation v - k S, never its terms.
+    uint32_t wa[16];
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int j = 2 * ks + q / 2;
+        const uint32_t x = vx[4 * ks + q];
+        wa[4 * ks + q] = pack2<E>(fmaf(acc[8 * ks + 2 * q], sc[j][0], lo_f<E>(x)),
+                                  fmaf(acc[8 * ks + 2 * q + 1], sc[j][1], hi_f<E>(x)));
+      }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) pin(wa[i]);
+    wgmma_fence();
+    {
+      const uint32_t as = smem_u32(sm.a[s]);
+#pragma unroll
+      for (int ks = 0; ks < 8; ++ks)
+        wgmma_m64n64_rs<E, false>(acc, &wa[4 * (ks % 4)], wg_desc(as + (ks / 4) * (kC * 128) + (ks % 4) * 32, 16, 1024),
+                                  ks > 0);
+    }
+    wgmma_commit();
+
+    // While the tensor cores run: the update's decays, the next prefetch.
+    // dec[j][e]: decay of column token 8 j + 2 t + e of v_new^T (k_i's inverse norm folds in).
     float dec[8][2];
     {
       float d2[2];
@@ -293,21 +360,6 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
           dec[j][e] = __shfl_sync(0xffffffffu, d2[e], 4 * j + t);
           pin(dec[j][e]);  // computed while the tensor cores run, not after the wait
         }
-    }
-    const float dl = __expf(float(g_last));
-#pragma unroll
-    for (int i = 0; i < 64; ++i) st[i] *= dl;
-    // h_c -> workspace: the staging's image (fwd_h_image), then the next prefetch.
-    if constexpr (kBulk) {
-      if (tid == 0) {
-        bulk_store(b.h + fwd_h_image(gc, hv, v0 / kBV, HV), smem_u32(sm.h), kD * kBV * 2);
-        bulk_commit();
-      }
-    } else if constexpr (kStores) {
-      uint4* hg = reinterpret_cast<uint4*>(b.h + fwd_h_image(gc, hv, v0 / kBV, HV));
-      const uint4* hs = reinterpret_cast<const uint4*>(sm.h);
-#pragma unroll
-      for (int it = 0; it < kD * kBV / 8 / 128; ++it) hg[tid + 128 * it] = hs[tid + 128 * it];
     }
     {
       const int64_t cn = c + ST - 1;

@@ -1,14 +1,15 @@
 // fwd_prep: per (chunk, value head), in parallel over all chunks. Computes the gates (fused or
 // plain), G = chunk-local cumsum (fp64), L = beta_i (k_i.k_j) exp(G_i - G_j) (j < i) with mma,
-// the unit lower-triangular inverse A = (I + L)^-1 in fp32, and
-//   w = A diag(beta exp(G)) k,   u = A diag(beta) v
-// with mma, k normalized (l2norm) by its rows' inverse norms r in fp32: L_ij carries r_i r_j and
-// w's column scaling r_j, so the 16-bit k stays the caller's exact values. Writes G (fp64,
-// head-major), r (for fwd_h and fwd_o) and w, u (in E, the input dtype: bf16 or fp16).
+// the unit lower-triangular inverse A = (I + L)^-1 in fp32, and then
+//   D = 128: A_s = A diag(beta) as hi + lo parts in E (the wgmma chain applies it to v - k S);
+//   D = 64:  w = A diag(beta exp(G)) k,   u = A diag(beta) v   with mma (fwd_h_mma.cu reads them),
+// k normalized (l2norm) by its rows' inverse norms r in fp32: L_ij carries r_i r_j and w's column
+// scaling r_j, so the 16-bit k stays the caller's exact values. Writes G (fp64, head-major), r
+// (for fwd_h and fwd_o) and A_s or w, u (in E, the input dtype: bf16 or fp16).
 // Accuracy: the row scalings of k and v are folded into A's columns (in fp32), so the operands k
-// and v (E, the inputs' own values) are exact; the scaled A is split as hi + lo in E and each
-// product runs in two passes (A_hi X + A_lo X): near-fp32 products, so w and u carry only their
-// final rounding to E.
+// and v (E, the inputs' own values) are exact; the scaled A is split as hi + lo in E (~16 or ~22
+// bits) and each product runs in two passes (A_hi X + A_lo X): near-fp32 products, so w and u
+// carry only their final rounding to E.
 // The inverse: the four 16x16 diagonal blocks by forward substitution, one column per thread in
 // registers; then block rows I = 1..3: A_IJ = -A_II sum_{J <= K < I} L_IK A_KJ, 4-wide strips.
 // 8 warps: warps w and w + 4 own row tiles w and 3 - w of every 64-row product and one half of its
@@ -23,13 +24,17 @@ constexpr int C = kChunkSize;
 constexpr int NW = 8;
 constexpr int kThreads = NW * 32;
 
+// D = 128 stores A_s and stops: no v, no products.
+template <int D>
+constexpr bool kStoresA = D == 128;
+
 template <int D, typename E>
 struct PrepSmem {
   static constexpr int SK = D + 8;  // 16-bit row stride: +16 bytes keeps ldmatrix conflict-free
   static constexpr int SA = C + 8;
   static constexpr int LS = C + 4;  // fp32 row stride: float4 rows, diagonal blocks in distinct banks
   E k[C * SK];                      // [C][D] k (exact operand)
-  E v[C * SK];                      // [C][D] v (exact operand)
+  E v[kStoresA<D> ? 1 : C * SK];    // [C][D] v (exact operand; D = 64 only)
   union {
     struct {  // the solve (dead once A is split into its scaled 16-bit parts)
       float L[C * LS];
@@ -62,7 +67,7 @@ __device__ __forceinline__ void store_v(const uint4* vr, E* vs, int tid) {
 // E: the operand type (v, q, k, w, u); v_async: v has 16-byte aligned rows, copied straight into
 // shared memory.
 template <int D, typename E, bool v_async>
-__global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
+__global__ void __launch_bounds__(kThreads, v_async || kStoresA<D> ? 3 : 2)
     chunk_fwd_prep_kernel(FastBufs<E> b, GateArgs ga, const E* __restrict__ v, int64_t v_st, int64_t v_sh) {
   extern __shared__ __align__(16) char smem_raw[];
   using S = PrepSmem<D, E>;
@@ -88,14 +93,14 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
     const bool ok = i < len;
     const int64_t tt = t0 + (ok ? i : 0);
     cp_async16(&sm.k[i * SK + c8], b.k + tt * b.k_st + hk * b.k_sh + c8, ok ? 16 : 0);
-    if constexpr (v_async) cp_async16(&sm.v[i * SK + c8], v + tt * v_st + hv * v_sh + c8, ok ? 16 : 0);
+    if constexpr (v_async && !kStoresA<D>) cp_async16(&sm.v[i * SK + c8], v + tt * v_st + hv * v_sh + c8, ok ? 16 : 0);
   }
   cp_async_commit();
 
   // Otherwise v rows into registers now, so that their latency hides behind k k^T and the solve.
-  constexpr int kGroups = v_async ? 1 : C * D / 8 / kThreads;
+  constexpr int kGroups = v_async || kStoresA<D> ? 1 : C * D / 8 / kThreads;
   uint4 vr[kGroups];
-  if constexpr (!v_async) {
+  if constexpr (!v_async && !kStoresA<D>) {
 #pragma unroll
     for (int r = 0; r < kGroups; ++r) {
       const int e = tid + r * kThreads, i = e / (D / 8), c8 = (e % (D / 8)) * 8;
@@ -259,6 +264,20 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
     const float2 x = *reinterpret_cast<const float2*>(As + i * LS + j);
     ar[r] = make_float2(j <= i ? x.x : 0.f, j + 1 <= i ? x.y : 0.f);
   }
+  if constexpr (kStoresA<D>) {
+    // A_s = A diag(beta) -> b.w rows [hi (64) | lo (64)]: per warp one row's 128 + 128 bytes.
+#pragma unroll
+    for (int r = 0; r < kPairs; ++r) {
+      const int p = tid + r * kThreads, i = p / (C / 2), j = 2 * (p % (C / 2));
+      if (i >= len) continue;
+      const float a0 = ar[r].x * sm.beta[j], a1 = ar[r].y * sm.beta[j + 1];
+      const uint32_t hi = pack2<E>(a0, a1);
+      uint32_t* row = reinterpret_cast<uint32_t*>(b.w + ((t0 + i) * HV + hv) * D + j);
+      row[0] = hi;
+      row[C / 2] = residual2<E>(a0, a1, hi);
+    }
+    return;
+  }
   __syncthreads();
 #pragma unroll
   for (int r = 0; r < kPairs; ++r) {
@@ -335,7 +354,7 @@ void launch_fwd_prep(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s)
   if (b.pl.max_chunks == 0) return;
   const unsigned blocks = grid_1d(b.pl.max_chunks * b.HV, 1);
   const GateArgs ga = make_gates(f);
-  if (rows_in_16_byte_pieces(f.v))
+  if (kStoresA<D> || rows_in_16_byte_pieces(f.v))  // (D = 128 reads no v)
     launch<D, E, true>(b, f, s, blocks, ga);
   else
     launch<D, E, false>(b, f, s, blocks, ga);

@@ -73,14 +73,17 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
   else                                     \
     asm volatile(TEXT("bf16") __VA_ARGS__)
 
-// D[64x64] -= A[64x16] B[16x64]: A (T) from registers, B K-major in shared memory (scale-a -1).
+// D[64x64] (+)= (+-A[64x16]) B[16x64]: A (T) from registers, B K-major in shared memory; kNegA:
+// scale-a -1; accumulate = false overwrites D (scale-d 0).
 #define GDN_WG_TEXT(TY)                                                  \
   "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                           \
   "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " GDN_WG_D32 \
-  ", {%32, %33, %34, %35}, %36, p, -1, 1, 0;\n}\n"
-template <typename T>
-__device__ __forceinline__ void wgmma_m64n64_neg_a(float (&d)[32], const uint32_t* a, uint64_t desc) {
-  GDN_WGMMA_BY_TYPE(T, GDN_WG_TEXT, : GDN_WG_ACC32(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+  ", {%32, %33, %34, %35}, %36, p, %38, 1, 0;\n}\n"
+template <typename T, bool kNegA>
+__device__ __forceinline__ void wgmma_m64n64_rs(float (&d)[32], const uint32_t* a, uint64_t desc, bool accumulate) {
+  GDN_WGMMA_BY_TYPE(T, GDN_WG_TEXT,
+                    : GDN_WG_ACC32(d)
+                    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(int(accumulate)), "n"(kNegA ? -1 : 1));
 }
 #undef GDN_WG_TEXT
 
