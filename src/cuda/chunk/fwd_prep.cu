@@ -35,7 +35,7 @@ struct PrepSmem {
   static constexpr int LS = C + 4;  // fp32 row stride: float4 rows, diagonal blocks in distinct banks
   E k[C * SK];                      // [C][D] k (exact operand)
   E v[kStoresA<D> ? 1 : C * SK];    // [C][D] v (exact operand; D = 64 only)
-  union {
+  union alignas(16) {  // float4 rows
     struct {  // the solve (dead once A is split into its scaled 16-bit parts)
       float L[C * LS];
       float A[C * LS];
