@@ -33,16 +33,17 @@ struct PrepSmem {
   static constexpr int SK = D + 8;  // 16-bit row stride: +16 bytes keeps ldmatrix conflict-free
   static constexpr int SA = C + 8;
   static constexpr int LS = C + 4;  // fp32 row stride: float4 rows, diagonal blocks in distinct banks
-  E k[C * SK];                      // [C][D] k (exact operand)
-  E v[kStoresA<D> ? 1 : C * SK];    // [C][D] v (exact operand; D = 64 only)
-  union alignas(16) {  // float4 rows
-    struct {  // the solve (dead once A is split into its scaled 16-bit parts)
+  static constexpr int kNX = kStoresA<D> ? 1 : C * SA;  // w's and u's scaled A parts (D = 64 only)
+  E k[C * SK];                                          // [C][D] k (exact operand)
+  E v[kStoresA<D> ? 1 : C * SK];                        // [C][D] v (exact operand; D = 64 only)
+  union alignas(16) {                                   // float4 rows
+    struct {                                            // the solve (dead once A is split into its scaled 16-bit parts)
       float L[C * LS];
       float A[C * LS];
-      float T[16 * 48];  // sum_K L_IK A_KJ for one block row I, J < I
+      float T[kStoresA<D> ? 4 : 16 * 48];  // sum_K L_IK A_KJ for one block row I, J < I (D = 128: in k)
     } s;
     struct {  // A diag(beta exp(G)) and A diag(beta), hi + lo parts
-      E aw_hi[C * SA], aw_lo[C * SA], au_hi[C * SA], au_lo[C * SA];
+      E aw_hi[kNX], aw_lo[kNX], au_hi[kNX], au_lo[kNX];
     } x;
   } u;
   double G[C];  // fp64: G_i - G_j keeps its small decays even after a huge one
@@ -64,10 +65,15 @@ __device__ __forceinline__ void store_v(const uint4* vr, E* vs, int tid) {
   }
 }
 
+// D = 128: four blocks per SM (228 KB, 1 KB reserved per block).
+static_assert(4 * (sizeof(PrepSmem<128, __nv_bfloat16>) + 1024) <= 228 * 1024, "fwd_prep D = 128: 4 blocks per SM");
+
 // E: the operand type (v, q, k, w, u); v_async: v has 16-byte aligned rows, copied straight into
 // shared memory.
 template <int D, typename E, bool v_async>
-__global__ void __launch_bounds__(kThreads, v_async || kStoresA<D> ? 3 : 2)
+__global__ void __launch_bounds__(kThreads, kStoresA<D> ? 4
+                                            : v_async   ? 3
+                                                        : 2)
     chunk_fwd_prep_kernel(FastBufs<E> b, GateArgs ga, const E* __restrict__ v, int64_t v_st, int64_t v_sh) {
   extern __shared__ __align__(16) char smem_raw[];
   using S = PrepSmem<D, E>;
@@ -218,7 +224,8 @@ __global__ void __launch_bounds__(kThreads, v_async || kStoresA<D> ? 3 : 2)
   __syncthreads();
   // 2. Block rows I = 1..3: T_J = sum_{J <= K < I} L_IK A_KJ, then A_IJ = -A_II T_J. One 4-wide
   //    strip (row r, columns c4..c4+3 of block J) per thread.
-  float* Ts = sm.u.s.T;  // [16][48]
+  // [16][48]; D = 128 keeps it in k's space, dead after L (4 blocks per SM fit then).
+  float* Ts = kStoresA<D> ? reinterpret_cast<float*>(sm.k) : sm.u.s.T;
 #pragma unroll
   for (int I = 1; I < 4; ++I) {
     const int J = tid / 64, r = (tid / 4) % 16, c4 = 4 * (tid % 4);
@@ -354,7 +361,9 @@ void launch_fwd_prep(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s)
   if (b.pl.max_chunks == 0) return;
   const unsigned blocks = grid_1d(b.pl.max_chunks * b.HV, 1);
   const GateArgs ga = make_gates(f);
-  if (kStoresA<D> || rows_in_16_byte_pieces(f.v))  // (D = 128 reads no v)
+  if constexpr (kStoresA<D>)  // (reads no v)
+    launch<D, E, true>(b, f, s, blocks, ga);
+  else if (rows_in_16_byte_pieces(f.v))
     launch<D, E, true>(b, f, s, blocks, ga);
   else
     launch<D, E, false>(b, f, s, blocks, ga);
