@@ -126,7 +126,7 @@ def recurrence(q, k, v, g, beta, scale=None, initial_state=None, cu_seqlens=None
     kh = np.repeat(k, rep, axis=1)
     o = np.zeros((T, HV, V))
     final = np.zeros((N, HV, K, V))
-    per_token = np.zeros((T, HV, K, V))
+    per_token = np.zeros((T, HV, K, V)) if token_states else None  # (T x 128 KiB per head: only when asked)
     for n in range(N):
         S = np.zeros((HV, K, V))
         if initial_state is not None:
@@ -142,11 +142,13 @@ def recurrence(q, k, v, g, beta, scale=None, initial_state=None, cu_seqlens=None
             vn = beta[t][:, None] * (v[t] - kv)
             S += kh[t][:, :, None] * vn[:, None, :]
             o[t] = scale * np.einsum("hkv,hk->hv", S, qh[t])
-            per_token[t] = S
+            if token_states:
+                per_token[t] = S
         final[n] = S
     if state_v_first:
         final = final.transpose(0, 1, 3, 2)
-        per_token = per_token.transpose(0, 1, 3, 2)
+        if token_states:
+            per_token = per_token.transpose(0, 1, 3, 2)
     if token_states:
         return o.reshape(shape_o), final, per_token
     return o.reshape(shape_o), final

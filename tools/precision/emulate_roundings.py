@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""A CPU model of the CUDA tensor-core forward's roundings (D = 128, chunk 64, one value head), to
+price an accuracy change before spending device time on it (docs/perf.md, "g = 0 accuracy").
+
+Per chunk, as src/cuda/chunk/fwd_prep.cu, fwd_h_wgmma.cu and fwd_o.cu compute it (fp32 arithmetic,
+16-bit operands where the kernels round):
+    A_s = (I + L)^-1 diag(beta)                  hi + lo parts (near fp32)
+    h   = E(S)                                   the state as operand            (h_U, h_o)
+    W   = E(v - diag(exp(G) r) k h)              rounded once                     (W)
+    v_new = A_s W;  vs = E(diag(exp(G_last - G) r) v_new)                         (vs)
+    S   = exp(G_last) S + k^T vs
+    o   = E(scale (diag(exp(G) rq) q h + P E(v_new)))                             (vnew_o, o)
+Each named rounding can be "bf16" (as the kernels), "hilo" (a second bf16 part: the cost of one
+more product), "fp16" or "fp32" (none). The reference is the float64 recurrence of the tests
+(python/tests/gdn_ref.py). Inputs as bench/bench_gpu.py's: bf16 randn q, k, v, l2norm in the
+kernel, beta = sigmoid(randn), g = logsigmoid(randn) ("normal") or 0 ("zero"), S0 = 0.1 randn.
+
+    python3 tools/precision/emulate_roundings.py [--tokens 4096] [--gates zero,normal]
+        [--set W=hilo,vs=hilo ...]     (each --set one variant; none: the main variants)
+Session 16's table (T = 4096 and 32768): docs/perf.md.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "tests"))
+import gdn_ref  # noqa: E402  (the float64 oracle of the tests)
+
+K = V = 128
+C = 64
+ROUNDINGS = ("h_U", "h_o", "W", "vs", "vnew_o", "o")
+
+
+def bf16(x):
+    """float32 -> the nearest-even bfloat16, as float32."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return u.astype(np.uint32).view(np.float32).reshape(np.shape(x))
+
+
+def rnd(x, mode):
+    x = np.asarray(x, np.float32)
+    if mode == "fp32":
+        return x
+    if mode == "fp16":
+        return x.astype(np.float16).astype(np.float32)
+    hi = bf16(x)
+    if mode == "bf16":
+        return hi
+    if mode == "hilo":
+        return hi + bf16(x - hi)
+    raise ValueError(f"rounding mode {mode!r}: bf16, hilo, fp16 or fp32")
+
+
+def partner(x, mode):
+    """The bf16 input multiplied with an fp16 operand is converted to fp16 too."""
+    return x.astype(np.float16).astype(np.float32) if mode == "fp16" else x
+
+
+def make_inputs(T, gates, seed):
+    rng = np.random.default_rng(seed)
+    q, k, v = (bf16(rng.standard_normal((T, n)).astype(np.float32)) for n in (K, K, V))
+    beta = (1 / (1 + np.exp(-rng.standard_normal(T)))).astype(np.float32)
+    x = rng.standard_normal(T)
+    g = np.zeros(T, np.float32) if gates == "zero" else (-np.log1p(np.exp(-x))).astype(np.float32)
+    S0 = (0.1 * rng.standard_normal((K, V))).astype(np.float32)
+    return q, k, v, g, beta, S0
+
+
+def emulate(q, k, v, g, beta, S0, modes):
+    m = dict.fromkeys(ROUNDINGS, "bf16")
+    m.update(modes)
+    T = len(q)
+    f32 = np.float32
+    S = S0.copy()
+    o = np.empty((T, V), f32)
+    scale = f32(K**-0.5)
+    eps = f32(1e-6)
+    rk_all = (1 / np.sqrt((k**2).sum(1) + eps)).astype(f32)
+    rq_all = (1 / np.sqrt((q**2).sum(1) + eps)).astype(f32)
+    strict, incl = np.tril(np.ones((C, C), bool), -1), np.tril(np.ones((C, C), bool))
+    for c0 in range(0, T, C):
+        sl = slice(c0, min(c0 + C, T))
+        n = sl.stop - sl.start
+        kr, qr, vv, b, rk, rq = k[sl], q[sl], v[sl], beta[sl], rk_all[sl], rq_all[sl]
+        G = np.cumsum(g[sl], dtype=f32)
+        kn, qn = kr * rk[:, None], qr * rq[:, None]
+        gated = np.where(incl[:n, :n], np.exp(np.where(incl[:n, :n], G[:, None] - G[None, :], 0)), 0).astype(f32)
+        L = np.where(strict[:n, :n], b[:, None] * (kn @ kn.T) * gated, 0)
+        A_s = rnd(np.linalg.inv(np.eye(n) + L).astype(f32) * b[None, :], "hilo")
+        U = partner(kr, m["h_U"]) @ rnd(S, m["h_U"])
+        W = rnd(vv - (np.exp(G) * rk)[:, None] * U, m["W"])
+        v_new = A_s @ W
+        P = np.where(incl[:n, :n], (qn @ kn.T) * gated, 0).astype(f32)
+        qh = (partner(qr, m["h_o"]) @ rnd(S, m["h_o"])) * (np.exp(G) * rq)[:, None]
+        o[sl] = rnd(scale * (qh + P @ rnd(v_new, m["vnew_o"])), m["o"])
+        vs = rnd((np.exp(G[-1] - G) * rk)[:, None] * v_new, m["vs"])
+        S = np.exp(G[-1]) * S + partner(kr, m["vs"]).T @ vs
+    return o, S
+
+
+MAIN_VARIANTS = {
+    "as the kernels (all bf16)": {},
+    "W, vs hi+lo": dict(W="hilo", vs="hilo"),
+    "W, vs, h_o hi+lo": dict(W="hilo", vs="hilo", h_o="hilo"),
+    "W, vs hi+lo, h_o fp16": dict(W="hilo", vs="hilo", h_o="fp16"),
+    "all but o hi+lo": dict(h_U="hilo", h_o="hilo", W="hilo", vs="hilo", vnew_o="hilo"),
+}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tokens", type=int, default=4096)
+    ap.add_argument("--gates", default="zero,normal")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--set", action="append", default=[], help="one variant: NAME=MODE[,NAME=MODE...]")
+    args = ap.parse_args()
+    variants = MAIN_VARIANTS
+    if args.set:
+        variants = {s: dict(kv.split("=") for kv in s.split(",")) for s in args.set}
+    for gates in args.gates.split(","):
+        q, k, v, g, beta, S0 = make_inputs(args.tokens, gates, args.seed)
+        o_ref, S_ref = gdn_ref.recurrence(q[:, None], k[:, None], v[:, None], g[:, None], beta[:, None],
+                                          initial_state=S0[None, None], use_qk_l2norm=True)
+        print(f"T = {args.tokens}, gates {gates}")
+        for name, modes in variants.items():
+            o, S = emulate(q, k, v, g, beta, S0, modes)
+            print(f"  {name:28s} err_o {gdn_ref.rel_err(o, o_ref[:, 0]):.3e}  "
+                  f"err_state {gdn_ref.rel_err(S, S_ref[0, 0]):.3e}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
