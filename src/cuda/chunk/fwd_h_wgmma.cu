@@ -54,31 +54,40 @@ using namespace chain;  // kC, kD, kBV, ChainMode, WgSmem (chain_layout.cuh)
 // (the pool row for part 0, S_p of the scan for the others); the last part writes the final state.
 // Without a split every sequence is one part.
 template <int ST, ChainMode kMode, typename E>
-__global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
+__global__ void __launch_bounds__(has_o_warpgroup(kMode) ? 256 : 128, 1)
     chunk_fwd_h_wgmma_kernel(FastBufs<E> b, SplitBufs sp, StateRef init, StateRef fin, bool kmajor, OutRef out,
                              CheckpointOut ck) {
-  constexpr bool kSummary = kMode == ChainMode::kSummary, kFused = kMode == ChainMode::kFusedO;
+  constexpr bool kSummary = kMode == ChainMode::kSummary, kFused = has_o_warpgroup(kMode);
+  constexpr bool kLag = kMode == ChainMode::kFusedOLagged;
   constexpr bool kBulk = kMode == ChainMode::kStoreBulk, kStores = kMode == ChainMode::kStore || kBulk;
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __trap();  // wgmma needs sm_90a; the library is built for it only
 #else
   extern __shared__ __align__(16) char smem_raw[];
-  using Sm = WgSmem<ST, kFused, E>;
+  using Sm = WgSmem<ST, kFused, E, staging_buffers(kMode)>;
   // wgmma's swizzle atoms must sit on 1024-byte boundaries: align the block's base at run time
   // (1 KB slack; not __align__(1024), which would let the compiler drop this on trust).
   Sm& sm = *reinterpret_cast<Sm*>(smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u));
-  // The block's barriers: with the o warpgroup, which reaches them from its own code (chain_o.cuh),
-  // the mbarriers sm.bar[which] in phase `parity`; otherwise __syncthreads.
+  // The chain's barriers B1 (which = 0) and B2 (1): with the o warpgroup in step (kFusedO), which
+  // reaches them from its own code (chain_o.cuh), the mbarriers sm.bar[which] in phase `parity`;
+  // with it lagging (kFusedOLagged), named barriers of the chain's own 128 threads; otherwise
+  // __syncthreads.
   auto block_sync = [&](int which, uint32_t parity) {
-    if constexpr (kFused)
+    if constexpr (kLag)
+      named_barrier_sync(1 + which, 128);
+    else if constexpr (kFused)
       mbarrier_block_sync(&sm.bar[which], parity);
     else
       __syncthreads();
   };
   if constexpr (kFused) {
     if (threadIdx.x == 0) {
-      mbarrier_init(&sm.bar[0], 256);
-      mbarrier_init(&sm.bar[1], 256);
+      if constexpr (kLag) {
+        for (int i = kHFull; i < kODone + 2; ++i) mbarrier_init(&sm.bar[i], 128);
+      } else {
+        mbarrier_init(&sm.bar[0], 256);
+        mbarrier_init(&sm.bar[1], 256);
+      }
     }
     __syncthreads();  // (the one barrier instruction both warpgroups reach together)
   }
@@ -116,7 +125,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
   const int64_t tb = sc.tb + cb * kC, te = sc.te;
   if constexpr (kFused) {
     if (threadIdx.x >= 128) {  // the o warpgroup; the rest of this kernel is the chain's
-      chain_o_warpgroup<E, ST>(sm, b, out, tb, te, nch, v0, hv);
+      chain_o_warpgroup<E, ST, kLag>(sm, b, out, tb, te, nch, v0, hv);
       return;
     }
   }
@@ -183,11 +192,11 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     }
   };
 
-  // E(S^T) as the A fragments of w h (ha[4 ks + q]: kk in [16 ks, 16 ks + 16)), and into the
-  // h staging [kk][vv] (transposed by stmatrix).
+  // E(S^T) as the A fragments of k S (ha[4 ks + q]: kk in [16 ks, 16 ks + 16)), and into h staging
+  // buffer hb [kk][vv] (transposed by stmatrix).
   uint32_t ha[32];
-  auto stage_state = [&]() {
-    const uint32_t hs = smem_u32(sm.h);
+  auto stage_state = [&](int hb) {
+    const uint32_t hs = smem_u32(sm.h[hb]);
 #pragma unroll
     for (int ks = 0; ks < 8; ++ks) {
 #pragma unroll
@@ -228,7 +237,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     store_chain_checkpoint<kD>(ck, state_elem(ck.ck.pool, r, hv, b.HV, kD, kD, kmajor, 2 * t, v0 + 16 * warp + g),
                                kmajor, st);
   };
-  stage_state();
+  stage_state(0);
   int s = 0;
   for (int64_t c = 0; c < nch; ++c) {
     const int64_t gc = c0 + c;
@@ -244,6 +253,8 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     block_sync(0, c & 1);  // B1: chunk c complete for all; h staging holds h_c; stage (c - 1) % ST free
     if (kMode == ChainMode::kStore && c > 0 && tid == 0 && b.ready)
       signal_release(b.ready + (gc - 1) * HV + hv);  // h, v_new of c - 1 stored
+    // kFusedOLagged: h_c (staged before the fence above) and stage s are ready for the o warpgroup.
+    if constexpr (kLag) mbarrier_arrive(&sm.bar[kHFull + (c & 1)]);
 
     // 1. acc = -U^T = -S^T k^T (U = k S: the state's prediction of v): 8 x m64n64k16, A = E(S^T)
     //    from registers, B = k [token][kk] (K-major, SW128): k-step ks is 32 bytes into the
@@ -303,12 +314,12 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     // h_c -> workspace: the staging's image (fwd_h_image).
     if constexpr (kBulk) {
       if (tid == 0) {
-        bulk_store(b.h + fwd_h_image(gc, hv, v0 / kBV, HV), smem_u32(sm.h), kD * kBV * 2);
+        bulk_store(b.h + fwd_h_image(gc, hv, v0 / kBV, HV), smem_u32(sm.h[0]), kD * kBV * 2);
         bulk_commit();
       }
     } else if constexpr (kStores) {
       uint4* hg = reinterpret_cast<uint4*>(b.h + fwd_h_image(gc, hv, v0 / kBV, HV));
-      const uint4* hs = reinterpret_cast<const uint4*>(sm.h);
+      const uint4* hs = reinterpret_cast<const uint4*>(sm.h[0]);
 #pragma unroll
       for (int it = 0; it < kD * kBV / 8 / 128; ++it) hg[tid + 128 * it] = hs[tid + 128 * it];
     }
@@ -361,6 +372,10 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
           pin(dec[j][e]);  // computed while the tensor cores run, not after the wait
         }
     }
+    // kFusedOLagged: the o warpgroup is done with chunk c - 1, whose stage the prefetch refills
+    // and whose h staging buffer this iteration's stage_state rewrites.
+    if constexpr (kLag)
+      if (c > 0) mbarrier_wait(&sm.bar[kODone + ((c - 1) & 1)], static_cast<uint32_t>((c - 1) >> 1) & 1);
     {
       const int64_t cn = c + ST - 1;
       int sn = s + ST - 1;
@@ -398,7 +413,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     // v_new (E, as stored) -> v staging [token][vv], while the update runs (the summary pass
     // stores no v_new).
     if (!kSummary) {
-      const uint32_t vs = smem_u32(sm.v[0]);
+      const uint32_t vs = smem_u32(sm.v[kLag ? (c & 1) : 0]);
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         uint32_t vn[4];
@@ -410,7 +425,10 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     if constexpr (kFused || kBulk) fence_proxy_async();  // the v staging -> wgmma of the o warpgroup / TMA
     // (kBulk: the h staging's bulk read is done before B2: stage_state rewrites it after B2.)
     if (kBulk && tid == 0) bulk_wait_read<0>();
-    block_sync(1, c & 1);  // B2: v staging complete; every thread's reads of the h staging done
+    if constexpr (kLag)  // v_new_c is staged for the o warpgroup; no B2 (the chain reads no staging)
+      mbarrier_arrive(&sm.bar[kVFull + (c & 1)]);
+    else
+      block_sync(1, c & 1);  // B2: v staging complete; every thread's reads of the h staging done
     // v_new (rows past len: zeros) -> workspace: the staging's image (fwd_v_image).
     if constexpr (kBulk) {
       if (tid == 0) {
@@ -426,7 +444,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < 64; ++i) pin(st[i]);
-    stage_state();  // h_{c+1}: A fragments and staging (read after the next B1)
+    stage_state(kLag ? static_cast<int>((c + 1) & 1) : 0);  // h_{c+1}: A fragments and staging (read after the next B1)
     // A checkpoint boundary: stores only (nothing waits for them; st is not changed until the next
     // chunk's update).
     if (at_boundary(c)) store_checkpoint(c);
@@ -469,8 +487,8 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
 
 template <int ST, ChainMode kMode, typename E>
 void launch_wg(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s) {
-  constexpr bool kFused = kMode == ChainMode::kFusedO;
-  const size_t smem = sizeof(WgSmem<ST, kFused, E>) + 1024;  // + alignment slack
+  constexpr bool kFused = has_o_warpgroup(kMode);
+  const size_t smem = sizeof(WgSmem<ST, kFused, E, staging_buffers(kMode)>) + 1024;  // + alignment slack
   const int64_t blocks = f.problem.num_seqs * sp.max_parts * b.HV * (kMode == ChainMode::kSummary ? 4 : 2);
   // o in 16-byte row pieces when the caller's layout allows it (kFusedO), else element by element.
   const OutRef out = {f.o.data, f.o.stride_token, f.o.stride_head, rows_in_16_byte_pieces(f.o)};
@@ -478,9 +496,10 @@ void launch_wg(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, 
   allow_smem(k, smem);
   k<<<grid_1d(blocks, 1), kFused ? 256 : 128, smem, s>>>(
       b, sp, f.initial_state, f.final_state, f.problem.state_layout == StateLayout::kKMajor, out, checkpoint_out(f));
-  GDN_CUDA_LAUNCH_CHECK(kMode == ChainMode::kSummary ? "chunk_fwd_h_wgmma_kernel (split summary)"
-                        : kFused                     ? "chunk_fwd_h_wgmma_kernel (fused o)"
-                                                     : "chunk_fwd_h_wgmma_kernel");
+  GDN_CUDA_LAUNCH_CHECK(kMode == ChainMode::kSummary        ? "chunk_fwd_h_wgmma_kernel (split summary)"
+                        : kMode == ChainMode::kFusedOLagged ? "chunk_fwd_h_wgmma_kernel (fused o, lagged)"
+                        : kFused                            ? "chunk_fwd_h_wgmma_kernel (fused o)"
+                                                            : "chunk_fwd_h_wgmma_kernel");
 }
 
 }  // namespace
@@ -496,6 +515,12 @@ void launch_fwd_h_wgmma(const FastBufs<E>& b, const SplitBufs& sp, const Forward
     return;
   }
   if (cfg.fuse_o) {  // 3 stages and the o warpgroup: ~211 KB, one block per SM; o in E
+#if GDN_EXPERIMENTAL
+    if (cfg.fuse_o_lagged) {  // 2 stages, double-buffered staging: ~171 KB
+      launch_wg<2, ChainMode::kFusedOLagged>(b, sp, f, s);
+      return;
+    }
+#endif
     launch_wg<3, ChainMode::kFusedO>(b, sp, f, s);
     return;
   }
