@@ -163,6 +163,46 @@ __global__ void __launch_bounds__(has_o_warpgroup(kMode) ? 256 : 128, 1)
     const int64_t t0 = tb + c * kC;
     const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
     const uint32_t as = smem_u32(sm.a[s]), ks = smem_u32(sm.k[s]), vs = smem_u32(sm.vin[s]);
+#if GDN_EXPERIMENTAL
+    // (Experimental, not yet timed: ~80 fewer PTX instructions per chunk, docs/perf.md.) This
+    // thread's pieces are affine in it: rows r = tid / 16 + 8 it (the swizzle's r & 7 fixed),
+    // 16-byte piece ch = tid % 16; row pointers step by 8 rows (one add, no multiply); rows past
+    // len read nothing, from the chunk's first row.
+    {
+      const int r0 = tid / 16, ch = tid % 16;
+      const uint32_t off0 = (ch / 8) * (kC * 128) + sw128(r0, ch % 8);
+      const E* a0 = b.w + (t0 * HV + hv) * kD + ch * 8;
+      const E* k0 = b.k + t0 * b.k_st + hk * b.k_sh + ch * 8;
+      const E* q0 = kFused ? b.q + t0 * b.q_st + hk * b.q_sh + ch * 8 : nullptr;
+      const E *pa = a0 + r0 * (int64_t(HV) * kD), *pk = k0 + r0 * b.k_st, *pq = kFused ? q0 + r0 * b.q_st : nullptr;
+      const int64_t da = 8 * int64_t(HV) * kD, dk = 8 * b.k_st, dq = 8 * b.q_st;
+#pragma unroll
+      for (int it = 0; it < kC * kD / 8 / 128; ++it) {
+        const bool ok = r0 + 8 * it < len;
+        const uint32_t off = off0 + 1024 * it;
+        cp_async16(as + off, ok ? pa : a0, ok ? 16 : 0);
+        cp_async16(ks + off, ok ? pk : k0, ok ? 16 : 0);
+        if constexpr (kFused)  // q for the o warpgroup, in the same layout
+          cp_async16(smem_u32(sm.q[s]) + off, ok ? pq : q0, ok ? 16 : 0);
+        pa += da;
+        pk += dk;
+        if constexpr (kFused) pq += dq;
+      }
+    }
+    if (!transition) {  // rows r = tid / 8 + 16 it, piece ch = tid % 8
+      const int r0 = tid / 8, ch = tid % 8;
+      const uint32_t off0 = sw128(r0, ch);
+      const E* v0p = b.v + t0 * b.v_st + hv * b.v_sh + v0 + ch * 8;
+      const E* pv = v0p + r0 * b.v_st;
+      const int64_t dv = 16 * b.v_st;
+#pragma unroll
+      for (int it = 0; it < kC * kBV / 8 / 128; ++it) {
+        const bool ok = r0 + 16 * it < len;
+        cp_async16(vs + off0 + 2048 * it, ok ? pv : v0p, ok ? 16 : 0);
+        pv += dv;
+      }
+    }
+#else
 #pragma unroll
     for (int it = 0; it < kC * kD / 8 / 128; ++it) {
       const int p = tid + 128 * it, r = p / 16, ch = p % 16;
@@ -182,6 +222,7 @@ __global__ void __launch_bounds__(has_o_warpgroup(kMode) ? 256 : 128, 1)
         cp_async16(vs + sw128(r, ch), b.v + (t0 + (ok ? r : 0)) * b.v_st + hv * b.v_sh + v0 + ch * 8, ok ? 16 : 0);
       }
     }
+#endif
     if (tid < kC) {
       const bool ok = tid < len;
       cp_async8(&sm.G[s][tid], b.Gt + int64_t(hv) * b.T + t0 + (ok ? tid : 0), ok ? 8 : 0);
