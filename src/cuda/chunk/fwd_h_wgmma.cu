@@ -384,13 +384,34 @@ __global__ void __launch_bounds__(has_o_warpgroup(kMode) ? 256 : 128, 1)
       }
 #pragma unroll
     for (int i = 0; i < 16; ++i) pin(wa[i]);
+#if GDN_EXPERIMENTAL
+    float left[16], right[16];  // v_new^T's columns i < 32 and i >= 32 (acc after the wait)
+#endif
     wgmma_fence();
     {
       const uint32_t as = smem_u32(sm.a[s]);
+#if GDN_EXPERIMENTAL
+      // (Experimental, not yet run: -25% of this product's tensor time.) A_s is lower triangular:
+      // columns i < 32 need only the k-steps of tokens j < 32. Two m64n32 halves into their own
+      // accumulators (B of the second from row 32 = 4096 bytes), then acc = [left | right].
+      // (Suffixes of acc as n48 / n32 / n16 accumulators made ptxas serialize every wgmma: C7511.)
+      constexpr uint32_t kLo = kC * 128, kHalf = 32 * 128;  // the lo atom; B's row 32
+#pragma unroll
+      for (int part = 0; part < 2; ++part) {
+        const uint32_t base = as + part * kLo;
+#pragma unroll
+        for (int ks = 0; ks < 2; ++ks)
+          wgmma_m64nN_rs<E, 32>(left, &wa[4 * ks], wg_desc(base + ks * 32, 16, 1024), part + ks > 0);
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks)
+          wgmma_m64nN_rs<E, 32>(right, &wa[4 * ks], wg_desc(base + kHalf + ks * 32, 16, 1024), part + ks > 0);
+      }
+#else
 #pragma unroll
       for (int ks = 0; ks < 8; ++ks)
         wgmma_m64n64_rs<E, false>(acc, &wa[4 * (ks % 4)], wg_desc(as + (ks / 4) * (kC * 128) + (ks % 4) * 32, 16, 1024),
                                   ks > 0);
+#endif
     }
     wgmma_commit();
 
@@ -425,6 +446,13 @@ __global__ void __launch_bounds__(has_o_warpgroup(kMode) ? 256 : 128, 1)
       cp_async_commit();
     }
     wgmma_wait<0>();
+#if GDN_EXPERIMENTAL
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      acc[i] = left[i];
+      acc[16 + i] = right[i];
+    }
+#endif
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(acc[i]);
 
