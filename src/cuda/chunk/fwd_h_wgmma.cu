@@ -397,14 +397,14 @@ __global__ void __launch_bounds__(has_o_warpgroup(kMode) ? 256 : 128, 1)
       // (Suffixes of acc as n48 / n32 / n16 accumulators made ptxas serialize every wgmma: C7511.)
       constexpr uint32_t kLo = kC * 128, kHalf = 32 * 128;  // the lo atom; B's row 32
 #pragma unroll
-      for (int part = 0; part < 2; ++part) {
-        const uint32_t base = as + part * kLo;
+      for (int lo = 0; lo < 2; ++lo) {                      // A_s's hi, then lo part
+        const uint32_t base = as + lo * kLo;
 #pragma unroll
         for (int ks = 0; ks < 2; ++ks)
-          wgmma_m64nN_rs<E, 32>(left, &wa[4 * ks], wg_desc(base + ks * 32, 16, 1024), part + ks > 0);
+          wgmma_m64nN_rs<E, 32>(left, &wa[4 * ks], wg_desc(base + ks * 32, 16, 1024), lo + ks > 0);
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks)
-          wgmma_m64nN_rs<E, 32>(right, &wa[4 * ks], wg_desc(base + kHalf + ks * 32, 16, 1024), part + ks > 0);
+          wgmma_m64nN_rs<E, 32>(right, &wa[4 * ks], wg_desc(base + kHalf + ks * 32, 16, 1024), lo + ks > 0);
       }
 #else
 #pragma unroll
