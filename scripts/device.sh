@@ -117,8 +117,11 @@ if has bench; then
     mkdir -p /tmp/qla-site && tar -xJf .peers/qla-site.tar.xz -C /tmp/qla-site &&
       BENCH_PATH=/tmp/qla-site${BENCH_PATH:+:$BENCH_PATH}
   fi
+  # GDN_BENCH_ARGS: more options for bench_gpu.py, e.g. "--no-decode --no-serving" (the prefill's three
+  # columns alone: with FlashQLA compiling per shape they take ~280 s) or "--cases tp8-1x32k,g0-1x32k".
+  # shellcheck disable=SC2086
   PYTHONPATH=$BENCH_PATH timeout ${GDN_BENCH_TIMEOUT:-300} python3 bench/bench_gpu.py --json "$OUT/h200.json" \
-    --time-budget ${GDN_BENCH_BUDGET:-240} >"$OUT/bench.log" 2>&1
+    --time-budget ${GDN_BENCH_BUDGET:-240} ${GDN_BENCH_ARGS:-} >"$OUT/bench.log" 2>&1
   tail -32 "$OUT/bench.log"
   note "bench: $([[ -f $OUT/h200.json ]] && echo 'wrote h200.json' || echo 'no h200.json')"
 fi
