@@ -401,10 +401,10 @@ __global__ void __launch_bounds__(has_o_warpgroup(kMode) ? 256 : 128, 1)
         const uint32_t base = as + lo * kLo;
 #pragma unroll
         for (int ks = 0; ks < 2; ++ks)
-          wgmma_m64nN_rs<E, 32>(left, &wa[4 * ks], wg_desc(base + ks * 32, 16, 1024), lo + ks > 0);
+          wgmma_m64n32_rs<E>(left, &wa[4 * ks], wg_desc(base + ks * 32, 16, 1024), lo + ks > 0);
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks)
-          wgmma_m64nN_rs<E, 32>(right, &wa[4 * ks], wg_desc(base + kHalf + ks * 32, 16, 1024), lo + ks > 0);
+          wgmma_m64n32_rs<E>(right, &wa[4 * ks], wg_desc(base + kHalf + ks * 32, 16, 1024), lo + ks > 0);
       }
 #else
 #pragma unroll

@@ -48,7 +48,7 @@ struct PrepSmem {
   } u;
   double G[C];  // fp64: G_i - G_j keeps its small decays even after a huge one
   float beta[C];
-  float coef[C];  // beta_i exp(G_i)
+  float coef[C];  // beta_i exp(G_i) (D = 64: w's column scaling)
   float rk[C];    // inverse l2 norms of k's rows (1 without l2norm)
 };
 
@@ -139,7 +139,7 @@ __global__ void __launch_bounds__(kThreads, kStoresA<D> ? 4
   if (tid >= 32 && tid < C) sm.G[tid] += sm.G[31];
   __syncthreads();
   if (tid < len) b.Gt[int64_t(hv) * b.T + t0 + tid] = sm.G[tid];
-  if (tid < C) sm.coef[tid] = sm.beta[tid] * expf(float(sm.G[tid]));
+  if (!kStoresA<D> && tid < C) sm.coef[tid] = sm.beta[tid] * expf(float(sm.G[tid]));  // w's scaling (D = 64)
 
   cp_async_wait<0>();
   __syncthreads();

@@ -87,22 +87,8 @@ __device__ __forceinline__ void wgmma_m64n64_rs(float (&d)[32], const uint32_t* 
 }
 #undef GDN_WG_TEXT
 
-// D[64xN] (+)= A[64x16] B[16xN], N = 16, 32 or 48: A (T) from registers, B K-major in shared
-// memory; d: the N / 2 accumulators of those columns (for a triangular B whose k-step kj is zero in
-// its first 16 kj columns: the suffix &acc[8 kj] of an m64n64 accumulator, B from its row 16 kj).
-// accumulate = false overwrites D.
-#define GDN_WG_TEXT(TY)                                   \
-  "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"            \
-  "wgmma.mma_async.sync.aligned.m64n16k16.f32." TY "." TY \
-  " {%0, %1, %2, %3, %4, %5, %6, %7}"                     \
-  ", {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
-template <typename T>
-__device__ __forceinline__ void wgmma_m64n16_rs(float* d, const uint32_t* a, uint64_t desc, bool accumulate) {
-  GDN_WGMMA_BY_TYPE(T, GDN_WG_TEXT,
-                    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-                    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(int(accumulate)));
-}
-#undef GDN_WG_TEXT
+// D[64x32] (+)= A[64x16] B[16x32]: A (T) from registers, B K-major in shared memory; d: 16
+// accumulators. accumulate = false overwrites D.
 #define GDN_WG_TEXT(TY)                                                     \
   "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"                              \
   "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY                   \
@@ -117,31 +103,6 @@ __device__ __forceinline__ void wgmma_m64n32_rs(float* d, const uint32_t* a, uin
                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(int(accumulate)));
 }
 #undef GDN_WG_TEXT
-#define GDN_WG_TEXT(TY)                                                                                             \
-  "{\n.reg .pred p;\nsetp.ne.b32 p, %29, 0;\n"                                                                      \
-  "wgmma.mma_async.sync.aligned.m64n48k16.f32." TY "." TY                                                           \
-  " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23}" \
-  ", {%24, %25, %26, %27}, %28, p, 1, 1, 0;\n}\n"
-template <typename T>
-__device__ __forceinline__ void wgmma_m64n48_rs(float* d, const uint32_t* a, uint64_t desc, bool accumulate) {
-  GDN_WGMMA_BY_TYPE(T, GDN_WG_TEXT,
-                    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
-                      "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
-                      "+f"(d[22]), "+f"(d[23])
-                    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(int(accumulate)));
-}
-#undef GDN_WG_TEXT
-template <typename T, int N>
-__device__ __forceinline__ void wgmma_m64nN_rs(float* d, const uint32_t* a, uint64_t desc, bool accumulate) {
-  static_assert(N == 16 || N == 32 || N == 48, "N: 16, 32 or 48 (64: wgmma_m64n64_rs)");
-  if constexpr (N == 16)
-    wgmma_m64n16_rs<T>(d, a, desc, accumulate);
-  else if constexpr (N == 32)
-    wgmma_m64n32_rs<T>(d, a, desc, accumulate);
-  else
-    wgmma_m64n48_rs<T>(d, a, desc, accumulate);
-}
 
 // D[64x128] += A[64x16] B[16x128]: A (T) from registers, B MN-major in shared memory (trans-b).
 #define GDN_WG_TEXT(TY)                                                   \
