@@ -129,37 +129,23 @@ void run(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg, 
   const int64_t T = p.num_tokens;
   const int H = p.num_qk_heads, D = p.head_k;
   // Rows with 16-byte aligned pieces are read in place; others are copied (not normalized, not
-  // converted: q and k are in E) into the workspace first.
-  if (rows_in_16_byte_pieces(f.q)) {
-    b.q = static_cast<const E*>(f.q.data);
-    b.q_st = f.q.stride_token;
-    b.q_sh = f.q.stride_head;
-  } else {
-    convert_rows(p.dtype, p.dtype, f.q.data, f.q.stride_token, f.q.stride_head, const_cast<E*>(b.q), int64_t(H) * D, D,
-                 T, H, D, false, s);
-  }
-  if (rows_in_16_byte_pieces(f.k)) {
-    b.k = static_cast<const E*>(f.k.data);
-    b.k_st = f.k.stride_token;
-    b.k_sh = f.k.stride_head;
-  } else {
-    convert_rows(p.dtype, p.dtype, f.k.data, f.k.stride_token, f.k.stride_head, const_cast<E*>(b.k), int64_t(H) * D, D,
-                 T, H, D, false, s);
-  }
-  if (D == 128) {  // the chain reads v in 16-byte pieces: in place, or a copy in u's space
-    if (rows_in_16_byte_pieces(f.v)) {
-      b.v = static_cast<const E*>(f.v.data);
-      b.v_st = f.v.stride_token;
-      b.v_sh = f.v.stride_head;
-    } else {
-      const int HV = p.num_v_heads;
-      convert_rows(p.dtype, p.dtype, f.v.data, f.v.stride_token, f.v.stride_head, b.u, int64_t(HV) * D, D, T, HV, D,
-                   false, s);
-      b.v = b.u;
-      b.v_st = int64_t(HV) * D;
-      b.v_sh = D;
+  // converted: q, k and v are in E) into `copy` ([T, heads, D] in the workspace) first. Returns the
+  // rows to read and sets their strides.
+  auto rows16 = [&](const ConstTensor& x, int heads, E* copy, int64_t& st, int64_t& sh) -> const E* {
+    if (rows_in_16_byte_pieces(x)) {
+      st = x.stride_token;
+      sh = x.stride_head;
+      return static_cast<const E*>(x.data);
     }
-  }
+    convert_rows(p.dtype, p.dtype, x.data, x.stride_token, x.stride_head, copy, int64_t(heads) * D, D, T, heads, D,
+                 false, s);
+    st = int64_t(heads) * D;
+    sh = D;
+    return copy;
+  };
+  b.q = rows16(f.q, H, const_cast<E*>(b.q), b.q_st, b.q_sh);
+  b.k = rows16(f.k, H, const_cast<E*>(b.k), b.k_st, b.k_sh);
+  if (D == 128) b.v = rows16(f.v, p.num_v_heads, b.u, b.v_st, b.v_sh);  // the chain's v (D = 64: fwd_prep reads f.v)
   if (!cfg.overlap_o || cfg.fuse_o) b.ready = nullptr;
   mark(phases, 2, s);
   if (D == 128) {
