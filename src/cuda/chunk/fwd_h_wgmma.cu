@@ -38,6 +38,14 @@
 // Shared memory, the per-chunk synchronization and the modes: chain_layout.cuh.
 #include "cuda/chunk/chain_layout.cuh"
 #include "cuda/chunk/chain_o.cuh"
+
+// The experiments (b) and (c) of docs/perf.md, separately switchable for the device's A/B.
+#ifndef GDN_EXP_PREFETCH
+#define GDN_EXP_PREFETCH GDN_EXPERIMENTAL
+#endif
+#ifndef GDN_EXP_HALVES
+#define GDN_EXP_HALVES GDN_EXPERIMENTAL
+#endif
 #include "cuda/chunk/fwd_fast.cuh"
 #include "cuda/core/checkpoints.cuh"
 
@@ -163,7 +171,7 @@ __global__ void __launch_bounds__(has_o_warpgroup(kMode) ? 256 : 128, 1)
     const int64_t t0 = tb + c * kC;
     const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
     const uint32_t as = smem_u32(sm.a[s]), ks = smem_u32(sm.k[s]), vs = smem_u32(sm.vin[s]);
-#if GDN_EXPERIMENTAL
+#if GDN_EXP_PREFETCH
     // (Experimental, not yet timed: ~80 fewer PTX instructions per chunk, docs/perf.md.) This
     // thread's pieces are affine in it: rows r = tid / 16 + 8 it (the swizzle's r & 7 fixed),
     // 16-byte piece ch = tid % 16; row pointers step by 8 rows (one add, no multiply); rows past
@@ -384,13 +392,13 @@ __global__ void __launch_bounds__(has_o_warpgroup(kMode) ? 256 : 128, 1)
       }
 #pragma unroll
     for (int i = 0; i < 16; ++i) pin(wa[i]);
-#if GDN_EXPERIMENTAL
+#if GDN_EXP_HALVES
     float left[16], right[16];  // v_new^T's columns i < 32 and i >= 32 (acc after the wait)
 #endif
     wgmma_fence();
     {
       const uint32_t as = smem_u32(sm.a[s]);
-#if GDN_EXPERIMENTAL
+#if GDN_EXP_HALVES
       // (Experimental, not yet run: -25% of this product's tensor time.) A_s is lower triangular:
       // columns i < 32 need only the k-steps of tokens j < 32. Two m64n32 halves into their own
       // accumulators (B of the second from row 32 = 4096 bytes), then acc = [left | right].
@@ -446,7 +454,7 @@ __global__ void __launch_bounds__(has_o_warpgroup(kMode) ? 256 : 128, 1)
       cp_async_commit();
     }
     wgmma_wait<0>();
-#if GDN_EXPERIMENTAL
+#if GDN_EXP_HALVES
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
       acc[i] = left[i];
