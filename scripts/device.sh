@@ -14,7 +14,7 @@
 # with a time budget per step, and writes logs and JSON under $OUT (at most 8 files).
 #
 # Usage (repository root, through the device tool; carry .deps and .whl):
-#   GDN_COMMIT=<sha> [GDN_CMAKE_FLAGS=-DGDN_EXPERIMENTAL=ON] scripts/device.sh [steps]   steps: comma list of
+#   GDN_COMMIT=<sha> [GDN_CMAKE_FLAGS=<cmake options>] scripts/device.sh [steps]   steps: comma list of
 #       build,pybuild,test,pytest,bench,sanitize,check,cli,ncu,ab
 #       (default: build,pybuild,test,pytest,bench,sanitize)
 # .deps/googletest: googletest source (apt-get download googletest; dpkg -x; copy usr/src/googletest).
@@ -66,7 +66,7 @@ if has build; then
       >"$OUT/ab.log" 2>&1 &
     AB_PID=$!
   fi
-  # GDN_CMAKE_FLAGS: extra options for this tree, e.g. -DGDN_EXPERIMENTAL=ON (the experimental kernels).
+  # GDN_CMAKE_FLAGS: extra options for this tree, e.g. an opt-in build option.
   # shellcheck disable=SC2086
   cmake -S . -B $BUILD -DGDN_CUDA=ON -DGDN_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=Release "${EXTRA[@]}" ${GDN_CMAKE_FLAGS:-} \
     >>"$OUT/build.log" 2>&1

@@ -301,11 +301,6 @@ std::vector<Case> correctness_cases(bool quick) {
     c.name += " fused";
     c.fuse_o = true;
     cases.push_back(c);
-#if GDN_EXPERIMENTAL
-    c.name = base.name + " lagged";  // the experimental lagged o warpgroup (chain_layout.cuh)
-    c.fuse_o_lagged = true;
-    cases.push_back(c);
-#endif
   }
   return cases;
 }

@@ -59,7 +59,6 @@ struct Case {
   bool oob = false;             // also pool indices >= num_slots (read as zeros / not written)
   bool fwd_o_after = false;     // the tensor-core forward with fwd_o after fwd_h (no overlap)
   bool fuse_o = false;          // the tensor-core forward with o computed in the chain (cfg.fuse_o)
-  bool fuse_o_lagged = false;   // ... by the lagged o warpgroup (cfg.fuse_o_lagged; GDN_EXPERIMENTAL builds)
   DType sdt = DType::kFloat32;  // the state pool's element type
   int row_pad = 0;              // pool rows HV K V + row_pad elements apart
   // > 0 (with decode): speculative decoding's verify in vLLM's convention, max_tokens = spec_tokens
@@ -98,7 +97,7 @@ struct BenchOptions {
 // names it in the output. The variant: the library's choices, or the same with fwd_o after fwd_h
 // (the A/B row of the overlap, "NAME/seq"), or with o computed in the chain ("NAME/fused"), or the
 // library's choices storing a prefill checkpoint every 16 chunks (a dense fp32 buffer: "NAME/ckpt").
-enum class PrefillVariant { kDefault, kOAfter, kFusedO, kFusedOLagged, kCheckpoints };
+enum class PrefillVariant { kDefault, kOAfter, kFusedO, kCheckpoints };
 void bench_prefill(const tools::PrefillCase& c, const std::string& label, PrefillVariant variant, BenchOptions& o);
 // The decode step for N sequences (one token each) of the benchmark shape, against the copy rate,
 // on a state pool of `state_dtype` (GB/s counts the state bytes moved: one read and one write of

@@ -347,7 +347,6 @@ bool run_case(const Case& c, std::mt19937& rng) {
         cuda::ChunkForwardConfig cfg = cuda::chunk_forward_heuristics(p, cuda::device_props());
         cfg.overlap_o = false;
         cfg.fuse_o = c.fuse_o;
-        cfg.fuse_o_lagged = c.fuse_o_lagged;
         ex.workspace_bytes = cuda::fast_workspace_size(p, cfg);
         ex.workspace = device_alloc(ex.workspace_bytes);
         cuda::fast_forward(f, ex, cfg);

@@ -188,8 +188,7 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   cuda::ChunkForwardConfig cfg = cuda::chunk_forward_heuristics(in.p, cuda::device_props());
   const bool explicit_cfg = variant != PrefillVariant::kDefault && variant != PrefillVariant::kCheckpoints;
   if (explicit_cfg) cfg.overlap_o = false;
-  if (variant == PrefillVariant::kFusedO || variant == PrefillVariant::kFusedOLagged) cfg.fuse_o = true;
-  cfg.fuse_o_lagged = variant == PrefillVariant::kFusedOLagged;
+  if (variant == PrefillVariant::kFusedO) cfg.fuse_o = true;
   const float med = graph_median_ms(in.st, 20, [&] {
     if (explicit_cfg)
       cuda::fast_forward(f, ex, cfg);

@@ -46,25 +46,8 @@ constexpr int kBV = 64;         // V slice per block (the wgmma M)
 //             every thread's 16-byte loads and stores (12 pairs per thread and chunk);
 //   kSummary: the split's summary pass (below); stores nothing per chunk;
 //   kFusedO:  a second warpgroup computes o on chip (chain_o.cuh); nothing per chunk goes to
-//             global memory but o, and fwd_o does not run. The two warpgroups share the
-//             chain's two block barriers per chunk (mbarriers sm.bar[0], sm.bar[1]);
-//   kFusedOLagged (experimental: built with GDN_EXPERIMENTAL only, not yet run on a GPU): the
-//             same o warpgroup one chunk behind the chain instead of in step with it. The h and
-//             v staging are double-buffered (chunk c in buffer c % 2) and the hand-offs are
-//             mbarriers per buffer: h_full (chunk c's h staging and ring stage are ready: 128
-//             chain arrivals after B1(c)), v_full (v_new_c staged), o_done (the o warpgroup is
-//             done with chunk c's buffers and stage: 128 arrivals); the chain waits for o_done of
-//             chunk c - 1 before it refills that chunk's stage, and its B1 becomes a named
-//             barrier of its own 128 threads (B2 guards only the stores it does not make). The
-//             chunk then costs about max(chain, o) instead of their sum (docs/perf.md). 2 ring
-//             stages (the double buffers do not fit 3).
-enum class ChainMode { kStore, kStoreBulk, kSummary, kFusedO, kFusedOLagged };
-
-// The modes with the o warpgroup, and the staging buffers a mode needs.
-constexpr bool has_o_warpgroup(ChainMode m) { return m == ChainMode::kFusedO || m == ChainMode::kFusedOLagged; }
-constexpr int staging_buffers(ChainMode m) { return m == ChainMode::kFusedOLagged ? 2 : 1; }
-// (kFusedOLagged's mbarriers for buffer b: sm.bar[kHFull + b], sm.bar[kVFull + b], sm.bar[kODone + b];
-// chain_o.cuh.)
+//             global memory but o, and fwd_o does not run.
+enum class ChainMode { kStore, kStoreBulk, kSummary, kFusedO };
 
 // kFusedO's additions: the q ring beside w and k, and the o staging (kChainOStride-element rows).
 // E: the 16-bit operand type (the input dtype, bf16 or fp16; fwd_fast.cuh).
@@ -76,16 +59,16 @@ struct WgFusedSmem {
 template <int ST, typename E>
 struct WgFusedSmem<ST, false, E> {};
 
-template <int ST, bool kFused, typename E, int kBufs = 1>
-struct WgSmem : WgFusedSmem<ST, kFused, E> {  // (an empty base takes no space: a stays at offset 0)
+template <int ST, bool kFused, typename E>
+struct WgSmem : WgFusedSmem<ST, kFused, E> {  // (an empty base takes no space: w stays at offset 0)
   E a[ST][kC * kD];                           // 16 KB per stage, 1024-aligned (the block base is)
   E k[ST][kC * kD];
-  E vin[ST][kC * kBV];   // 8 KB per stage
-  E h[kBufs][kD * kBV];  // 16 KB per staging buffer
-  E v[kBufs][kC * kBV];  // 8 KB per staging buffer
+  E vin[ST][kC * kBV];  // 8 KB per stage
+  E h[kD * kBV];        // 16 KB
+  E v[1][kC * kBV];     // 8 KB
   double G[ST][kC];
   float rk[ST][kC];
-  uint64_t bar[kBufs == 2 ? 8 : 2];  // kFusedO: B1, B2 (mbarrier_block_sync); kFusedOLagged: kHFull ..
+  uint64_t bar[2];  // kFusedO: the block barriers B1 and B2 (mbarrier_block_sync)
 };
 static_assert(sizeof(__nv_bfloat16) * kC * kD % 1024 == 0, "stages stay 1024-aligned");
 

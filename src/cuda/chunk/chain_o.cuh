@@ -17,9 +17,6 @@
 //   staging after B2(c) and refills the stage after B1(c + 1)).
 //   after B2(c): o_c += P_c v_new_c (v staging, written by the chain before B2(c) and next after
 //   B1(c + 1)), then o_c -> out. This half overlaps the chain's wait for its state update.
-// kLag (ChainMode::kFusedOLagged, experimental): the same work per chunk, but the warpgroup waits
-// for the chain's h_full / v_full mbarriers of chunk c's staging buffer instead of B1 / B2, and
-// arrives on o_done when its reads of chunk c are complete; the chain runs up to one chunk ahead.
 // Measured on an H200 (docs/perf.md, v9) against issuing o_{c-1}'s P v_new after B1(c) instead:
 // this order is 2-4% faster. Either way the o warpgroup's work lengthens the chain's chunk from
 // ~1.3 us (the chain alone, no h / v_new stores) to ~4 us, so the heuristics fuse only where fwd_o
@@ -39,13 +36,8 @@ struct OutRef {
 };
 
 constexpr int kChainOStride = 72;  // o staging row stride (elements): 64 + 8, conflict-free stmatrix
-// kLag (ChainMode::kFusedOLagged, chain_layout.cuh): the hand-off mbarriers of staging buffer b
-// (chunk c uses b = c % 2; its use n = c / 2 completes phase n % 2): sm.bar[kHFull + b] (the chain's
-// 128 threads arrive after B1(c): h_c staged, stage c landed), sm.bar[kVFull + b] (v_new_c staged),
-// sm.bar[kODone + b] (this warpgroup's 128 threads arrive when done with chunk c's buffers and stage).
-constexpr int kHFull = 2, kVFull = 4, kODone = 6;
 
-template <typename E, int ST, bool kLag, typename Sm>
+template <typename E, int ST, typename Sm>
 __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, const OutRef& out, int64_t tb,
                                                   int64_t te, int64_t nch, int v0, int hv) {
   constexpr int kC = kChunkSize;
@@ -78,8 +70,8 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
     __syncwarp();  // the staging rows are read before the next chunk's stmatrix
   };
   // o += P v_new (the v staging: tokens j = the k dimension, read MN-major).
-  auto issue_pv = [&](int vb) {
-    const uint32_t vs = smem_u32(sm.v[vb]);
+  auto issue_pv = [&]() {
+    const uint32_t vs = smem_u32(sm.v[0]);
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(o[i]);
     wgmma_fence();
@@ -92,16 +84,10 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
 
   int s = 0;
   for (int64_t c = 0; c < nch; ++c) {
-    // B1(c): stage s holds chunk c's q, k, G, rk; the h staging (buffer hb) holds h_c.
-    const int hb = kLag ? static_cast<int>(c & 1) : 0;
-    const uint32_t use_parity = static_cast<uint32_t>(c >> 1) & 1;  // kLag: buffer hb's use c / 2
-    if constexpr (kLag)
-      mbarrier_wait(&sm.bar[kHFull + hb], use_parity);
-    else
-      mbarrier_block_sync(&sm.bar[0], c & 1);
+    mbarrier_block_sync(&sm.bar[0], c & 1);  // B1(c): stage s holds chunk c's q, k, G, rk; the h staging holds h_c
     const int64_t t0 = tb + c * kC;
     const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
-    const uint32_t qs = smem_u32(sm.q[s]), ks0 = smem_u32(sm.k[s]), hs = smem_u32(sm.h[hb]);
+    const uint32_t qs = smem_u32(sm.q[s]), ks0 = smem_u32(sm.k[s]), hs = smem_u32(sm.h);
     // P_c = q k^T (K-major SW128 operands, as w's in the chain), then o_c = q h_c: B = the h staging
     // [kk][vv] read MN-major (k-step = 16 rows = 2048 bytes).
     float pacc[32];
@@ -192,21 +178,15 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
       o[4 * j + 2] *= f1;
       o[4 * j + 3] *= f1;
     }
-    // B2(c): the chain's v staging (buffer hb) holds v_new_c.
-    if constexpr (kLag)
-      mbarrier_wait(&sm.bar[kVFull + hb], use_parity);
-    else
-      mbarrier_block_sync(&sm.bar[1], c & 1);
-    issue_pv(hb);
+    mbarrier_block_sync(&sm.bar[1], c & 1);  // B2(c): the chain's v staging holds v_new_c
+    issue_pv();
     wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(o[i]);
-    // kLag: every read of chunk c's stage and staging buffers is done (the wgmma waits above).
-    if constexpr (kLag) mbarrier_arrive(&sm.bar[kODone + hb]);
     store_o(c);
     if (++s == ST) s = 0;
   }
-  if constexpr (!kLag) mbarrier_block_sync(&sm.bar[0], nch & 1);  // the chain warpgroup's epilogue barrier
+  mbarrier_block_sync(&sm.bar[0], nch & 1);  // the chain warpgroup's epilogue barrier
 }
 
 }  // namespace cuda

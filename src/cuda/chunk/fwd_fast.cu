@@ -82,10 +82,6 @@ void check_config(const Problem& p, const ChunkForwardConfig& cfg) {
   if (cfg.fuse_o && (!wgmma || cfg.overlap_o))
     throw Error(
         "fast_forward: fuse_o needs the wgmma chain (D = 128) and overlap_o off (there is no fwd_o to overlap)");
-  if (cfg.fuse_o_lagged && (!cfg.fuse_o || !GDN_EXPERIMENTAL))
-    throw Error(
-        "fast_forward: fuse_o_lagged needs fuse_o and a build with GDN_EXPERIMENTAL=ON (the lagged o warpgroup is "
-        "experimental)");
   if (cfg.split_chunks_per_part < 0 || (cfg.split_chunks_per_part > 0 && !wgmma))
     throw Error("fast_forward: split_chunks_per_part must be 0, or positive with the wgmma fwd_h (D = 128); got " +
                 std::to_string(cfg.split_chunks_per_part));

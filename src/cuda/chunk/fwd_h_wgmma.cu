@@ -39,13 +39,6 @@
 #include "cuda/chunk/chain_layout.cuh"
 #include "cuda/chunk/chain_o.cuh"
 
-// The experiments (b) and (c) of docs/perf.md, separately switchable for the device's A/B.
-#ifndef GDN_EXP_PREFETCH
-#define GDN_EXP_PREFETCH GDN_EXPERIMENTAL
-#endif
-#ifndef GDN_EXP_HALVES
-#define GDN_EXP_HALVES GDN_EXPERIMENTAL
-#endif
 #include "cuda/chunk/fwd_fast.cuh"
 #include "cuda/core/checkpoints.cuh"
 
@@ -62,40 +55,31 @@ using namespace chain;  // kC, kD, kBV, ChainMode, WgSmem (chain_layout.cuh)
 // (the pool row for part 0, S_p of the scan for the others); the last part writes the final state.
 // Without a split every sequence is one part.
 template <int ST, ChainMode kMode, typename E>
-__global__ void __launch_bounds__(has_o_warpgroup(kMode) ? 256 : 128, 1)
+__global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     chunk_fwd_h_wgmma_kernel(FastBufs<E> b, SplitBufs sp, StateRef init, StateRef fin, bool kmajor, OutRef out,
                              CheckpointOut ck) {
-  constexpr bool kSummary = kMode == ChainMode::kSummary, kFused = has_o_warpgroup(kMode);
-  constexpr bool kLag = kMode == ChainMode::kFusedOLagged;
+  constexpr bool kSummary = kMode == ChainMode::kSummary, kFused = kMode == ChainMode::kFusedO;
   constexpr bool kBulk = kMode == ChainMode::kStoreBulk, kStores = kMode == ChainMode::kStore || kBulk;
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __trap();  // wgmma needs sm_90a; the library is built for it only
 #else
   extern __shared__ __align__(16) char smem_raw[];
-  using Sm = WgSmem<ST, kFused, E, staging_buffers(kMode)>;
+  using Sm = WgSmem<ST, kFused, E>;
   // wgmma's swizzle atoms must sit on 1024-byte boundaries: align the block's base at run time
   // (1 KB slack; not __align__(1024), which would let the compiler drop this on trust).
   Sm& sm = *reinterpret_cast<Sm*>(smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u));
-  // The chain's barriers B1 (which = 0) and B2 (1): with the o warpgroup in step (kFusedO), which
-  // reaches them from its own code (chain_o.cuh), the mbarriers sm.bar[which] in phase `parity`;
-  // with it lagging (kFusedOLagged), named barriers of the chain's own 128 threads; otherwise
-  // __syncthreads.
+  // The block's barriers: with the o warpgroup, which reaches them from its own code (chain_o.cuh),
+  // the mbarriers sm.bar[which] in phase `parity`; otherwise __syncthreads.
   auto block_sync = [&](int which, uint32_t parity) {
-    if constexpr (kLag)
-      named_barrier_sync(1 + which, 128);
-    else if constexpr (kFused)
+    if constexpr (kFused)
       mbarrier_block_sync(&sm.bar[which], parity);
     else
       __syncthreads();
   };
   if constexpr (kFused) {
     if (threadIdx.x == 0) {
-      if constexpr (kLag) {
-        for (int i = kHFull; i < kODone + 2; ++i) mbarrier_init(&sm.bar[i], 128);
-      } else {
-        mbarrier_init(&sm.bar[0], 256);
-        mbarrier_init(&sm.bar[1], 256);
-      }
+      mbarrier_init(&sm.bar[0], 256);
+      mbarrier_init(&sm.bar[1], 256);
     }
     __syncthreads();  // (the one barrier instruction both warpgroups reach together)
   }
@@ -133,7 +117,7 @@ __global__ void __launch_bounds__(has_o_warpgroup(kMode) ? 256 : 128, 1)
   const int64_t tb = sc.tb + cb * kC, te = sc.te;
   if constexpr (kFused) {
     if (threadIdx.x >= 128) {  // the o warpgroup; the rest of this kernel is the chain's
-      chain_o_warpgroup<E, ST, kLag>(sm, b, out, tb, te, nch, v0, hv);
+      chain_o_warpgroup<E, ST>(sm, b, out, tb, te, nch, v0, hv);
       return;
     }
   }
@@ -171,9 +155,8 @@ __global__ void __launch_bounds__(has_o_warpgroup(kMode) ? 256 : 128, 1)
     const int64_t t0 = tb + c * kC;
     const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
     const uint32_t as = smem_u32(sm.a[s]), ks = smem_u32(sm.k[s]), vs = smem_u32(sm.vin[s]);
-#if GDN_EXP_PREFETCH
-    // (Experimental, not yet timed: ~80 fewer PTX instructions per chunk, docs/perf.md.) This
-    // thread's pieces are affine in it: rows r = tid / 16 + 8 it (the swizzle's r & 7 fixed),
+    // This thread's pieces are affine in it (no 64-bit multiply per copy: -12% of the chain's
+    // time on 1x32k with the halves below, docs/perf.md v12): rows r = tid / 16 + 8 it (the swizzle's r & 7 fixed),
     // 16-byte piece ch = tid % 16; row pointers step by 8 rows (one add, no multiply); rows past
     // len read nothing, from the chunk's first row.
     {
@@ -210,27 +193,6 @@ __global__ void __launch_bounds__(has_o_warpgroup(kMode) ? 256 : 128, 1)
         pv += dv;
       }
     }
-#else
-#pragma unroll
-    for (int it = 0; it < kC * kD / 8 / 128; ++it) {
-      const int p = tid + 128 * it, r = p / 16, ch = p % 16;
-      const bool ok = r < len;
-      const int64_t tt = t0 + (ok ? r : 0);
-      const uint32_t off = (ch / 8) * (kC * 128) + sw128(r, ch % 8);
-      cp_async16(as + off, b.w + (tt * HV + hv) * kD + ch * 8, ok ? 16 : 0);
-      cp_async16(ks + off, b.k + tt * b.k_st + hk * b.k_sh + ch * 8, ok ? 16 : 0);
-      if constexpr (kFused)  // q for the o warpgroup, in the same layout
-        cp_async16(smem_u32(sm.q[s]) + off, b.q + tt * b.q_st + hk * b.q_sh + ch * 8, ok ? 16 : 0);
-    }
-    if (!transition) {
-#pragma unroll
-      for (int it = 0; it < kC * kBV / 8 / 128; ++it) {
-        const int p = tid + 128 * it, r = p / 8, ch = p % 8;
-        const bool ok = r < len;
-        cp_async16(vs + sw128(r, ch), b.v + (t0 + (ok ? r : 0)) * b.v_st + hv * b.v_sh + v0 + ch * 8, ok ? 16 : 0);
-      }
-    }
-#endif
     if (tid < kC) {
       const bool ok = tid < len;
       cp_async8(&sm.G[s][tid], b.Gt + int64_t(hv) * b.T + t0 + (ok ? tid : 0), ok ? 8 : 0);
@@ -241,11 +203,11 @@ __global__ void __launch_bounds__(has_o_warpgroup(kMode) ? 256 : 128, 1)
     }
   };
 
-  // E(S^T) as the A fragments of k S (ha[4 ks + q]: kk in [16 ks, 16 ks + 16)), and into h staging
-  // buffer hb [kk][vv] (transposed by stmatrix).
+  // E(S^T) as the A fragments of w h (ha[4 ks + q]: kk in [16 ks, 16 ks + 16)), and into the
+  // h staging [kk][vv] (transposed by stmatrix).
   uint32_t ha[32];
-  auto stage_state = [&](int hb) {
-    const uint32_t hs = smem_u32(sm.h[hb]);
+  auto stage_state = [&]() {
+    const uint32_t hs = smem_u32(sm.h);
 #pragma unroll
     for (int ks = 0; ks < 8; ++ks) {
 #pragma unroll
@@ -286,7 +248,7 @@ __global__ void __launch_bounds__(has_o_warpgroup(kMode) ? 256 : 128, 1)
     store_chain_checkpoint<kD>(ck, state_elem(ck.ck.pool, r, hv, b.HV, kD, kD, kmajor, 2 * t, v0 + 16 * warp + g),
                                kmajor, st);
   };
-  stage_state(0);
+  stage_state();
   int s = 0;
   for (int64_t c = 0; c < nch; ++c) {
     const int64_t gc = c0 + c;
@@ -302,8 +264,6 @@ __global__ void __launch_bounds__(has_o_warpgroup(kMode) ? 256 : 128, 1)
     block_sync(0, c & 1);  // B1: chunk c complete for all; h staging holds h_c; stage (c - 1) % ST free
     if (kMode == ChainMode::kStore && c > 0 && tid == 0 && b.ready)
       signal_release(b.ready + (gc - 1) * HV + hv);  // h, v_new of c - 1 stored
-    // kFusedOLagged: h_c (staged before the fence above) and stage s are ready for the o warpgroup.
-    if constexpr (kLag) mbarrier_arrive(&sm.bar[kHFull + (c & 1)]);
 
     // 1. acc = -U^T = -S^T k^T (U = k S: the state's prediction of v): 8 x m64n64k16, A = E(S^T)
     //    from registers, B = k [token][kk] (K-major, SW128): k-step ks is 32 bytes into the
@@ -363,12 +323,12 @@ __global__ void __launch_bounds__(has_o_warpgroup(kMode) ? 256 : 128, 1)
     // h_c -> workspace: the staging's image (fwd_h_image).
     if constexpr (kBulk) {
       if (tid == 0) {
-        bulk_store(b.h + fwd_h_image(gc, hv, v0 / kBV, HV), smem_u32(sm.h[0]), kD * kBV * 2);
+        bulk_store(b.h + fwd_h_image(gc, hv, v0 / kBV, HV), smem_u32(sm.h), kD * kBV * 2);
         bulk_commit();
       }
     } else if constexpr (kStores) {
       uint4* hg = reinterpret_cast<uint4*>(b.h + fwd_h_image(gc, hv, v0 / kBV, HV));
-      const uint4* hs = reinterpret_cast<const uint4*>(sm.h[0]);
+      const uint4* hs = reinterpret_cast<const uint4*>(sm.h);
 #pragma unroll
       for (int it = 0; it < kD * kBV / 8 / 128; ++it) hg[tid + 128 * it] = hs[tid + 128 * it];
     }
@@ -392,14 +352,11 @@ __global__ void __launch_bounds__(has_o_warpgroup(kMode) ? 256 : 128, 1)
       }
 #pragma unroll
     for (int i = 0; i < 16; ++i) pin(wa[i]);
-#if GDN_EXP_HALVES
     float left[16], right[16];  // v_new^T's columns i < 32 and i >= 32 (acc after the wait)
-#endif
     wgmma_fence();
     {
       const uint32_t as = smem_u32(sm.a[s]);
-#if GDN_EXP_HALVES
-      // (Experimental, not yet run: -25% of this product's tensor time.) A_s is lower triangular:
+      // -25% of this product's tensor time: A_s is lower triangular:
       // columns i < 32 need only the k-steps of tokens j < 32. Two m64n32 halves into their own
       // accumulators (B of the second from row 32 = 4096 bytes), then acc = [left | right].
       // (Suffixes of acc as n48 / n32 / n16 accumulators made ptxas serialize every wgmma: C7511.)
@@ -414,12 +371,6 @@ __global__ void __launch_bounds__(has_o_warpgroup(kMode) ? 256 : 128, 1)
         for (int ks = 0; ks < 4; ++ks)
           wgmma_m64n32_rs<E>(right, &wa[4 * ks], wg_desc(base + kHalf + ks * 32, 16, 1024), lo + ks > 0);
       }
-#else
-#pragma unroll
-      for (int ks = 0; ks < 8; ++ks)
-        wgmma_m64n64_rs<E, false>(acc, &wa[4 * (ks % 4)], wg_desc(as + (ks / 4) * (kC * 128) + (ks % 4) * 32, 16, 1024),
-                                  ks > 0);
-#endif
     }
     wgmma_commit();
 
@@ -442,10 +393,6 @@ __global__ void __launch_bounds__(has_o_warpgroup(kMode) ? 256 : 128, 1)
           pin(dec[j][e]);  // computed while the tensor cores run, not after the wait
         }
     }
-    // kFusedOLagged: the o warpgroup is done with chunk c - 1, whose stage the prefetch refills
-    // and whose h staging buffer this iteration's stage_state rewrites.
-    if constexpr (kLag)
-      if (c > 0) mbarrier_wait(&sm.bar[kODone + ((c - 1) & 1)], static_cast<uint32_t>((c - 1) >> 1) & 1);
     {
       const int64_t cn = c + ST - 1;
       int sn = s + ST - 1;
@@ -454,13 +401,11 @@ __global__ void __launch_bounds__(has_o_warpgroup(kMode) ? 256 : 128, 1)
       cp_async_commit();
     }
     wgmma_wait<0>();
-#if GDN_EXP_HALVES
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
       acc[i] = left[i];
       acc[16 + i] = right[i];
     }
-#endif
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(acc[i]);
 
@@ -490,7 +435,7 @@ __global__ void __launch_bounds__(has_o_warpgroup(kMode) ? 256 : 128, 1)
     // v_new (E, as stored) -> v staging [token][vv], while the update runs (the summary pass
     // stores no v_new).
     if (!kSummary) {
-      const uint32_t vs = smem_u32(sm.v[kLag ? (c & 1) : 0]);
+      const uint32_t vs = smem_u32(sm.v[0]);
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         uint32_t vn[4];
@@ -502,10 +447,7 @@ __global__ void __launch_bounds__(has_o_warpgroup(kMode) ? 256 : 128, 1)
     if constexpr (kFused || kBulk) fence_proxy_async();  // the v staging -> wgmma of the o warpgroup / TMA
     // (kBulk: the h staging's bulk read is done before B2: stage_state rewrites it after B2.)
     if (kBulk && tid == 0) bulk_wait_read<0>();
-    if constexpr (kLag)  // v_new_c is staged for the o warpgroup; no B2 (the chain reads no staging)
-      mbarrier_arrive(&sm.bar[kVFull + (c & 1)]);
-    else
-      block_sync(1, c & 1);  // B2: v staging complete; every thread's reads of the h staging done
+    block_sync(1, c & 1);  // B2: v staging complete; every thread's reads of the h staging done
     // v_new (rows past len: zeros) -> workspace: the staging's image (fwd_v_image).
     if constexpr (kBulk) {
       if (tid == 0) {
@@ -521,7 +463,7 @@ __global__ void __launch_bounds__(has_o_warpgroup(kMode) ? 256 : 128, 1)
     wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < 64; ++i) pin(st[i]);
-    stage_state(kLag ? static_cast<int>((c + 1) & 1) : 0);  // h_{c+1}: A fragments and staging (read after the next B1)
+    stage_state();  // h_{c+1}: A fragments and staging (read after the next B1)
     // A checkpoint boundary: stores only (nothing waits for them; st is not changed until the next
     // chunk's update).
     if (at_boundary(c)) store_checkpoint(c);
@@ -564,8 +506,8 @@ __global__ void __launch_bounds__(has_o_warpgroup(kMode) ? 256 : 128, 1)
 
 template <int ST, ChainMode kMode, typename E>
 void launch_wg(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s) {
-  constexpr bool kFused = has_o_warpgroup(kMode);
-  const size_t smem = sizeof(WgSmem<ST, kFused, E, staging_buffers(kMode)>) + 1024;  // + alignment slack
+  constexpr bool kFused = kMode == ChainMode::kFusedO;
+  const size_t smem = sizeof(WgSmem<ST, kFused, E>) + 1024;  // + alignment slack
   const int64_t blocks = f.problem.num_seqs * sp.max_parts * b.HV * (kMode == ChainMode::kSummary ? 4 : 2);
   // o in 16-byte row pieces when the caller's layout allows it (kFusedO), else element by element.
   const OutRef out = {f.o.data, f.o.stride_token, f.o.stride_head, rows_in_16_byte_pieces(f.o)};
@@ -573,10 +515,9 @@ void launch_wg(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, 
   allow_smem(k, smem);
   k<<<grid_1d(blocks, 1), kFused ? 256 : 128, smem, s>>>(
       b, sp, f.initial_state, f.final_state, f.problem.state_layout == StateLayout::kKMajor, out, checkpoint_out(f));
-  GDN_CUDA_LAUNCH_CHECK(kMode == ChainMode::kSummary        ? "chunk_fwd_h_wgmma_kernel (split summary)"
-                        : kMode == ChainMode::kFusedOLagged ? "chunk_fwd_h_wgmma_kernel (fused o, lagged)"
-                        : kFused                            ? "chunk_fwd_h_wgmma_kernel (fused o)"
-                                                            : "chunk_fwd_h_wgmma_kernel");
+  GDN_CUDA_LAUNCH_CHECK(kMode == ChainMode::kSummary ? "chunk_fwd_h_wgmma_kernel (split summary)"
+                        : kFused                     ? "chunk_fwd_h_wgmma_kernel (fused o)"
+                                                     : "chunk_fwd_h_wgmma_kernel");
 }
 
 }  // namespace
@@ -592,12 +533,6 @@ void launch_fwd_h_wgmma(const FastBufs<E>& b, const SplitBufs& sp, const Forward
     return;
   }
   if (cfg.fuse_o) {  // 3 stages and the o warpgroup: ~211 KB, one block per SM; o in E
-#if GDN_EXPERIMENTAL
-    if (cfg.fuse_o_lagged) {  // 2 stages, double-buffered staging: ~171 KB
-      launch_wg<2, ChainMode::kFusedOLagged>(b, sp, f, s);
-      return;
-    }
-#endif
     launch_wg<3, ChainMode::kFusedO>(b, sp, f, s);
     return;
   }

@@ -29,10 +29,6 @@ struct ChunkForwardConfig {
   // fwd_o: h and v_new never reach global memory. The chain then runs 3 ring stages whatever
   // fwd_h_stages says (one block of two warpgroups per SM); overlap_o must be off.
   bool fuse_o = false;
-  // With fuse_o: the o warpgroup one chunk behind the chain (ChainMode::kFusedOLagged,
-  // chain_layout.cuh) instead of in step with it. Experimental: only a build with GDN_EXPERIMENTAL
-  // has the kernel (fast_forward refuses it otherwise), and no heuristic chooses it yet.
-  bool fuse_o_lagged = false;
 };
 
 // The split: worth it when the (sequence, head) chains leave at least 3 parts' worth of SMs idle

@@ -31,19 +31,19 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 }
 // Waits until the kernels this one programmatically depends on have completed (memory flushed).
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
-// mbarriers in shared memory. One thread initializes each with its arrival count, and a
-// __syncthreads orders that before the first use; phase `parity` is 0, 1, 0, ... (the barrier's
-// completed uses so far, mod 2).
+// A block barrier on an mbarrier in shared memory, for warp-specialized blocks whose roles reach
+// their barriers from different code: compute-sanitizer synccheck reports a bar.sync (also a named
+// one) reached from two different instructions as divergent, even where PTX allows it; an mbarrier
+// has no such rule. Every thread of the block arrives (release) and waits (acquire) for the phase
+// `parity` (0, 1, 0, ...: the barrier's uses so far, mod 2) to complete: __syncthreads' ordering
+// of shared and global memory. One thread initializes it with the block's thread count, and a
+// __syncthreads orders that before the first use.
 __device__ __forceinline__ void mbarrier_init(uint64_t* bar, int threads) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(threads) : "memory");
 }
-// Hand-offs between warp roles (a producer's threads arrive, a consumer's threads wait): arrive
-// (release) without waiting; wait (acquire) until the phase `parity` has completed.
-__device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
-  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(smem_u32(bar)) : "memory");
-}
-__device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
+__device__ __forceinline__ void mbarrier_block_sync(uint64_t* bar, uint32_t parity) {
   const uint32_t a = smem_u32(bar);
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(a) : "memory");
   uint32_t done;
   do {
     asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
@@ -51,20 +51,6 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
                  : "r"(a), "r"(parity)
                  : "memory");
   } while (!done);
-}
-// A block barrier on an mbarrier (initialized with the block's thread count), for warp-specialized
-// blocks whose roles reach their barriers from different code: compute-sanitizer synccheck reports
-// a bar.sync (also a named one) reached from two different instructions as divergent, even where
-// PTX allows it; an mbarrier has no such rule. Every thread arrives and waits: __syncthreads'
-// ordering of shared and global memory.
-__device__ __forceinline__ void mbarrier_block_sync(uint64_t* bar, uint32_t parity) {
-  mbarrier_arrive(bar);
-  mbarrier_wait(bar, parity);
-}
-// A barrier among `threads` threads (a multiple of 32) on hardware barrier `id` (1 .. 15; 0 is
-// __syncthreads'), for one warp role that reaches it from one instruction.
-__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 }  // namespace cuda
