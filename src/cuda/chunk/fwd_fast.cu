@@ -145,7 +145,7 @@ void run(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg, 
   if (!cfg.overlap_o || cfg.fuse_o) b.ready = nullptr;
   mark(phases, 2, s);
   if (D == 128) {
-    launch_fwd_prep<128>(b, f, s);
+    launch_kkt_solve(b, f, s);
     mark(phases, 3, s);
     if (sp.chunks_per_part > 0) {  // the exact split: summaries, scan, then the chains per part
       launch_fwd_h_wgmma_summary(b, sp, f, cfg, s);

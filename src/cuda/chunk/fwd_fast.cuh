@@ -1,7 +1,7 @@
 // The tensor-core forward (16-bit tensor-core products, fp32 accumulation) for bf16/fp16 inputs,
 // K = V = D in {64, 128}. Three kernels:
 //   fwd_prep (parallel over chunks): gates, cumsum, k k^T, (I + L)^-1; D = 64: w and u
-//            (fwd_prep.cu)
+//            (fwd_prep.cu); D = 128: A_s = (I + L)^-1 diag(beta) on the tensor cores (kkt_solve.cu)
 //   fwd_h    (sequential over chunks, state on chip): v_new, h per chunk, final state
 //            D = 64: mma.sync from w, u (fwd_h_mma.cu); D = 128: wgmma, v_new = A_s (v - k S)
 //            formed on chip (fwd_h_wgmma.cu)
@@ -96,6 +96,9 @@ inline bool rows_in_16_byte_pieces(const Tensor& t) {
 // The launchers, instantiated for E = __nv_bfloat16 and __half.
 template <int D, typename E>
 void launch_fwd_prep(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s);
+// fwd_prep for D = 128 on the tensor cores (kkt_solve.cu): G, r and A_s only.
+template <typename E>
+void launch_kkt_solve(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s);
 template <int D, typename E>
 void launch_fwd_o(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s);
 // fwd_h for D = 64 on mma.sync: one block per (sequence, value head, cfg.fwd_h_slice_width-wide V

@@ -1,11 +1,11 @@
-// fwd_prep: per (chunk, value head), in parallel over all chunks. Computes the gates (fused or
-// plain), G = chunk-local cumsum (fp64), L = beta_i (k_i.k_j) exp(G_i - G_j) (j < i) with mma,
-// the unit lower-triangular inverse A = (I + L)^-1 in fp32, and then
-//   D = 128: A_s = A diag(beta) as hi + lo parts in E (the wgmma chain applies it to v - k S);
-//   D = 64:  w = A diag(beta exp(G)) k,   u = A diag(beta) v   with mma (fwd_h_mma.cu reads them),
+// fwd_prep for D = 64 (D = 128: kkt_solve.cu): per (chunk, value head), in parallel over all
+// chunks. Computes the gates (fused or plain), G = chunk-local cumsum (fp64),
+// L = beta_i (k_i.k_j) exp(G_i - G_j) (j < i) with mma, the unit lower-triangular inverse
+// A = (I + L)^-1 in fp32, and then
+//   w = A diag(beta exp(G)) k,   u = A diag(beta) v   with mma (fwd_h_mma.cu reads them),
 // k normalized (l2norm) by its rows' inverse norms r in fp32: L_ij carries r_i r_j and w's column
 // scaling r_j, so the 16-bit k stays the caller's exact values. Writes G (fp64, head-major), r
-// (for fwd_h and fwd_o) and A_s or w, u (in E, the input dtype: bf16 or fp16).
+// (for fwd_h and fwd_o) and w, u (in E, the input dtype: bf16 or fp16).
 // Accuracy: the row scalings of k and v are folded into A's columns (in fp32), so the operands k
 // and v (E, the inputs' own values) are exact; the scaled A is split as hi + lo in E (~16 or ~22
 // bits) and each product runs in two passes (A_hi X + A_lo X): near-fp32 products, so w and u
@@ -24,23 +24,19 @@ constexpr int C = kChunkSize;
 constexpr int NW = 8;
 constexpr int kThreads = NW * 32;
 
-// D = 128 stores A_s and stops: no v, no products.
-template <int D>
-constexpr bool kStoresA = D == 128;
-
 template <int D, typename E>
 struct PrepSmem {
   static constexpr int SK = D + 8;  // 16-bit row stride: +16 bytes keeps ldmatrix conflict-free
   static constexpr int SA = C + 8;
-  static constexpr int LS = C + 4;  // fp32 row stride: float4 rows, diagonal blocks in distinct banks
-  static constexpr int kNX = kStoresA<D> ? 1 : C * SA;  // w's and u's scaled A parts (D = 64 only)
-  E k[C * SK];                                          // [C][D] k (exact operand)
-  E v[kStoresA<D> ? 1 : C * SK];                        // [C][D] v (exact operand; D = 64 only)
-  union alignas(16) {                                   // float4 rows
-    struct {                                            // the solve (dead once A is split into its scaled 16-bit parts)
+  static constexpr int LS = C + 4;    // fp32 row stride: float4 rows, diagonal blocks in distinct banks
+  static constexpr int kNX = C * SA;  // w's and u's scaled A parts
+  E k[C * SK];                        // [C][D] k (exact operand)
+  E v[C * SK];                        // [C][D] v (exact operand)
+  union alignas(16) {                 // float4 rows
+    struct {                          // the solve (dead once A is split into its scaled 16-bit parts)
       float L[C * LS];
       float A[C * LS];
-      float T[kStoresA<D> ? 4 : 16 * 48];  // sum_K L_IK A_KJ for one block row I, J < I (D = 128: in k)
+      float T[16 * 48];  // sum_K L_IK A_KJ for one block row I, J < I
     } s;
     struct {  // A diag(beta exp(G)) and A diag(beta), hi + lo parts
       E aw_hi[kNX], aw_lo[kNX], au_hi[kNX], au_lo[kNX];
@@ -65,15 +61,10 @@ __device__ __forceinline__ void store_v(const uint4* vr, E* vs, int tid) {
   }
 }
 
-// D = 128: four blocks per SM (228 KB, 1 KB reserved per block).
-static_assert(4 * (sizeof(PrepSmem<128, __nv_bfloat16>) + 1024) <= 228 * 1024, "fwd_prep D = 128: 4 blocks per SM");
-
 // E: the operand type (v, q, k, w, u); v_async: v has 16-byte aligned rows, copied straight into
 // shared memory.
 template <int D, typename E, bool v_async>
-__global__ void __launch_bounds__(kThreads, kStoresA<D> ? 4
-                                            : v_async   ? 3
-                                                        : 2)
+__global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
     chunk_fwd_prep_kernel(FastBufs<E> b, GateArgs ga, const E* __restrict__ v, int64_t v_st, int64_t v_sh) {
   extern __shared__ __align__(16) char smem_raw[];
   using S = PrepSmem<D, E>;
@@ -99,14 +90,14 @@ __global__ void __launch_bounds__(kThreads, kStoresA<D> ? 4
     const bool ok = i < len;
     const int64_t tt = t0 + (ok ? i : 0);
     cp_async16(&sm.k[i * SK + c8], b.k + tt * b.k_st + hk * b.k_sh + c8, ok ? 16 : 0);
-    if constexpr (v_async && !kStoresA<D>) cp_async16(&sm.v[i * SK + c8], v + tt * v_st + hv * v_sh + c8, ok ? 16 : 0);
+    if constexpr (v_async) cp_async16(&sm.v[i * SK + c8], v + tt * v_st + hv * v_sh + c8, ok ? 16 : 0);
   }
   cp_async_commit();
 
   // Otherwise v rows into registers now, so that their latency hides behind k k^T and the solve.
-  constexpr int kGroups = v_async || kStoresA<D> ? 1 : C * D / 8 / kThreads;
+  constexpr int kGroups = v_async ? 1 : C * D / 8 / kThreads;
   uint4 vr[kGroups];
-  if constexpr (!v_async && !kStoresA<D>) {
+  if constexpr (!v_async) {
 #pragma unroll
     for (int r = 0; r < kGroups; ++r) {
       const int e = tid + r * kThreads, i = e / (D / 8), c8 = (e % (D / 8)) * 8;
@@ -139,7 +130,7 @@ __global__ void __launch_bounds__(kThreads, kStoresA<D> ? 4
   if (tid >= 32 && tid < C) sm.G[tid] += sm.G[31];
   __syncthreads();
   if (tid < len) b.Gt[int64_t(hv) * b.T + t0 + tid] = sm.G[tid];
-  if (!kStoresA<D> && tid < C) sm.coef[tid] = sm.beta[tid] * expf(float(sm.G[tid]));  // w's scaling (D = 64)
+  if (tid < C) sm.coef[tid] = sm.beta[tid] * expf(float(sm.G[tid]));  // w's column scaling
 
   cp_async_wait<0>();
   __syncthreads();
@@ -224,8 +215,7 @@ __global__ void __launch_bounds__(kThreads, kStoresA<D> ? 4
   __syncthreads();
   // 2. Block rows I = 1..3: T_J = sum_{J <= K < I} L_IK A_KJ, then A_IJ = -A_II T_J. One 4-wide
   //    strip (row r, columns c4..c4+3 of block J) per thread.
-  // [16][48]; D = 128 keeps it in k's space, dead after L (4 blocks per SM fit then).
-  float* Ts = kStoresA<D> ? reinterpret_cast<float*>(sm.k) : sm.u.s.T;
+  float* Ts = sm.u.s.T;  // [16][48]
 #pragma unroll
   for (int I = 1; I < 4; ++I) {
     const int J = tid / 64, r = (tid / 4) % 16, c4 = 4 * (tid % 4);
@@ -271,19 +261,7 @@ __global__ void __launch_bounds__(kThreads, kStoresA<D> ? 4
     const float2 x = *reinterpret_cast<const float2*>(As + i * LS + j);
     ar[r] = make_float2(j <= i ? x.x : 0.f, j + 1 <= i ? x.y : 0.f);
   }
-  if constexpr (kStoresA<D>) {
-    // A_s = A diag(beta) -> b.w rows [hi (64) | lo (64)]: per warp one row's 128 + 128 bytes.
-#pragma unroll
-    for (int r = 0; r < kPairs; ++r) {
-      const int p = tid + r * kThreads, i = p / (C / 2), j = 2 * (p % (C / 2));
-      if (i >= len) continue;
-      const float a0 = ar[r].x * sm.beta[j], a1 = ar[r].y * sm.beta[j + 1];
-      const uint32_t hi = pack2<E>(a0, a1);
-      uint32_t* row = reinterpret_cast<uint32_t*>(b.w + ((t0 + i) * HV + hv) * D + j);
-      row[0] = hi;
-      row[C / 2] = residual2<E>(a0, a1, hi);
-    }
-  } else {  // D = 64: w and u
+  {  // w and u
     __syncthreads();
 #pragma unroll
     for (int r = 0; r < kPairs; ++r) {
@@ -361,9 +339,7 @@ void launch_fwd_prep(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s)
   if (b.pl.max_chunks == 0) return;
   const unsigned blocks = grid_1d(b.pl.max_chunks * b.HV, 1);
   const GateArgs ga = make_gates(f);
-  if constexpr (kStoresA<D>)  // (reads no v)
-    launch<D, E, true>(b, f, s, blocks, ga);
-  else if (rows_in_16_byte_pieces(f.v))
+  if (rows_in_16_byte_pieces(f.v))
     launch<D, E, true>(b, f, s, blocks, ga);
   else
     launch<D, E, false>(b, f, s, blocks, ga);
@@ -371,9 +347,7 @@ void launch_fwd_prep(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s)
 }
 
 template void launch_fwd_prep<64>(const FastBufs<__nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
-template void launch_fwd_prep<128>(const FastBufs<__nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
 template void launch_fwd_prep<64>(const FastBufs<__half>&, const ForwardArgs&, cudaStream_t);
-template void launch_fwd_prep<128>(const FastBufs<__half>&, const ForwardArgs&, cudaStream_t);
 
 }  // namespace cuda
 }  // namespace gdn

@@ -35,6 +35,13 @@ __device__ __forceinline__ void stsm_x4_t(uint32_t addr, uint32_t r0, uint32_t r
                "r"(r2), "r"(r3)
                : "memory");
 }
+// A warp's 8x8 b16 matrix fragment (lane l: row l / 4, elements 2 (l % 4) and 2 (l % 4) + 1)
+// transposed, in the same layout: turns an mma accumulator's A fragments into B fragments.
+__device__ __forceinline__ uint32_t movmatrix_t(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
 // Whether the 16-bit tensor-core operand type T (__nv_bfloat16 or __half) is fp16: the wrappers
 // below (and in wgmma.cuh) pick the instruction's .f16 or .bf16 operand type from it. Both have the
 // same fragment layouts, so only the type string differs.

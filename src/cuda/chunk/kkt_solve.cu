@@ -1,0 +1,329 @@
+// fwd_prep for D = 128 on the tensor cores: per (chunk, value head), in parallel over all chunks,
+// the gates and G = chunk-local cumsum (fp64), k's inverse l2 norms r (from the diagonal of the
+// Gram matrix k k^T, which the tensor cores form anyway), L and
+//   A_s = (I + L)^-1 diag(beta),   L_ij = beta_i r_i r_j (k_i . k_j) exp(G_i - G_j) for j < i,
+// stored as hi + lo rows in E (b.w [T, HV, 128]: row i = [hi (64) | lo (64)]) for the wgmma chain,
+// which applies it to v - diag(exp(G) r) k S (fwd_h_wgmma.cu). Writes G and r as fwd_prep.cu does.
+//
+// One block of 4 warps per (chunk, value head). Warp m owns rows [16 m, 16 m + 16) of every 64 x 64
+// matrix, as 16 x 16 blocks: fp32 in mma accumulator layout, or bf16 hi + lo operand fragments.
+//   1. the Gram blocks k_m k_j^T (j <= m) with mma.sync from k in shared memory; L's blocks scaled
+//      in registers;
+//   2. the diagonal blocks D_m = (I + L_mm)^-1 by forward substitution in fp32 (one column per
+//      lane; a product form such as (I - N)(I + N^2)... cancels large powers of N and loses
+//      accuracy when keys repeat), all four at once;
+//   3. the off-diagonal blocks by block rows, X_mj = -D_m sum_{j <= k < m} L_mk X_kj, every
+//      product on the tensor cores; the k = j terms (X_jj = D_j) run while earlier rows finish,
+//      and blocks cross warps through shared memory (3 barriers).
+// Each product runs in three bf16 passes (hi hi + lo hi + hi lo, fp32 accumulation): operands carry
+// ~17 significand bits (hi + lo), so a product is good to ~2^-17 relative, the precision A_s is
+// stored with. fwd_prep.cu's scalar solve (D = 64) ran through shared memory and was L1-bound.
+#include "cuda/chunk/fwd_fast.cuh"
+
+namespace gdn {
+namespace cuda {
+namespace {
+
+constexpr int C = kChunkSize;  // 64
+constexpr int D = 128;
+constexpr int kThreads = 128;
+using bf16 = __nv_bfloat16;
+
+template <typename E>
+struct SolveSmem {
+  static constexpr int SK = D + 8;  // 16-bit row strides (+16 bytes: ldmatrix without conflicts)
+  static constexpr int SX = C + 8;
+  static constexpr int SD = 16 + 4;  // fp32 diagonal blocks
+  union alignas(16) {
+    E k[C * SK];  // [C][D] k (step 1 only)
+    struct {
+      bf16 hi[C * SX], lo[C * SX];  // [C][C] the solved blocks X_mj (hi + lo), for other warps
+      float diag[4][16 * SD];       // per warp: L_mm, then D_m (fp32)
+    } x;
+  } u;
+  double G[C];  // fp64: G_i - G_j keeps its small decays even after a huge one
+  float beta[C];
+  float rk[C];  // inverse l2 norms of k's rows (1 without l2norm)
+};
+
+// A 16 x 16 block as bf16 hi + lo fragments: the A operand layout of mma.m16n8k16 (row r, pair of
+// columns: h[0] (g, 2t), h[1] (g + 8, 2t), h[2] (g, 2t + 8), h[3] (g + 8, 2t + 8)), or the B layout
+// of two n-tiles (h[0..1] columns 0..7, h[2..3] columns 8..15), as frag_b_kn returns.
+struct Frag {
+  uint32_t h[4], l[4];
+};
+// An accumulator block c[nt][e] = X[g + 8 (e / 2)][8 nt + 2 t + e % 2] as A fragments.
+__device__ __forceinline__ Frag split(const float (&c)[2][4]) {
+  Frag f;
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const float x0 = c[r / 2][2 * (r % 2)], x1 = c[r / 2][2 * (r % 2) + 1];
+    f.h[r] = pack_bf16(x0, x1);
+    f.l[r] = residual2<bf16>(x0, x1, f.h[r]);
+  }
+  return f;
+}
+// The A fragments of X as the B fragments of X (X the right operand): each 8 x 8 quarter transposed
+// in registers (quarter (R, Q) of X is register 2 Q + R in both layouts).
+__device__ __forceinline__ Frag as_b(const Frag& a) {
+  Frag f;
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    f.h[r] = movmatrix_t(a.h[r]);
+    f.l[r] = movmatrix_t(a.l[r]);
+  }
+  return f;
+}
+// acc += A B for 16 x 16 blocks, in three passes (the lo lo term is below the operands' precision).
+__device__ __forceinline__ void mma3(float (&acc)[2][4], const Frag& a, const Frag& b) {
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    mma16<bf16>(acc[nt], a.h, b.h[2 * nt], b.h[2 * nt + 1]);
+    mma16<bf16>(acc[nt], a.l, b.h[2 * nt], b.h[2 * nt + 1]);
+    mma16<bf16>(acc[nt], a.h, b.l[2 * nt], b.l[2 * nt + 1]);
+  }
+}
+__device__ __forceinline__ void zero(float (&acc)[2][4]) {
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
+}
+
+template <typename E>
+__global__ void __launch_bounds__(kThreads) chunk_kkt_solve_kernel(FastBufs<E> b, GateArgs ga) {
+  extern __shared__ __align__(16) char smem_raw[];
+  using S = SolveSmem<E>;
+  constexpr int SK = S::SK, SX = S::SX, SD = S::SD;
+  S& sm = *reinterpret_cast<S*>(smem_raw);
+  const int HV = b.HV;
+  const int64_t gc = blockIdx.x / HV;
+  const int hv = blockIdx.x % HV;
+  const int hk = hv / (HV / b.H);
+  if (b.ready && threadIdx.x == 0) b.ready[blockIdx.x] = 0;  // fwd_h counts from here
+  int64_t n, t0;
+  int len;
+  if (!chunk_info(b.pl, gc, n, t0, len)) return;
+  const int tid = threadIdx.x, m = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+
+  // k rows, zero-filled past the sequence's end.
+  for (int e = tid; e < C * D / 8; e += kThreads) {
+    const int i = e / (D / 8), c8 = (e % (D / 8)) * 8;
+    const bool ok = i < len;
+    cp_async16(&sm.u.k[i * SK + c8], b.k + (t0 + (ok ? i : 0)) * b.k_st + hk * b.k_sh + c8, ok ? 16 : 0);
+  }
+  cp_async_commit();
+
+  // Gates and the inclusive cumsum over the chunk (warps 0 and 1, shuffle scan).
+  if (tid < C) {
+    float gg = 0.f, be = 0.f;
+    if (tid < len) load_gates(ga, t0 + tid, hv, gg, be);
+    double x = gg;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const double y = __shfl_up_sync(0xffffffffu, x, o);
+      if (lane >= o) x += y;
+    }
+    sm.G[tid] = x;  // per-warp inclusive scan
+    sm.beta[tid] = be;
+  }
+  __syncthreads();
+  if (tid >= 32 && tid < C) sm.G[tid] += sm.G[31];
+  cp_async_wait<0>();
+  __syncthreads();
+  if (tid < len) b.Gt[int64_t(hv) * b.T + t0 + tid] = sm.G[tid];
+
+  // 1. Gram blocks (m, j), j <= m: k_m k_j^T.
+  float acc[4][2][4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) zero(acc[j]);
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks) {
+    uint32_t a[4];
+    frag_a(sm.u.k, SK, 16 * m, 16 * ks, a);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (j > m) break;
+      uint32_t bb[4];
+      frag_b_nk(sm.u.k, SK, 16 * j, 16 * ks, bb);
+      mma16<E>(acc[j][0], a, bb[0], bb[1]);
+      mma16<E>(acc[j][1], a, bb[2], bb[3]);
+    }
+  }
+  // The diagonal of block (m, m): rows g and g + 8 sit in lane t = g / 2 (elements e = g % 2 and
+  // 2 + g % 2): r_i = (|k_i|^2 + eps)^-1/2. The first value head of each q/k head writes them.
+  {
+    float d0 = 0.f, d1 = 0.f;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (j == m) {
+        d0 = (g & 1) ? acc[j][0][1] : acc[j][0][0];
+        d1 = (g & 1) ? acc[j][1][3] : acc[j][1][2];
+      }
+    if (t == g / 2) {
+      const int i0 = 16 * m + g, i1 = i0 + 8;
+      const float r0 = b.l2norm ? rsqrtf(d0 + float(spec::kL2NormEps)) : 1.f;
+      const float r1 = b.l2norm ? rsqrtf(d1 + float(spec::kL2NormEps)) : 1.f;
+      sm.rk[i0] = r0;
+      sm.rk[i1] = r1;
+      if (hv % (HV / b.H) == 0) {
+        if (i0 < len) b.rk[int64_t(hk) * b.T + t0 + i0] = r0;
+        if (i1 < len) b.rk[int64_t(hk) * b.T + t0 + i1] = r1;
+      }
+    }
+  }
+  __syncthreads();  // S1: r complete; k dead (its space becomes x)
+
+  // L's blocks in registers: rows i = 16 m + g + 8 h, columns j = 16 jb + 8 nt + 2 t + e.
+  const float* rk = sm.rk;
+  const double Gi[2] = {sm.G[16 * m + g], sm.G[16 * m + g + 8]};
+  const float bri[2] = {sm.beta[16 * m + g] * rk[16 * m + g], sm.beta[16 * m + g + 8] * rk[16 * m + g + 8]};
+#pragma unroll
+  for (int jb = 0; jb < 4; ++jb) {
+    if (jb > m) break;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int h = e / 2, i = 16 * m + g + 8 * h, j = 16 * jb + 8 * nt + 2 * t + (e % 2);
+        // Mask before exponentiating: G_i - G_j > 0 (overflow) for j > i.
+        acc[jb][nt][e] = j < i ? bri[h] * rk[j] * acc[jb][nt][e] * __expf(float(Gi[h] - sm.G[j])) : 0.f;
+      }
+  }
+  Frag Lf[3];  // L_mj, j < m, as A fragments
+#pragma unroll
+  for (int jb = 0; jb < 3; ++jb)
+    if (jb < m) Lf[jb] = split(acc[jb]);
+
+  // A_s's rows of this warp leave block by block: X_mj diag(beta) as hi + lo in E (j > m: zeros).
+  E* const out_row0 = b.w + ((t0 + 16 * m + g) * HV + hv) * D;
+  auto out_block = [&](const float(&x)[2][4], int jb) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (16 * m + g + 8 * h >= len) continue;
+      uint32_t* row = reinterpret_cast<uint32_t*>(out_row0 + int64_t(8 * h) * HV * D);
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const int j = 16 * jb + 8 * nt + 2 * t;
+        const float a0 = x[nt][2 * h] * sm.beta[j], a1 = x[nt][2 * h + 1] * sm.beta[j + 1];
+        const uint32_t hi = pack2<E>(a0, a1);
+        row[j / 2] = hi;
+        row[C / 2 + j / 2] = residual2<E>(a0, a1, hi);
+      }
+    }
+  };
+  auto store_x = [&](const Frag& f, int ib, int jb) {  // X_ib,jb for other warps (stmatrix)
+    const int r = 16 * ib + lane % 8 + ((lane / 8) % 2) * 8, c = 16 * jb + (lane / 16) * 8;
+    stsm_x4(smem_u32(&sm.u.x.hi[r * SX + c]), f.h[0], f.h[1], f.h[2], f.h[3]);
+    stsm_x4(smem_u32(&sm.u.x.lo[r * SX + c]), f.l[0], f.l[1], f.l[2], f.l[3]);
+  };
+  auto load_b = [&](int kb, int jb) {  // X_kb,jb as the B operand
+    Frag f;
+    frag_b_kn(sm.u.x.hi, SX, 16 * jb, 16 * kb, f.h);
+    frag_b_kn(sm.u.x.lo, SX, 16 * jb, 16 * kb, f.l);
+    return f;
+  };
+
+  // 2. D_m = (I + L_mm)^-1: lane c solves column c % 16 by forward substitution in fp32 (the
+  //    diagonal inside the block stays 1, the part above it 0).
+  float* Ld = sm.u.x.diag[m];
+#pragma unroll
+  for (int jb = 0; jb < 4; ++jb)
+    if (jb == m)
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          *reinterpret_cast<float2*>(&Ld[(g + 8 * h) * SD + 8 * nt + 2 * t]) =
+              make_float2(acc[jb][nt][2 * h], acc[jb][nt][2 * h + 1]);
+  __syncwarp();
+  {
+    const int c = lane % 16;
+    float x[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) x[i] = i == c ? 1.f : 0.f;
+#pragma unroll
+    for (int i = 1; i < 16; ++i) {
+      float s = 0.f;
+#pragma unroll
+      for (int j = 0; j < i; ++j) s = fmaf(Ld[i * SD + j], x[j], s);
+      if (i > c) x[i] = -s;
+    }
+    __syncwarp();  // every lane has read L_mm
+    if (lane < 16)
+#pragma unroll
+      for (int i = 0; i < 16; ++i) Ld[i * SD + c] = x[i];
+    __syncwarp();
+  }
+  float dm[2][4];  // D_m
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float2 v = *reinterpret_cast<const float2*>(&Ld[(g + 8 * h) * SD + 8 * nt + 2 * t]);
+      dm[nt][2 * h] = v.x;
+      dm[nt][2 * h + 1] = v.y;
+    }
+  const Frag Df = split(dm);
+  store_x(Df, m, m);
+  out_block(dm, m);
+  {
+    float zeros[2][4];
+    zero(zeros);
+#pragma unroll
+    for (int jb = 1; jb < 4; ++jb)
+      if (jb > m) out_block(zeros, jb);
+  }
+  __syncthreads();  // S2: D_0 .. D_3 in x
+
+  // 3. Block rows: T_mj = sum_{j <= k < m} L_mk X_kj, X_mj = -D_m T_mj. The k = j terms first
+  //    (D_j is there), then X_10 (S3), then X_20 and X_21 (S4).
+  float T[3][2][4];
+#pragma unroll
+  for (int jb = 0; jb < 3; ++jb) {
+    zero(T[jb]);
+    if (jb < m) mma3(T[jb], Lf[jb], load_b(jb, jb));
+  }
+  auto finish = [&](const float(&tj)[2][4], int jb) {  // X_mj: out, and into x for later rows
+    float xm[2][4];
+    zero(xm);
+    mma3(xm, Df, as_b(split(tj)));
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) xm[nt][e] = -xm[nt][e];
+    out_block(xm, jb);
+    if (m < 3) store_x(split(xm), m, jb);
+  };
+  if (m == 1) finish(T[0], 0);
+  if (m == 3) finish(T[2], 2);
+  __syncthreads();  // S3: X_10 in x
+  if (m >= 2) mma3(T[0], Lf[1], load_b(1, 0));
+  if (m == 2) {
+    finish(T[0], 0);
+    finish(T[1], 1);
+  }
+  __syncthreads();  // S4: X_20, X_21 in x
+  if (m == 3) {
+    mma3(T[0], Lf[2], load_b(2, 0));
+    mma3(T[1], Lf[2], load_b(2, 1));
+    finish(T[0], 0);
+    finish(T[1], 1);
+  }
+}
+
+}  // namespace
+
+template <typename E>
+void launch_kkt_solve(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s) {
+  if (b.pl.max_chunks == 0) return;
+  const size_t smem = sizeof(SolveSmem<E>);  // 24 KB: 4 blocks per SM by registers
+  chunk_kkt_solve_kernel<E><<<grid_1d(b.pl.max_chunks * b.HV, 1), kThreads, smem, s>>>(b, make_gates(f));
+  GDN_CUDA_LAUNCH_CHECK("chunk_kkt_solve_kernel");
+}
+
+template void launch_kkt_solve(const FastBufs<__nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
+template void launch_kkt_solve(const FastBufs<__half>&, const ForwardArgs&, cudaStream_t);
+
+}  // namespace cuda
+}  // namespace gdn
