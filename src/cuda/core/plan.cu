@@ -7,31 +7,45 @@ namespace gdn {
 namespace cuda {
 namespace {
 
-constexpr int kPlanThreads = 1024;
+constexpr int kPlanThreads = 1024;  // 32 warps
 
-// Inclusive block scan of one value per thread (op: max or sum), Hillis-Steele in shared memory.
+// Block scan of one value per thread (op: max or sum; every value >= 0, so 0 is the identity of
+// both): shuffles within each warp, then one warp scans the 32 warp totals (`part`, 32 entries in
+// shared memory). Returns the inclusive scan; `excl` gets the exclusive one. Three barriers.
 template <bool kMax>
-__device__ int64_t block_scan_incl(int64_t x, int64_t* sh) {
-  const int tid = threadIdx.x;
-  sh[tid] = x;
-  __syncthreads();
-  for (int off = 1; off < kPlanThreads; off <<= 1) {
-    const int64_t y = tid >= off ? sh[tid - off] : (kMax ? INT64_MIN : 0);
-    __syncthreads();
-    if (kMax)
-      x = x > y ? x : y;
-    else
-      x += y;
-    sh[tid] = x;
-    __syncthreads();
+__device__ int64_t block_scan(int64_t x, int64_t* part, int64_t& excl) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  auto op = [](int64_t a, int64_t b) { return kMax ? (a > b ? a : b) : a + b; };
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int64_t y = __shfl_up_sync(0xffffffffu, x, o);
+    if (lane >= o) x = op(x, y);
   }
-  return x;
+  int64_t before = __shfl_up_sync(0xffffffffu, x, 1);  // the warp's exclusive scan (lane 0: none)
+  if (lane == 31) part[warp] = x;
+  __syncthreads();
+  if (warp == 0) {
+    int64_t p = part[lane];
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int64_t y = __shfl_up_sync(0xffffffffu, p, o);
+      if (lane >= o) p = op(p, y);
+    }
+    part[lane] = p;
+  }
+  __syncthreads();
+  const int64_t prefix = warp > 0 ? part[warp - 1] : 0;
+  excl = lane > 0 ? op(before, prefix) : prefix;
+  __syncthreads();  // part can be reused
+  return op(x, prefix);
 }
 
-// One block: bounds[0..N] and chunk_off[0..N]. Each thread owns a contiguous range of sequences.
+// One block, one launch: bounds[0..N], chunk_off[0..N] and chunk_seq[0..max_chunks). Each thread
+// owns a contiguous range [lo, hi) of the N + 1 boundaries.
 __global__ void __launch_bounds__(kPlanThreads)
-    plan_bounds_kernel(const void* cu, IndexType cu_type, int64_t T, int64_t N, int64_t* bounds, int64_t* chunk_off) {
-  __shared__ int64_t sh[kPlanThreads];
+    plan_kernel(const void* cu, IndexType cu_type, int64_t T, int64_t N, int64_t max_chunks, int64_t* bounds,
+                int64_t* chunk_off, int32_t* chunk_seq) {
+  __shared__ int64_t part[32];
   const int64_t items = N + 1;
   const int64_t per = (items + kPlanThreads - 1) / kPlanThreads;
   const int64_t lo = threadIdx.x * per;
@@ -41,46 +55,53 @@ __global__ void __launch_bounds__(kPlanThreads)
     int64_t b = cu ? load_index(cu, cu_type, n) : n * fixed_len;
     return b < 0 ? int64_t(0) : (b > T ? T : b);
   };
-  // Pass 1: running max so the boundaries never decrease.
+  auto chunks = [](int64_t b0, int64_t b1) { return (b1 - b0 + kChunkSize - 1) / kChunkSize; };
+  // Pass 1: the boundaries made monotone by a running max, from the ranges before this one.
   int64_t m = 0;
   for (int64_t n = lo; n < hi; ++n) m = m > raw(n) ? m : raw(n);
-  int64_t incl = block_scan_incl<true>(m, sh);  // leaves each thread's inclusive max in sh
-  int64_t run = threadIdx.x > 0 ? sh[threadIdx.x - 1] : 0;
-  __syncthreads();
-  for (int64_t n = lo; n < hi; ++n) {
-    const int64_t b = raw(n);
-    run = run > b ? run : b;
-    bounds[n] = run;
-  }
-  __syncthreads();
-  // Pass 2: chunk counts, exclusive prefix sum.
+  int64_t run;
+  const int64_t run_end = block_scan<true>(m, part, run);
+  // Pass 2: chunk counts (the boundary after this range, bounds[hi], is max(run_end, raw(hi))),
+  // their exclusive prefix sum.
   int64_t cnt = 0;
-  for (int64_t n = lo; n < hi && n < N; ++n) cnt += (bounds[n + 1] - bounds[n] + kChunkSize - 1) / kChunkSize;
-  incl = block_scan_incl<false>(cnt, sh);
-  int64_t off = incl - cnt;
+  {
+    int64_t b = run;
+    for (int64_t n = lo; n < hi; ++n) {
+      const int64_t r = raw(n);
+      const int64_t bn = b > r ? b : r;
+      bounds[n] = bn;
+      if (n > lo) cnt += chunks(b, bn);
+      b = bn;
+    }
+    if (hi > lo && hi < items) {
+      const int64_t r = raw(hi);
+      cnt += chunks(b, run_end > r ? run_end : r);
+    }
+  }
+  int64_t off;
+  block_scan<false>(cnt, part, off);
   for (int64_t n = lo; n < hi; ++n) {
     chunk_off[n] = off;
-    if (n < N) off += (bounds[n + 1] - bounds[n] + kChunkSize - 1) / kChunkSize;
+    if (n + 1 < hi) off += chunks(bounds[n], bounds[n + 1]);  // this thread's own stores
   }
-}
-
-// chunk_seq[gc]: the sequence n with chunk_off[n] <= gc < chunk_off[n + 1], or -1.
-__global__ void plan_chunks_kernel(const int64_t* chunk_off, int64_t N, int64_t max_chunks, int32_t* chunk_seq) {
-  const int64_t gc = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (gc >= max_chunks) return;
-  if (gc >= chunk_off[N]) {
-    chunk_seq[gc] = -1;
-    return;
+  __syncthreads();  // chunk_off complete (global memory, visible to the block after the barrier)
+  // Pass 3: chunk_seq[gc] = the sequence n with chunk_off[n] <= gc < chunk_off[n + 1], or -1.
+  const int64_t total = chunk_off[N];
+  for (int64_t gc = threadIdx.x; gc < max_chunks; gc += kPlanThreads) {
+    if (gc >= total) {
+      chunk_seq[gc] = -1;
+      continue;
+    }
+    int64_t a = 0, z = N;  // answer in [a, z)
+    while (z - a > 1) {
+      const int64_t mid = (a + z) / 2;
+      if (chunk_off[mid] <= gc)
+        a = mid;
+      else
+        z = mid;
+    }
+    chunk_seq[gc] = static_cast<int32_t>(a);
   }
-  int64_t lo = 0, hi = N;  // answer in [lo, hi)
-  while (hi - lo > 1) {
-    const int64_t mid = (lo + hi) / 2;
-    if (chunk_off[mid] <= gc)
-      lo = mid;
-    else
-      hi = mid;
-  }
-  chunk_seq[gc] = static_cast<int32_t>(lo);
 }
 
 }  // namespace
@@ -101,14 +122,9 @@ Plan build_plan(const Problem& p, void* ws, cudaStream_t stream) {
   pl.chunk_off = chunk_off;
   pl.chunk_seq = chunk_seq;
   pl.num_seqs = p.num_seqs;
-  plan_bounds_kernel<<<1, kPlanThreads, 0, stream>>>(p.cu_seqlens, p.cu_seqlens_type, p.num_tokens, p.num_seqs, bounds,
-                                                     chunk_off);
-  GDN_CUDA_LAUNCH_CHECK("plan_bounds_kernel");
-  if (pl.max_chunks > 0) {
-    plan_chunks_kernel<<<grid_1d(pl.max_chunks, 256), 256, 0, stream>>>(chunk_off, p.num_seqs, pl.max_chunks,
-                                                                        chunk_seq);
-    GDN_CUDA_LAUNCH_CHECK("plan_chunks_kernel");
-  }
+  plan_kernel<<<1, kPlanThreads, 0, stream>>>(p.cu_seqlens, p.cu_seqlens_type, p.num_tokens, p.num_seqs, pl.max_chunks,
+                                              bounds, chunk_off, chunk_seq);
+  GDN_CUDA_LAUNCH_CHECK("plan_kernel");
   return pl;
 }
 
