@@ -33,12 +33,14 @@ template <typename E>
 struct SolveSmem {
   static constexpr int SK = D + 8;  // 16-bit row strides (+16 bytes: ldmatrix without conflicts)
   static constexpr int SX = C + 8;
-  static constexpr int SD = 16 + 4;  // fp32 diagonal blocks
+  static constexpr int SD = 16 + 4;     // fp32 diagonal blocks (rows of float4)
+  static constexpr int SO = 2 * C + 8;  // A_s's output rows [hi 64 | lo 64] in E
   union alignas(16) {
     E k[C * SK];  // [C][D] k (step 1 only)
     struct {
       bf16 hi[C * SX], lo[C * SX];  // [C][C] the solved blocks X_mj (hi + lo), for other warps
       float diag[4][16 * SD];       // per warp: L_mm, then D_m (fp32)
+      E out[C * SO];                // [C][2 C] A_s's rows, staged for 16-byte stores (per warp its 16)
     } x;
   } u;
   double G[C];  // fp64: G_i - G_j keeps its small decays even after a huge one
@@ -195,22 +197,21 @@ __global__ void __launch_bounds__(kThreads) chunk_kkt_solve_kernel(FastBufs<E> b
   for (int jb = 0; jb < 3; ++jb)
     if (jb < m) Lf[jb] = split(acc[jb]);
 
-  // A_s's rows of this warp leave block by block: X_mj diag(beta) as hi + lo in E (j > m: zeros).
-  E* const out_row0 = b.w + ((t0 + 16 * m + g) * HV + hv) * D;
+  // A_s's rows of this warp are staged block by block (X_mj diag(beta) as hi + lo in E; blocks
+  // j > m are zero) in its 16 rows of x.out, which leave at the end in 16-byte pieces.
+  const int st_row = 16 * m + lane % 8 + ((lane / 8) % 2) * 8, st_col = (lane / 16) * 8;  // stmatrix lanes
   auto out_block = [&](const float(&x)[2][4], int jb) {
+    uint32_t hi[4], lo[4];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if (16 * m + g + 8 * h >= len) continue;
-      uint32_t* row = reinterpret_cast<uint32_t*>(out_row0 + int64_t(8 * h) * HV * D);
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const int j = 16 * jb + 8 * nt + 2 * t;
-        const float a0 = x[nt][2 * h] * sm.beta[j], a1 = x[nt][2 * h + 1] * sm.beta[j + 1];
-        const uint32_t hi = pack2<E>(a0, a1);
-        row[j / 2] = hi;
-        row[C / 2 + j / 2] = residual2<E>(a0, a1, hi);
-      }
+    for (int r = 0; r < 4; ++r) {  // A-fragment order: (row g + 8 (r % 2), columns 8 (r / 2) + 2 t, + 1)
+      const int j = 16 * jb + 8 * (r / 2) + 2 * t;
+      const float a0 = x[r / 2][2 * (r % 2)] * sm.beta[j], a1 = x[r / 2][2 * (r % 2) + 1] * sm.beta[j + 1];
+      hi[r] = pack2<E>(a0, a1);
+      lo[r] = residual2<E>(a0, a1, hi[r]);
     }
+    E* row = &sm.u.x.out[st_row * S::SO + st_col + 16 * jb];
+    stsm_x4(smem_u32(row), hi[0], hi[1], hi[2], hi[3]);
+    stsm_x4(smem_u32(row + C), lo[0], lo[1], lo[2], lo[3]);
   };
   auto store_x = [&](const Frag& f, int ib, int jb) {  // X_ib,jb for other warps (stmatrix)
     const int r = 16 * ib + lane % 8 + ((lane / 8) % 2) * 8, c = 16 * jb + (lane / 16) * 8;
@@ -246,7 +247,13 @@ __global__ void __launch_bounds__(kThreads) chunk_kkt_solve_kernel(FastBufs<E> b
     for (int i = 1; i < 16; ++i) {
       float s = 0.f;
 #pragma unroll
-      for (int j = 0; j < i; ++j) s = fmaf(Ld[i * SD + j], x[j], s);
+      for (int j4 = 0; j4 < i; j4 += 4) {  // row i of L_mm in float4 pieces (broadcast)
+        const float4 l = *reinterpret_cast<const float4*>(&Ld[i * SD + j4]);
+        s = fmaf(l.x, x[j4], s);
+        if (j4 + 1 < i) s = fmaf(l.y, x[j4 + 1], s);
+        if (j4 + 2 < i) s = fmaf(l.z, x[j4 + 2], s);
+        if (j4 + 3 < i) s = fmaf(l.w, x[j4 + 3], s);
+      }
       if (i > c) x[i] = -s;
     }
     __syncwarp();  // every lane has read L_mm
@@ -267,13 +274,13 @@ __global__ void __launch_bounds__(kThreads) chunk_kkt_solve_kernel(FastBufs<E> b
   const Frag Df = split(dm);
   store_x(Df, m, m);
   out_block(dm, m);
-  {
-    float zeros[2][4];
-    zero(zeros);
 #pragma unroll
-    for (int jb = 1; jb < 4; ++jb)
-      if (jb > m) out_block(zeros, jb);
-  }
+  for (int jb = 1; jb < 4; ++jb)
+    if (jb > m) {
+      E* row = &sm.u.x.out[st_row * S::SO + st_col + 16 * jb];
+      stsm_x4(smem_u32(row), 0, 0, 0, 0);
+      stsm_x4(smem_u32(row + C), 0, 0, 0, 0);
+    }
   __syncthreads();  // S2: D_0 .. D_3 in x
 
   // 3. Block rows: T_mj = sum_{j <= k < m} L_mk X_kj, X_mj = -D_m T_mj. The k = j terms first
@@ -310,6 +317,15 @@ __global__ void __launch_bounds__(kThreads) chunk_kkt_solve_kernel(FastBufs<E> b
     finish(T[0], 0);
     finish(T[1], 1);
   }
+  // This warp's 16 rows of A_s -> b.w, 16 bytes per lane and copy (16 rows x 256 bytes).
+  __syncwarp();
+#pragma unroll
+  for (int e = lane; e < 16 * 16; e += 32) {
+    const int r = e / 16, piece = e % 16, i = 16 * m + r;
+    if (i < len)
+      *reinterpret_cast<uint4*>(b.w + ((t0 + i) * HV + hv) * D + 8 * piece) =
+          *reinterpret_cast<const uint4*>(&sm.u.x.out[i * S::SO + 8 * piece]);
+  }
 }
 
 }  // namespace
@@ -317,7 +333,7 @@ __global__ void __launch_bounds__(kThreads) chunk_kkt_solve_kernel(FastBufs<E> b
 template <typename E>
 void launch_kkt_solve(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s) {
   if (b.pl.max_chunks == 0) return;
-  const size_t smem = sizeof(SolveSmem<E>);  // 24 KB: 4 blocks per SM by registers
+  const size_t smem = sizeof(SolveSmem<E>);  // 41 KB: 5 blocks per SM (also by registers)
   chunk_kkt_solve_kernel<E><<<grid_1d(b.pl.max_chunks * b.HV, 1), kThreads, smem, s>>>(b, make_gates(f));
   GDN_CUDA_LAUNCH_CHECK("chunk_kkt_solve_kernel");
 }
