@@ -58,7 +58,7 @@ struct FastBufs {
   const E* v;  // [T, HV, D] (token stride v_st, head stride v_sh)
   int64_t v_st, v_sh;
   bool l2norm;
-  float* rk;   // [H, T] inverse l2 norms of k's rows (written by fwd_prep; 1 without l2norm)
+  float* rk;   // [H, T] inverse l2 norms of k's rows (written by fwd_prep or kkt_solve; 1 without l2norm)
   double* Gt;  // [HV, T] chunk-local cumsum (fp64), head-major (contiguous per chunk)
   E* w;        // [T, HV, D]: D = 64: w; D = 128: A_s = (I + L)^-1 diag(beta), row i of each chunk
                // = [hi (64) | lo (64)] in E (the chain applies it: fwd_h_wgmma.cu)
@@ -68,7 +68,7 @@ struct FastBufs {
                // D = 128: images [max_chunks, HV, 2, 128, 64] (fwd_h_image)
   // Chunk-level hand-off from fwd_h to fwd_o, which then run at the same time (fwd_o launched
   // with programmatic dependent launch): ready[gc * HV + hv] counts the V slices of (chunk gc, head
-  // hv) whose h and v_new fwd_h has stored; fwd_o's block waits for ready_count. fwd_prep zeroes
+  // hv) whose h and v_new fwd_h has stored; fwd_o's block waits for ready_count. The prep kernel zeroes
   // it. Null: fwd_h does not signal, fwd_o runs after it in stream order.
   int* ready;  // [max_chunks, HV]
   int ready_count;

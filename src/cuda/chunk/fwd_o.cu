@@ -1,7 +1,7 @@
 // fwd_o: per (chunk, value head), in parallel over all chunks:
 //   o_i = scale (exp(G_i) q_i^T h_c + sum_{j <= i} (q_i . k_j) exp(G_i - G_j) v_new_j)
 // with l2norm, q_i and k_j are the raw rows and their inverse norms rq_i (computed here) and
-// rk_j (fwd_prep's) scale the products in fp32.
+// rk_j (the prep kernel's) scale the products in fp32.
 // Three mma products per block (q k^T, q h_c, P v_new), operands of type E (the input dtype, bf16
 // or fp16) in shared memory; P is split into hi + lo parts (two passes) so that only h and v_new
 // carry a rounding to E (q and k are the inputs' exact values). o is written in E.
