@@ -116,21 +116,8 @@ __global__ void __launch_bounds__(kThreads) chunk_kkt_solve_kernel(FastBufs<E> b
   }
   cp_async_commit();
 
-  // Gates and the inclusive cumsum over the chunk (warps 0 and 1, shuffle scan).
-  if (tid < C) {
-    float gg = 0.f, be = 0.f;
-    if (tid < len) load_gates(ga, t0 + tid, hv, gg, be);
-    double x = gg;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const double y = __shfl_up_sync(0xffffffffu, x, o);
-      if (lane >= o) x += y;
-    }
-    sm.G[tid] = x;  // per-warp inclusive scan
-    sm.beta[tid] = be;
-  }
-  __syncthreads();
-  if (tid >= 32 && tid < C) sm.G[tid] += sm.G[31];
+  // Gates and the inclusive cumsum over the chunk.
+  chunk_gates_cumsum(ga, t0, len, hv, sm.G, sm.beta);
   cp_async_wait<0>();
   __syncthreads();
   if (tid < len) b.Gt[int64_t(hv) * b.T + t0 + tid] = sm.G[tid];

@@ -110,6 +110,29 @@ __device__ __forceinline__ void load_gates(const GateArgs& ga, int64_t t, int hv
   }
 }
 
+// The gates of a chunk's rows t0 .. t0 + len - 1 (g = beta = 0 past len) and G = their inclusive
+// cumsum in fp64, into shared memory G[0 .. 64), beta[0 .. 64), by threads 0 .. 63 (two warps,
+// shuffle scans) of a block of at least 64; every thread of the block calls it. G is complete after
+// the caller's next barrier.
+__device__ __forceinline__ void chunk_gates_cumsum(const GateArgs& ga, int64_t t0, int len, int hv, double* G,
+                                                   float* beta) {
+  const int tid = threadIdx.x, lane = tid % 32;
+  if (tid < kChunkSize) {
+    float gg = 0.f, be = 0.f;
+    if (tid < len) load_gates(ga, t0 + tid, hv, gg, be);
+    double x = gg;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const double y = __shfl_up_sync(0xffffffffu, x, o);
+      if (lane >= o) x += y;
+    }
+    G[tid] = x;  // per-warp inclusive scan
+    beta[tid] = be;
+  }
+  __syncthreads();
+  if (tid >= 32 && tid < kChunkSize) G[tid] += G[31];
+}
+
 // Gate arguments of a forward call (decode and prefill share them).
 inline GateArgs make_gates(const ForwardArgs& f) {
   GateArgs g;
