@@ -189,6 +189,7 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   const bool explicit_cfg = variant != PrefillVariant::kDefault && variant != PrefillVariant::kCheckpoints;
   if (explicit_cfg) cfg.overlap_o = false;
   if (variant == PrefillVariant::kFusedO) cfg.fuse_o = true;
+  if (variant == PrefillVariant::kBeside) set_beside(cfg);
   const float med = graph_median_ms(in.st, 20, [&] {
     if (explicit_cfg)
       cuda::fast_forward(f, ex, cfg);

@@ -72,6 +72,12 @@ struct FastBufs {
   // it. Null: fwd_h does not signal, fwd_o runs after it in stream order.
   int* ready;  // [max_chunks, HV]
   int ready_count;
+#if GDN_EXPERIMENTAL
+  // cfg.prep_beside_chain (experimental): prep_ready[gc] counts the value heads of chunk gc whose
+  // A_s, G and r the prep kernel has stored; the chain waits for HV before loading the chunk.
+  // Null otherwise. (Every file that includes this one is built with the same GDN_EXPERIMENTAL.)
+  int* prep_ready;  // [max_chunks]
+#endif
 };
 
 // D = 128 (the wgmma chain): h_c and v_new leave the chain as images of its shared-memory staging,
@@ -99,6 +105,10 @@ void launch_fwd_prep(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s)
 // fwd_prep for D = 128 on the tensor cores (kkt_solve.cu): G, r and A_s only.
 template <typename E>
 void launch_kkt_solve(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s);
+// The same as `blocks` persistent blocks beside the chain (cfg.prep_beside_chain; GDN_EXPERIMENTAL
+// builds): the chain is launched next, as its programmatic dependent, and waits on b.prep_ready.
+template <typename E>
+void launch_kkt_solve_beside(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s, int blocks);
 template <int D, typename E>
 void launch_fwd_o(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s);
 // fwd_h for D = 64 on mma.sync: one block per (sequence, value head, cfg.fwd_h_slice_width-wide V

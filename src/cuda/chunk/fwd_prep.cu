@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
   }
 
   // Gates and the inclusive cumsum over the chunk.
-  chunk_gates_cumsum(ga, t0, len, hv, sm.G, sm.beta);
+  chunk_gates_cumsum(ga, t0, len, hv, sm.G, sm.beta, tid, [] { __syncthreads(); });
   __syncthreads();
   if (tid < len) b.Gt[int64_t(hv) * b.T + t0 + tid] = sm.G[tid];
   if (tid < C) sm.coef[tid] = sm.beta[tid] * expf(float(sm.G[tid]));  // w's column scaling

@@ -92,21 +92,23 @@ __device__ __forceinline__ void zero(float (&acc)[2][4]) {
     for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
 }
 
-template <typename E>
-__global__ void __launch_bounds__(kThreads) chunk_kkt_solve_kernel(FastBufs<E> b, GateArgs ga) {
-  extern __shared__ __align__(16) char smem_raw[];
+// One item (chunk gc, value head hv), item = gc HV + hv, by 128 threads tid = 0 .. 127 (a whole
+// block, or one group of the persistent kernel's) whose barrier is `sync`. Returns whether the
+// chunk exists; its A_s rows, G and r are then stored once every thread of the group has passed
+// its next barrier.
+template <typename E, typename Item, class Sync>
+__device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs& ga, SolveSmem<E>& sm, Item item,
+                                           int tid, Sync sync) {
   using S = SolveSmem<E>;
   constexpr int SK = S::SK, SX = S::SX, SD = S::SD;
-  S& sm = *reinterpret_cast<S*>(smem_raw);
   const int HV = b.HV;
-  const int64_t gc = blockIdx.x / HV;
-  const int hv = blockIdx.x % HV;
+  const int64_t gc = item / HV;
+  const int hv = item % HV;
   const int hk = hv / (HV / b.H);
-  if (b.ready && threadIdx.x == 0) b.ready[blockIdx.x] = 0;  // fwd_h counts from here
   int64_t n, t0;
   int len;
-  if (!chunk_info(b.pl, gc, n, t0, len)) return;
-  const int tid = threadIdx.x, m = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  if (!chunk_info(b.pl, gc, n, t0, len)) return false;
+  const int m = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
 
   // k rows, zero-filled past the sequence's end.
   for (int e = tid; e < C * D / 8; e += kThreads) {
@@ -117,9 +119,9 @@ __global__ void __launch_bounds__(kThreads) chunk_kkt_solve_kernel(FastBufs<E> b
   cp_async_commit();
 
   // Gates and the inclusive cumsum over the chunk.
-  chunk_gates_cumsum(ga, t0, len, hv, sm.G, sm.beta);
+  chunk_gates_cumsum(ga, t0, len, hv, sm.G, sm.beta, tid, sync);
   cp_async_wait<0>();
-  __syncthreads();
+  sync();
   if (tid < len) b.Gt[int64_t(hv) * b.T + t0 + tid] = sm.G[tid];
 
   // 1. Gram blocks (m, j), j <= m: k_m k_j^T.
@@ -161,7 +163,7 @@ __global__ void __launch_bounds__(kThreads) chunk_kkt_solve_kernel(FastBufs<E> b
       }
     }
   }
-  __syncthreads();  // S1: r complete; k dead (its space becomes x)
+  sync();  // S1: r complete; k dead (its space becomes x)
 
   // L's blocks in registers: rows i = 16 m + g + 8 h, columns j = 16 jb + 8 nt + 2 t + e.
   const float* rk = sm.rk;
@@ -268,7 +270,7 @@ __global__ void __launch_bounds__(kThreads) chunk_kkt_solve_kernel(FastBufs<E> b
       stsm_x4(smem_u32(row), 0, 0, 0, 0);
       stsm_x4(smem_u32(row + C), 0, 0, 0, 0);
     }
-  __syncthreads();  // S2: D_0 .. D_3 in x
+  sync();  // S2: D_0 .. D_3 in x
 
   // 3. Block rows: T_mj = sum_{j <= k < m} L_mk X_kj, X_mj = -D_m T_mj. The k = j terms first
   //    (D_j is there), then X_10 (S3), then X_20 and X_21 (S4).
@@ -291,13 +293,13 @@ __global__ void __launch_bounds__(kThreads) chunk_kkt_solve_kernel(FastBufs<E> b
   };
   if (m == 1) finish(T[0], 0);
   if (m == 3) finish(T[2], 2);
-  __syncthreads();  // S3: X_10 in x
+  sync();  // S3: X_10 in x
   if (m >= 2) mma3(T[0], Lf[1], load_b(1, 0));
   if (m == 2) {
     finish(T[0], 0);
     finish(T[1], 1);
   }
-  __syncthreads();  // S4: X_20, X_21 in x
+  sync();  // S4: X_20, X_21 in x
   if (m == 3) {
     mma3(T[0], Lf[2], load_b(2, 0));
     mma3(T[1], Lf[2], load_b(2, 1));
@@ -313,7 +315,42 @@ __global__ void __launch_bounds__(kThreads) chunk_kkt_solve_kernel(FastBufs<E> b
       *reinterpret_cast<uint4*>(b.w + ((t0 + i) * HV + hv) * D + 8 * piece) =
           *reinterpret_cast<const uint4*>(&sm.u.x.out[i * S::SO + 8 * piece]);
   }
+  return true;
 }
+
+template <typename E>
+__global__ void __launch_bounds__(kThreads) chunk_kkt_solve_kernel(FastBufs<E> b, GateArgs ga) {
+  extern __shared__ __align__(16) char smem_raw[];
+  if (b.ready && threadIdx.x == 0) b.ready[blockIdx.x] = 0;  // fwd_h counts from here
+  solve_item(b, ga, *reinterpret_cast<SolveSmem<E>*>(smem_raw), blockIdx.x, static_cast<int>(threadIdx.x),
+             [] { __syncthreads(); });
+}
+
+#if GDN_EXPERIMENTAL
+// cfg.prep_beside_chain (experimental, not yet run on a GPU): persistent blocks of kGroups groups
+// of 4 warps (4 x 41 KB of shared memory: one block per SM, and a chain block, 188 KB, never fits
+// beside one; 5 groups would spill at 640 threads' 96 registers), over the items in chunk-major
+// order. The chain, launched as this kernel's
+// programmatic dependent, takes the SMs these blocks leave free and waits per chunk for
+// prep_ready[gc] = HV (released here after the group's stores). No block of this kernel waits for
+// anything, so the chain's waits always end, however few SMs the device gives either grid.
+// fwd_o's counters are zeroed before this kernel (fwd_fast.cu): fwd_o may run beside it.
+constexpr int kGroups = 4;
+template <typename E>
+__global__ void __launch_bounds__(kGroups* kThreads, 1) chunk_kkt_solve_beside_kernel(FastBufs<E> b, GateArgs ga) {
+  extern __shared__ __align__(16) char smem_raw[];
+  const int grp = threadIdx.x / kThreads, tid = threadIdx.x % kThreads;
+  SolveSmem<E>& sm = reinterpret_cast<SolveSmem<E>*>(smem_raw)[grp];
+  pdl_launch_dependents();  // the chain may start now
+  auto sync = [grp] { named_barrier_sync(1 + grp, kThreads); };
+  const int64_t items = b.pl.max_chunks * b.HV;
+  for (int64_t item = int64_t(blockIdx.x) * kGroups + grp; item < items; item += int64_t(gridDim.x) * kGroups) {
+    const bool stored = solve_item(b, ga, sm, item, tid, sync);
+    sync();  // the group's stores of this item are done, and its shared memory is free again
+    if (stored && tid == 0) signal_release(b.prep_ready + item / b.HV);
+  }
+}
+#endif
 
 }  // namespace
 
@@ -327,6 +364,19 @@ void launch_kkt_solve(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s
 
 template void launch_kkt_solve(const FastBufs<__nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
 template void launch_kkt_solve(const FastBufs<__half>&, const ForwardArgs&, cudaStream_t);
+
+#if GDN_EXPERIMENTAL
+template <typename E>
+void launch_kkt_solve_beside(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s, int blocks) {
+  if (b.pl.max_chunks == 0) return;
+  const size_t smem = kGroups * sizeof(SolveSmem<E>);  // 164 KB
+  allow_smem(chunk_kkt_solve_beside_kernel<E>, smem);
+  chunk_kkt_solve_beside_kernel<E><<<blocks, kGroups * kThreads, smem, s>>>(b, make_gates(f));
+  GDN_CUDA_LAUNCH_CHECK("chunk_kkt_solve_beside_kernel");
+}
+template void launch_kkt_solve_beside(const FastBufs<__nv_bfloat16>&, const ForwardArgs&, cudaStream_t, int);
+template void launch_kkt_solve_beside(const FastBufs<__half>&, const ForwardArgs&, cudaStream_t, int);
+#endif
 
 }  // namespace cuda
 }  // namespace gdn

@@ -111,12 +111,13 @@ __device__ __forceinline__ void load_gates(const GateArgs& ga, int64_t t, int hv
 }
 
 // The gates of a chunk's rows t0 .. t0 + len - 1 (g = beta = 0 past len) and G = their inclusive
-// cumsum in fp64, into shared memory G[0 .. 64), beta[0 .. 64), by threads 0 .. 63 (two warps,
-// shuffle scans) of a block of at least 64; every thread of the block calls it. G is complete after
-// the caller's next barrier.
+// cumsum in fp64, into shared memory G[0 .. 64), beta[0 .. 64), by threads tid = 0 .. 63 (two
+// warps, shuffle scans) of a group of at least 64 threads that all call it; `sync` is the group's
+// barrier (__syncthreads for a whole block). G is complete after the caller's next barrier.
+template <class Sync>
 __device__ __forceinline__ void chunk_gates_cumsum(const GateArgs& ga, int64_t t0, int len, int hv, double* G,
-                                                   float* beta) {
-  const int tid = threadIdx.x, lane = tid % 32;
+                                                   float* beta, int tid, Sync sync) {
+  const int lane = tid % 32;
   if (tid < kChunkSize) {
     float gg = 0.f, be = 0.f;
     if (tid < len) load_gates(ga, t0 + tid, hv, gg, be);
@@ -129,7 +130,7 @@ __device__ __forceinline__ void chunk_gates_cumsum(const GateArgs& ga, int64_t t
     G[tid] = x;  // per-warp inclusive scan
     beta[tid] = be;
   }
-  __syncthreads();
+  sync();
   if (tid >= 32 && tid < kChunkSize) G[tid] += G[31];
 }
 
