@@ -176,7 +176,14 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
     f.checkpoints.every_chunks = kEvery;
     f.checkpoints.max_checkpoints = M;
   }
-  const size_t wsz = cuda::chunk_gated_delta_rule_workspace_size(in.p, 0);
+  // The library's choices, or the variant's explicit config (whose workspace may be larger).
+  cuda::ChunkForwardConfig cfg = cuda::chunk_forward_heuristics(in.p, cuda::device_props());
+  const bool explicit_cfg = variant != PrefillVariant::kDefault && variant != PrefillVariant::kCheckpoints;
+  if (explicit_cfg) cfg.overlap_o = false;
+  if (variant == PrefillVariant::kFusedO) cfg.fuse_o = true;
+  if (variant == PrefillVariant::kBeside) set_beside(cfg);
+  const size_t wsz = std::max(cuda::chunk_gated_delta_rule_workspace_size(in.p, 0),
+                              explicit_cfg ? cuda::fast_workspace_size(in.p, cfg) : size_t(0));
   void* ws;
   CK(cudaMalloc(&ws, std::max<size_t>(wsz, 1)));
   Exec ex;
@@ -184,12 +191,6 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   ex.stream = in.st;
   ex.workspace = ws;
   ex.workspace_bytes = wsz;
-  // The library's choices, or the variant's explicit config.
-  cuda::ChunkForwardConfig cfg = cuda::chunk_forward_heuristics(in.p, cuda::device_props());
-  const bool explicit_cfg = variant != PrefillVariant::kDefault && variant != PrefillVariant::kCheckpoints;
-  if (explicit_cfg) cfg.overlap_o = false;
-  if (variant == PrefillVariant::kFusedO) cfg.fuse_o = true;
-  if (variant == PrefillVariant::kBeside) set_beside(cfg);
   const float med = graph_median_ms(in.st, 20, [&] {
     if (explicit_cfg)
       cuda::fast_forward(f, ex, cfg);

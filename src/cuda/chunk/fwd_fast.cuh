@@ -77,6 +77,11 @@ struct FastBufs {
   // A_s, G and r the prep kernel has stored; the chain waits for HV before loading the chunk.
   // Null otherwise. (Every file that includes this one is built with the same GDN_EXPERIMENTAL.)
   int* prep_ready;  // [max_chunks]
+  // With it, G and r also as chunk-aligned images (written by the prep kernel), which the chain
+  // and fwd_o read by 16-byte copies that bypass L1: a 4- or 8-byte copy that allocates in L1 could
+  // bring a sector holding a neighbouring chunk's values from before the prep kernel wrote them.
+  double* Gc;  // [max_chunks, HV, 64]
+  float* rkc;  // [max_chunks, H, 64]
 #endif
 };
 

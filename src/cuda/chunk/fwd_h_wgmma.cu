@@ -193,7 +193,15 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
         pv += dv;
       }
     }
-    if (tid < kC) {
+#if GDN_EXPERIMENTAL
+    if (b.Gc) {  // beside the prep kernel: its chunk-aligned images, 16-byte copies past L1
+      if (tid < kC / 2)
+        cp_async16(&sm.G[s][2 * tid], b.Gc + ((c0 + c) * HV + hv) * kC + 2 * tid, 16);
+      else if (tid < kC / 2 + kC / 4 && b.l2norm)
+        cp_async16(&sm.rk[s][4 * (tid - kC / 2)], b.rkc + ((c0 + c) * b.H + hk) * kC + 4 * (tid - kC / 2), 16);
+    } else
+#endif
+        if (tid < kC) {
       const bool ok = tid < len;
       cp_async8(&sm.G[s][tid], b.Gt + int64_t(hv) * b.T + t0 + (ok ? tid : 0), ok ? 8 : 0);
     } else if (b.l2norm) {

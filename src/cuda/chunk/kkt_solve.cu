@@ -123,6 +123,9 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
   cp_async_wait<0>();
   sync();
   if (tid < len) b.Gt[int64_t(hv) * b.T + t0 + tid] = sm.G[tid];
+#if GDN_EXPERIMENTAL
+  if (b.Gc && tid < C) b.Gc[(gc * HV + hv) * C + tid] = sm.G[tid];  // the image (beside mode; all 64 finite)
+#endif
 
   // 1. Gram blocks (m, j), j <= m: k_m k_j^T.
   float acc[4][2][4];
@@ -160,6 +163,12 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
       if (hv % (HV / b.H) == 0) {
         if (i0 < len) b.rk[int64_t(hk) * b.T + t0 + i0] = r0;
         if (i1 < len) b.rk[int64_t(hk) * b.T + t0 + i1] = r1;
+#if GDN_EXPERIMENTAL
+        if (b.rkc) {  // the image (beside mode)
+          b.rkc[(gc * b.H + hk) * C + i0] = r0;
+          b.rkc[(gc * b.H + hk) * C + i1] = r1;
+        }
+#endif
       }
     }
   }
