@@ -74,7 +74,8 @@ struct FastBufs {
   int ready_count;
 #if GDN_EXPERIMENTAL
   // cfg.prep_beside_chain (experimental): prep_ready[gc] counts the value heads of chunk gc whose
-  // A_s, G and r the prep kernel has stored; the chain waits for HV before loading the chunk.
+  // A_s, G and r (rows, and the images below) the prep kernel has stored; the chain and fwd_o wait
+  // for HV before loading the chunk's.
   // Null otherwise. (Every file that includes this one is built with the same GDN_EXPERIMENTAL.)
   int* prep_ready;  // [max_chunks]
   // With it, G and r also as chunk-aligned images (written by the prep kernel), which the chain

@@ -194,7 +194,8 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
       }
     }
 #if GDN_EXPERIMENTAL
-    if (b.Gc) {  // beside the prep kernel: its chunk-aligned images, 16-byte copies past L1
+    if (kMode == ChainMode::kStore && b.Gc) {  // beside the prep kernel (the mode that waits for it):
+      // its chunk-aligned images, 16-byte copies past L1
       if (tid < kC / 2)
         cp_async16(&sm.G[s][2 * tid], b.Gc + ((c0 + c) * HV + hv) * kC + 2 * tid, 16);
       else if (tid < kC / 2 + kC / 4 && b.l2norm)

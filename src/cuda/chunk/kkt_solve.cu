@@ -124,7 +124,8 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
   sync();
   if (tid < len) b.Gt[int64_t(hv) * b.T + t0 + tid] = sm.G[tid];
 #if GDN_EXPERIMENTAL
-  if (b.Gc && tid < C) b.Gc[(gc * HV + hv) * C + tid] = sm.G[tid];  // the image (beside mode; all 64 finite)
+  // The image (beside mode): all 64 rows, G[len - 1] past the end (finite for finite gates).
+  if (b.Gc && tid < C) b.Gc[(gc * HV + hv) * C + tid] = sm.G[tid];
 #endif
 
   // 1. Gram blocks (m, j), j <= m: k_m k_j^T.
