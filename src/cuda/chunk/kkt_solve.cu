@@ -18,6 +18,8 @@
 // Each product runs in three bf16 passes (hi hi + lo hi + hi lo, fp32 accumulation): operands carry
 // ~17 significand bits (hi + lo), so a product is good to ~2^-17 relative, the precision A_s is
 // stored with. fwd_prep.cu's scalar solve (D = 64) ran through shared memory and was L1-bound.
+// The item's body (solve_item) also serves the experimental persistent kernel below, whose blocks
+// run four items at once, each on its own group of 4 warps with a named barrier.
 #include "cuda/chunk/fwd_fast.cuh"
 
 namespace gdn {
@@ -340,9 +342,9 @@ __global__ void __launch_bounds__(kThreads) chunk_kkt_solve_kernel(FastBufs<E> b
 // cfg.prep_beside_chain (experimental, not yet run on a GPU): persistent blocks of kGroups groups
 // of 4 warps (4 x 41 KB of shared memory: one block per SM, and a chain block, 188 KB, never fits
 // beside one; 5 groups would spill at 640 threads' 96 registers), over the items in chunk-major
-// order. The chain, launched as this kernel's
-// programmatic dependent, takes the SMs these blocks leave free and waits per chunk for
-// prep_ready[gc] = HV (released here after the group's stores). No block of this kernel waits for
+// order. The chain, launched as this kernel's programmatic dependent, takes the SMs these blocks
+// leave free and waits per chunk for prep_ready[gc] = HV (released here after the group's stores;
+// G and r also go out as chunk-aligned images, read past L1). No block of this kernel waits for
 // anything, so the chain's waits always end, however few SMs the device gives either grid.
 // fwd_o's counters are zeroed before this kernel (fwd_fast.cu): fwd_o may run beside it.
 constexpr int kGroups = 4;
