@@ -77,6 +77,10 @@ struct Case {
   int rows_shape = -1;
   double tol = 5e-3;
   float gscale = 1.f;
+  // > 0: every head's keys drawn from key_set random vectors (+ key_noise x randn per element),
+  // before the l2 norm: repeated tokens, where (I + L)^-1 and v - k S cancel the most.
+  int key_set = 0;
+  float key_noise = 0.f;
 };
 
 constexpr int kCheckpointsMax = 4;

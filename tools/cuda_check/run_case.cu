@@ -39,6 +39,16 @@ Data make_data(const Case& c, std::mt19937& rng) {
   };
   fill(d.q, d.T * c.H * c.K, 1.f, c.dt);
   fill(d.k, d.T * c.H * c.K, 1.f, c.dt);
+  if (c.key_set > 0) {  // keys from key_set vectors per head (tokens cycle through them)
+    std::vector<float> base(int64_t(c.key_set) * c.H * c.K);
+    for (auto& e : base) e = nd(rng);
+    for (int64_t t = 0; t < d.T; ++t)
+      for (int h = 0; h < c.H; ++h) {
+        const int64_t s = (t * 7) % c.key_set;
+        for (int i = 0; i < c.K; ++i)
+          d.k[(t * c.H + h) * c.K + i] = round_to(c.dt, base[(s * c.H + h) * c.K + i] + c.key_noise * nd(rng));
+      }
+  }
   if (!c.l2) {  // normalized keys (and queries) in the input dtype
     for (int64_t r = 0; r < d.T * c.H; ++r) {
       double sk = 0, sq = 0;
