@@ -546,17 +546,8 @@ void launch_wg(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, 
   allow_smem(k, smem);
 #if GDN_EXPERIMENTAL
   if (b.prep_ready) {  // a programmatic dependent of the prep kernel beside it (fwd_fast.cu)
-    cudaLaunchConfig_t lc = {};
-    lc.gridDim = dim3(grid_1d(blocks, 1));
-    lc.blockDim = dim3(kFused ? 256 : 128);
-    lc.dynamicSmemBytes = smem;
-    lc.stream = s;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    lc.attrs = attr;
-    lc.numAttrs = 1;
-    check(cudaLaunchKernelEx(&lc, k, b, sp, f.initial_state, f.final_state,
+    const LaunchConfig lc(dim3(grid_1d(blocks, 1)), dim3(kFused ? 256 : 128), smem, s, true);
+    check(cudaLaunchKernelEx(&lc.cfg, k, b, sp, f.initial_state, f.final_state,
                              f.problem.state_layout == StateLayout::kKMajor, out, checkpoint_out(f)),
           "cudaLaunchKernelEx(chunk_fwd_h_wgmma_kernel)");
     return;

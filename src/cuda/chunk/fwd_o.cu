@@ -249,17 +249,8 @@ void launch(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s, unsigned
   auto k = chunk_fwd_o_kernel<D, E, NW>;
   allow_smem(k, smem);
   // With b.ready, a programmatic dependent of fwd_h: it starts while fwd_h runs (see fwd_fast.cuh).
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(blocks);
-  cfg.blockDim = dim3(NW * 32);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = b.ready ? 1 : 0;
-  check(cudaLaunchKernelEx(&cfg, k, b, static_cast<E*>(f.o.data), f.o.stride_token, f.o.stride_head, rows16),
+  const LaunchConfig lc(dim3(blocks), dim3(NW * 32), smem, s, b.ready != nullptr);
+  check(cudaLaunchKernelEx(&lc.cfg, k, b, static_cast<E*>(f.o.data), f.o.stride_token, f.o.stride_head, rows16),
         "cudaLaunchKernelEx(chunk_fwd_o_kernel)");
 }
 

@@ -60,5 +60,25 @@ inline void allow_smem(Kernel k, size_t bytes) {
           "cudaFuncSetAttribute");
 }
 
+// The configuration of a cudaLaunchKernelEx call; `programmatic`: the kernel is a programmatic
+// dependent of the one before it in the stream (it may start once every block of that one has
+// executed griddepcontrol.launch_dependents or exited). Build it in place: cfg points at attr.
+struct LaunchConfig {
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1] = {};
+  LaunchConfig(dim3 grid, dim3 block, size_t smem, cudaStream_t s, bool programmatic) {
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = programmatic ? 1 : 0;
+  }
+  LaunchConfig(const LaunchConfig&) = delete;
+  LaunchConfig& operator=(const LaunchConfig&) = delete;
+};
+
 }  // namespace cuda
 }  // namespace gdn
