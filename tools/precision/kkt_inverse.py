@@ -16,16 +16,15 @@ Session 17's table: docs/perf.md (v13).
 
 from __future__ import annotations
 
+import os
+import sys
+
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from emulate_roundings import bf16, rnd  # noqa: E402  (the kernels' roundings, modelled once)
+
 B = 16  # block size; the chunk has 4 x 4 blocks
-
-
-def bf16(x):
-    """Round float32 to bfloat16 (nearest, ties to even), kept as float32."""
-    b = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
-    r = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) << 16
-    return r.astype(np.uint32).view(np.float32)
 
 
 def product_3xbf16(a, b):
@@ -80,7 +79,7 @@ def errors(keys, beta, g, rng):
     v = rng.standard_normal((4 * B, 128))
     ref = exact @ v
     rel = lambda A: np.sqrt(np.mean((A.astype(np.float64) @ v - ref) ** 2) / np.mean(ref**2))
-    stored = lambda A: bf16(A).astype(np.float64) + bf16(A - bf16(A)).astype(np.float64)
+    stored = lambda A: rnd(A, "hilo").astype(np.float64)  # A_s as stored: bf16 hi + lo
     a32, a3 = block_inverse(L, product_fp32), block_inverse(L, product_3xbf16)
     return rel(a32), rel(a3), rel(stored(a32)), rel(stored(a3))
 

@@ -29,8 +29,10 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
   // fwd_o's counters [mc, HV], then (cfg.prep_beside_chain) the chain's [mc]: one zeroing for both.
   const bool beside = cfg.prep_beside_chain && to_fwd_o;
   int* ready = c.take<int>(to_fwd_o ? mc * HV + (beside ? mc : 0) : 0);
-  double* Gc = c.take<double>(beside ? mc * HV * kChunkSize : 0);
+#if GDN_EXPERIMENTAL
+  double* Gc = c.take<double>(beside ? mc * HV * kChunkSize : 0);  // G and r images (fwd_fast.cuh)
   float* rkc = c.take<float>(beside ? mc * H * kChunkSize : 0);
+#endif
   // The split's part states and summaries (split.cuh): [N, P_max, HV, D, D] fp32 each.
   const int64_t part_elems = cfg.split_chunks_per_part > 0 ? p.num_seqs * cfg.split_max_parts * HV * D * D : 0;
   float* part_state = c.take<float>(part_elems);
@@ -65,9 +67,6 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
     b->prep_ready = beside ? ready + mc * HV : nullptr;
     b->Gc = beside ? Gc : nullptr;
     b->rkc = beside ? rkc : nullptr;
-#else
-    (void)Gc;
-    (void)rkc;
 #endif
     *plan_mem = pm;
   }

@@ -187,15 +187,7 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
   if (tid < 64) {  // warp-uniform: warps 0 and 1
     const int o = 16 * (tid / 16), c = tid % 16;
     float a[16];
-#pragma unroll
-    for (int i = 0; i < 16; ++i) a[i] = i == c ? 1.f : 0.f;
-#pragma unroll
-    for (int i = 1; i < 16; ++i) {
-      float s = 0.f;
-#pragma unroll
-      for (int j = 0; j < i; ++j) s = fmaf(Ls[(o + i) * LS + o + j], a[j], s);
-      if (i > c) a[i] = -s;
-    }
+    unit_lower_inverse_column16(Ls + o * LS + o, LS, c, a);  // (o LS + o and LS: 16-byte multiples)
 #pragma unroll
     for (int i = 0; i < 16; ++i) As[(o + i) * LS + o + c] = a[i];
   }
@@ -248,66 +240,65 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
     const float2 x = *reinterpret_cast<const float2*>(As + i * LS + j);
     ar[r] = make_float2(j <= i ? x.x : 0.f, j + 1 <= i ? x.y : 0.f);
   }
-  {  // w and u
-    __syncthreads();
+  // w and u.
+  __syncthreads();
 #pragma unroll
-    for (int r = 0; r < kPairs; ++r) {
-      const int p = tid + r * kThreads, i = p / (C / 2), j = 2 * (p % (C / 2));
-      const float w0 = ar[r].x * (sm.coef[j] * sm.rk[j]), w1 = ar[r].y * (sm.coef[j + 1] * sm.rk[j + 1]);
-      const float u0 = ar[r].x * sm.beta[j], u1 = ar[r].y * sm.beta[j + 1];
-      const uint32_t wh = pack2<E>(w0, w1), uh = pack2<E>(u0, u1);
-      *reinterpret_cast<uint32_t*>(&sm.u.x.aw_hi[i * SA + j]) = wh;
-      *reinterpret_cast<uint32_t*>(&sm.u.x.au_hi[i * SA + j]) = uh;
-      *reinterpret_cast<uint32_t*>(&sm.u.x.aw_lo[i * SA + j]) = residual2<E>(w0, w1, wh);
-      *reinterpret_cast<uint32_t*>(&sm.u.x.au_lo[i * SA + j]) = residual2<E>(u0, u1, uh);
-    }
-    if constexpr (!v_async) store_v<E, kGroups, D, SK>(vr, sm.v, tid);
-    __syncthreads();
+  for (int r = 0; r < kPairs; ++r) {
+    const int p = tid + r * kThreads, i = p / (C / 2), j = 2 * (p % (C / 2));
+    const float w0 = ar[r].x * (sm.coef[j] * sm.rk[j]), w1 = ar[r].y * (sm.coef[j + 1] * sm.rk[j + 1]);
+    const float u0 = ar[r].x * sm.beta[j], u1 = ar[r].y * sm.beta[j + 1];
+    const uint32_t wh = pack2<E>(w0, w1), uh = pack2<E>(u0, u1);
+    *reinterpret_cast<uint32_t*>(&sm.u.x.aw_hi[i * SA + j]) = wh;
+    *reinterpret_cast<uint32_t*>(&sm.u.x.au_hi[i * SA + j]) = uh;
+    *reinterpret_cast<uint32_t*>(&sm.u.x.aw_lo[i * SA + j]) = residual2<E>(w0, w1, wh);
+    *reinterpret_cast<uint32_t*>(&sm.u.x.au_lo[i * SA + j]) = residual2<E>(u0, u1, uh);
+  }
+  if constexpr (!v_async) store_v<E, kGroups, D, SK>(vr, sm.v, tid);
+  __syncthreads();
 
-    // w = A_w k, u = A_u v: warp rows [16 m, 16 m + 16), its column pairs; only the lower-triangular
-    // k-steps (A[i][j] = 0 for j > i) are issued.
+  // w = A_w k, u = A_u v: warp rows [16 m, 16 m + 16), its column pairs; only the lower-triangular
+  // k-steps (A[i][j] = 0 for j > i) are issued.
 #pragma unroll
-    for (int which = 0; which < 2; ++which) {
-      const E* src = which == 0 ? sm.k : sm.v;
-      const E* a_hi = which == 0 ? sm.u.x.aw_hi : sm.u.x.au_hi;
-      const E* a_lo = which == 0 ? sm.u.x.aw_lo : sm.u.x.au_lo;
-      E* dst = which == 0 ? b.w : b.u;
-      float acc[2 * DP][4];
+  for (int which = 0; which < 2; ++which) {
+    const E* src = which == 0 ? sm.k : sm.v;
+    const E* a_hi = which == 0 ? sm.u.x.aw_hi : sm.u.x.au_hi;
+    const E* a_lo = which == 0 ? sm.u.x.aw_lo : sm.u.x.au_lo;
+    E* dst = which == 0 ? b.w : b.u;
+    float acc[2 * DP][4];
 #pragma unroll
-      for (int nt = 0; nt < 2 * DP; ++nt)
+    for (int nt = 0; nt < 2 * DP; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
+      for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
 #pragma unroll
-      for (int ks = 0; ks < C / 16; ++ks) {
-        if (ks > m) break;
-        uint32_t a[4], al[4];
-        frag_a(a_hi, SA, 16 * m, 16 * ks, a);
-        frag_a(a_lo, SA, 16 * m, 16 * ks, al);
+    for (int ks = 0; ks < C / 16; ++ks) {
+      if (ks > m) break;
+      uint32_t a[4], al[4];
+      frag_a(a_hi, SA, 16 * m, 16 * ks, a);
+      frag_a(a_lo, SA, 16 * m, 16 * ks, al);
 #pragma unroll
-        for (int jp = 0; jp < DP; ++jp) {
-          const int np = DP * half + jp;
-          uint32_t bb[4];
-          frag_b_kn(src, SK, 16 * np, 16 * ks, bb);
-          mma16<E>(acc[2 * jp], a, bb[0], bb[1]);
-          mma16<E>(acc[2 * jp + 1], a, bb[2], bb[3]);
-          mma16<E>(acc[2 * jp], al, bb[0], bb[1]);
-          mma16<E>(acc[2 * jp + 1], al, bb[2], bb[3]);
-        }
+      for (int jp = 0; jp < DP; ++jp) {
+        const int np = DP * half + jp;
+        uint32_t bb[4];
+        frag_b_kn(src, SK, 16 * np, 16 * ks, bb);
+        mma16<E>(acc[2 * jp], a, bb[0], bb[1]);
+        mma16<E>(acc[2 * jp + 1], a, bb[2], bb[3]);
+        mma16<E>(acc[2 * jp], al, bb[0], bb[1]);
+        mma16<E>(acc[2 * jp + 1], al, bb[2], bb[3]);
       }
-      // The warp's 16 x 16 DP tile leaves through shared memory in 16-byte pieces: stmatrix into k's
-      // rows, dead once every warp's w product is done (w: the barrier; u: this warp's own w pieces
-      // have left).
-      if (which == 0)
-        __syncthreads();
-      else
-        __syncwarp();
-      const int r0 = 16 * m, c0 = 16 * DP * half;
-      stage_acc(sm.k, SK, r0, c0, acc, 1.f);
-      __syncwarp();
-      stage_rows_out<E, 16 * DP>(sm.k, SK, r0, c0, len - r0, [&](int i, int c, uint4 x) {
-        *reinterpret_cast<uint4*>(dst + ((t0 + r0 + i) * HV + hv) * D + c0 + c) = x;
-      });
     }
+    // The warp's 16 x 16 DP tile leaves through shared memory in 16-byte pieces: stmatrix into k's
+    // rows, dead once every warp's w product is done (w: the barrier; u: this warp's own w pieces
+    // have left).
+    if (which == 0)
+      __syncthreads();
+    else
+      __syncwarp();
+    const int r0 = 16 * m, c0 = 16 * DP * half;
+    stage_acc(sm.k, SK, r0, c0, acc, 1.f);
+    __syncwarp();
+    stage_rows_out<E, 16 * DP>(sm.k, SK, r0, c0, len - r0, [&](int i, int c, uint4 x) {
+      *reinterpret_cast<uint4*>(dst + ((t0 + r0 + i) * HV + hv) * D + c0 + c) = x;
+    });
   }
 }
 

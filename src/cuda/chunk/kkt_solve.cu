@@ -242,21 +242,7 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
   {
     const int c = lane % 16;
     float x[16];
-#pragma unroll
-    for (int i = 0; i < 16; ++i) x[i] = i == c ? 1.f : 0.f;
-#pragma unroll
-    for (int i = 1; i < 16; ++i) {
-      float s = 0.f;
-#pragma unroll
-      for (int j4 = 0; j4 < i; j4 += 4) {  // row i of L_mm in float4 pieces (broadcast)
-        const float4 l = *reinterpret_cast<const float4*>(&Ld[i * SD + j4]);
-        s = fmaf(l.x, x[j4], s);
-        if (j4 + 1 < i) s = fmaf(l.y, x[j4 + 1], s);
-        if (j4 + 2 < i) s = fmaf(l.z, x[j4 + 2], s);
-        if (j4 + 3 < i) s = fmaf(l.w, x[j4 + 3], s);
-      }
-      if (i > c) x[i] = -s;
-    }
+    unit_lower_inverse_column16(Ld, SD, c, x);
     __syncwarp();  // every lane has read L_mm
     if (lane < 16)
 #pragma unroll

@@ -134,6 +134,28 @@ __device__ __forceinline__ void chunk_gates_cumsum(const GateArgs& ga, int64_t t
   if (tid >= 32 && tid < kChunkSize) G[tid] += G[31];
 }
 
+// Column c of (I + N)^-1 for a strictly lower triangular 16 x 16 block N in fp32 (rows `stride`
+// floats apart, each 16-byte aligned; every lane of a warp may read the same row: broadcast), by
+// forward substitution in fp32, the sums in the order j = 0, 1, ... Rows above c stay those of
+// the identity. The prep kernels' diagonal blocks, one column per thread.
+__device__ __forceinline__ void unit_lower_inverse_column16(const float* N, int stride, int c, float (&x)[16]) {
+#pragma unroll
+  for (int i = 0; i < 16; ++i) x[i] = i == c ? 1.f : 0.f;
+#pragma unroll
+  for (int i = 1; i < 16; ++i) {
+    float s = 0.f;
+#pragma unroll
+    for (int j4 = 0; j4 < i; j4 += 4) {  // row i in float4 pieces
+      const float4 l = *reinterpret_cast<const float4*>(&N[i * stride + j4]);
+      s = fmaf(l.x, x[j4], s);
+      if (j4 + 1 < i) s = fmaf(l.y, x[j4 + 1], s);
+      if (j4 + 2 < i) s = fmaf(l.z, x[j4 + 2], s);
+      if (j4 + 3 < i) s = fmaf(l.w, x[j4 + 3], s);
+    }
+    if (i > c) x[i] = -s;
+  }
+}
+
 // Gate arguments of a forward call (decode and prefill share them).
 inline GateArgs make_gates(const ForwardArgs& f) {
   GateArgs g;
