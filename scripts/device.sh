@@ -66,7 +66,7 @@ if has build; then
       >"$OUT/ab.log" 2>&1 &
     AB_PID=$!
   fi
-  # GDN_CMAKE_FLAGS: extra options for this tree, e.g. -DGDN_EXPERIMENTAL=ON.
+  # GDN_CMAKE_FLAGS: extra options for this tree, e.g. -DCMAKE_CUDA_FLAGS=-lineinfo.
   # shellcheck disable=SC2086
   cmake -S . -B $BUILD -DGDN_CUDA=ON -DGDN_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=Release "${EXTRA[@]}" ${GDN_CMAKE_FLAGS:-} \
     >>"$OUT/build.log" 2>&1

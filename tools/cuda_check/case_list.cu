@@ -311,12 +311,6 @@ std::vector<Case> correctness_cases(bool quick) {
     c.name += " fused";
     c.fuse_o = true;
     cases.push_back(c);
-#if GDN_EXPERIMENTAL
-    c = base;  // the prep kernel beside the chain (cfg.prep_beside_chain, experimental)
-    c.name += " beside";
-    c.beside = true;
-    cases.push_back(c);
-#endif
   }
   return cases;
 }

@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "cases.h"
-#include "cuda/chunk/heuristics.h"
 #include "gdn/gdn.h"
 
 namespace gdn {
@@ -60,7 +59,6 @@ struct Case {
   bool oob = false;             // also pool indices >= num_slots (read as zeros / not written)
   bool fwd_o_after = false;     // the tensor-core forward with fwd_o after fwd_h (no overlap)
   bool fuse_o = false;          // the tensor-core forward with o computed in the chain (cfg.fuse_o)
-  bool beside = false;          // ... with the prep kernel beside the chain (cfg.prep_beside_chain; experimental)
   DType sdt = DType::kFloat32;  // the state pool's element type
   int row_pad = 0;              // pool rows HV K V + row_pad elements apart
   // > 0 (with decode): speculative decoding's verify in vLLM's convention, max_tokens = spec_tokens
@@ -102,20 +100,9 @@ struct BenchOptions {
 // One prefill case of bench/cases.txt (its heads, gates and lengths; K = V = 128, bf16); `label`
 // names it in the output. The variant: the library's choices, or the same with fwd_o after fwd_h
 // (the A/B row of the overlap, "NAME/seq"), or with o computed in the chain ("NAME/fused"), or the
-// library's choices storing a prefill checkpoint every 16 chunks (a dense fp32 buffer: "NAME/ckpt"),
-// or with the prep kernel beside the chain ("NAME/beside", GDN_EXPERIMENTAL builds).
-enum class PrefillVariant { kDefault, kOAfter, kFusedO, kBeside, kCheckpoints };
+// library's choices storing a prefill checkpoint every 16 chunks (a dense fp32 buffer: "NAME/ckpt").
+enum class PrefillVariant { kDefault, kOAfter, kFusedO, kCheckpoints };
 void bench_prefill(const tools::PrefillCase& c, const std::string& label, PrefillVariant variant, BenchOptions& o);
-// The explicit config of the prep kernel beside the chain (cfg.prep_beside_chain): the chain's
-// 4-stage mode with fwd_o overlapping it, no split, no fused o.
-inline void set_beside(cuda::ChunkForwardConfig& cfg) {
-  cfg.prep_beside_chain = true;
-  cfg.fuse_o = false;
-  cfg.split_chunks_per_part = 0;
-  cfg.split_max_parts = 1;
-  cfg.fwd_h_stages = 4;
-  cfg.overlap_o = true;
-}
 // The decode step for N sequences (one token each) of the benchmark shape, against the copy rate,
 // on a state pool of `state_dtype` (GB/s counts the state bytes moved: one read and one write of
 // every state, in the pool's element size). ref_ms > 0: also prints the speedup ref_ms / time (the

@@ -27,8 +27,7 @@ const char* kUsage =
     "  --no-check   no correctness cases (timings only)\n"
     "  --profile    with --bench: also the phases of the tensor-core forward (plan, pack, prep, h, o)\n"
     "  --case NAME  with --bench: time that prefill case only (e.g. under ncu); NAME/seq, NAME/fused, NAME/ckpt:\n"
-    "               its A/B rows (/ckpt: a checkpoint every 16 chunks; /beside: the prep kernel beside the\n"
-    "               chain, in builds with GDN_EXPERIMENTAL=ON)\n"
+    "               its A/B rows (/ckpt: a checkpoint every 16 chunks)\n"
     "  --json FILE  with --bench: the timings as a JSON array\n";
 
 int usage_error(const std::string& what) {
@@ -72,7 +71,7 @@ int main(int argc, char** argv) {
     return std::find_if(prefill.begin(), prefill.end(), [&](const tools::PrefillCase& c) { return c.name == name; });
   };
   // --case NAME, NAME/seq, NAME/fused or NAME/ckpt (the A/B rows).
-  const std::string seq_suffix = "/seq", fused_suffix = "/fused", ckpt_suffix = "/ckpt", beside_suffix = "/beside";
+  const std::string seq_suffix = "/seq", fused_suffix = "/fused", ckpt_suffix = "/ckpt";
   auto base_name = [](const std::string& label) { return label.substr(0, label.find('/')); };
   if (!only_case.empty() && find_case(base_name(only_case)) == prefill.end())
     return usage_error("--case " + only_case + ": no such prefill case (tools/cases.h)");
@@ -125,10 +124,6 @@ int main(int argc, char** argv) {
         if (timed(c.name)) check::bench_prefill(c, c.name, check::PrefillVariant::kDefault, bo);
         if (timed(c.name + fused_suffix))  // o computed in the chain (cfg.fuse_o), beside the default
           check::bench_prefill(c, c.name + fused_suffix, check::PrefillVariant::kFusedO, bo);
-#if GDN_EXPERIMENTAL
-        if (timed(c.name + beside_suffix))  // the prep kernel beside the chain (experimental)
-          check::bench_prefill(c, c.name + beside_suffix, check::PrefillVariant::kBeside, bo);
-#endif
         // A checkpoint every 16 chunks (issue 12: at most 10% over the default), on one SPEC case
         // and on the split + fused path.
         if ((c.name == "1x32k" || c.name == "tp4-1x32k") && timed(c.name + ckpt_suffix))

@@ -181,7 +181,6 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   const bool explicit_cfg = variant != PrefillVariant::kDefault && variant != PrefillVariant::kCheckpoints;
   if (explicit_cfg) cfg.overlap_o = false;
   if (variant == PrefillVariant::kFusedO) cfg.fuse_o = true;
-  if (variant == PrefillVariant::kBeside) set_beside(cfg);
   const size_t wsz = std::max(cuda::chunk_gated_delta_rule_workspace_size(in.p, 0),
                               explicit_cfg ? cuda::fast_workspace_size(in.p, cfg) : size_t(0));
   void* ws;

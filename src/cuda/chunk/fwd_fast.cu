@@ -26,13 +26,7 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
   const int64_t v_rows = D == 128 ? mc * kChunkSize : T;
   E* v_new = c.take<E>(to_fwd_o ? v_rows * HV * D : 0);
   E* h = c.take<E>(to_fwd_o ? mc * HV * D * D : 0);
-  // fwd_o's counters [mc, HV], then (cfg.prep_beside_chain) the chain's [mc]: one zeroing for both.
-  const bool beside = cfg.prep_beside_chain && to_fwd_o;
-  int* ready = c.take<int>(to_fwd_o ? mc * HV + (beside ? mc : 0) : 0);
-#if GDN_EXPERIMENTAL
-  double* Gc = c.take<double>(beside ? mc * HV * kChunkSize : 0);  // G and r images (fwd_fast.cuh)
-  float* rkc = c.take<float>(beside ? mc * H * kChunkSize : 0);
-#endif
+  int* ready = c.take<int>(to_fwd_o ? mc * HV : 0);
   // The split's part states and summaries (split.cuh): [N, P_max, HV, D, D] fp32 each.
   const int64_t part_elems = cfg.split_chunks_per_part > 0 ? p.num_seqs * cfg.split_max_parts * HV * D * D : 0;
   float* part_state = c.take<float>(part_elems);
@@ -63,11 +57,6 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
     b->h = h;
     b->ready = ready;
     b->ready_count = static_cast<int>(D / 64);  // the wgmma fwd_h's 64-wide V slices
-#if GDN_EXPERIMENTAL
-    b->prep_ready = beside ? ready + mc * HV : nullptr;
-    b->Gc = beside ? Gc : nullptr;
-    b->rkc = beside ? rkc : nullptr;
-#endif
     *plan_mem = pm;
   }
   return c.used;
@@ -93,11 +82,6 @@ void check_config(const Problem& p, const ChunkForwardConfig& cfg) {
   if (cfg.fuse_o && (!wgmma || cfg.overlap_o))
     throw Error(
         "fast_forward: fuse_o needs the wgmma chain (D = 128) and overlap_o off (there is no fwd_o to overlap)");
-  if (cfg.prep_beside_chain &&
-      (!GDN_EXPERIMENTAL || !wgmma || st != 4 || cfg.fuse_o || !cfg.overlap_o || cfg.split_chunks_per_part != 0))
-    throw Error(
-        "fast_forward: prep_beside_chain needs a build with GDN_EXPERIMENTAL=ON, D = 128, fwd_h_stages = 4, "
-        "overlap_o on (the chain's kStore mode, which waits for the prep kernel), no split and fuse_o off");
   if (cfg.split_chunks_per_part < 0 || (cfg.split_chunks_per_part > 0 && !wgmma))
     throw Error("fast_forward: split_chunks_per_part must be 0, or positive with the wgmma fwd_h (D = 128); got " +
                 std::to_string(cfg.split_chunks_per_part));
@@ -158,23 +142,6 @@ void run(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg, 
   b.q = rows16(f.q, H, const_cast<E*>(b.q), b.q_st, b.q_sh);
   b.k = rows16(f.k, H, const_cast<E*>(b.k), b.k_st, b.k_sh);
   if (D == 128) b.v = rows16(f.v, p.num_v_heads, b.u, b.v_st, b.v_sh);  // the chain's v (D = 64: fwd_prep reads f.v)
-#if GDN_EXPERIMENTAL
-  if (D == 128 && cfg.prep_beside_chain) {
-    // The prep kernel beside the chain (experimental, docs/perf.md): both counter arrays zeroed
-    // first (fwd_o may run beside the prep kernel too), the prep kernel's persistent blocks on the
-    // SMs the chain's blocks (one per SM) leave, the chain as its programmatic dependent, fwd_o as
-    // the chain's. No event between them (phases: plan, copies, then the rest as one).
-    const int64_t mc = b.pl.max_chunks;
-    check(cudaMemsetAsync(b.ready, 0, sizeof(int) * (mc * p.num_v_heads + mc), s), "cudaMemsetAsync");
-    mark(phases, 2, s);
-    const int64_t chain_blocks = p.num_seqs * p.num_v_heads * 2, sms = device_props().sms;
-    launch_kkt_solve_beside(b, f, s, static_cast<int>(chain_blocks < sms ? sms - chain_blocks : sms));
-    launch_fwd_h_wgmma(b, sp, f, cfg, s);
-    launch_fwd_o<128>(b, f, s);
-    for (int i = 3; i < PhaseEvents::kCount; ++i) mark(phases, i, s);
-    return;
-  }
-#endif
   if (!cfg.overlap_o || cfg.fuse_o) b.ready = nullptr;
   mark(phases, 2, s);
   if (D == 128) {

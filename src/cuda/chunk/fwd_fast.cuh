@@ -72,18 +72,6 @@ struct FastBufs {
   // it. Null: fwd_h does not signal, fwd_o runs after it in stream order.
   int* ready;  // [max_chunks, HV]
   int ready_count;
-#if GDN_EXPERIMENTAL
-  // cfg.prep_beside_chain (experimental): prep_ready[gc] counts the value heads of chunk gc whose
-  // A_s, G and r (rows, and the images below) the prep kernel has stored; the chain and fwd_o wait
-  // for HV before loading the chunk's.
-  // Null otherwise. (Every file that includes this one is built with the same GDN_EXPERIMENTAL.)
-  int* prep_ready;  // [max_chunks]
-  // With it, G and r also as chunk-aligned images (written by the prep kernel), which the chain
-  // and fwd_o read by 16-byte copies that bypass L1: a 4- or 8-byte copy that allocates in L1 could
-  // bring a sector holding a neighbouring chunk's values from before the prep kernel wrote them.
-  double* Gc;  // [max_chunks, HV, 64]
-  float* rkc;  // [max_chunks, H, 64]
-#endif
 };
 
 // D = 128 (the wgmma chain): h_c and v_new leave the chain as images of its shared-memory staging,
@@ -111,10 +99,6 @@ void launch_fwd_prep(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s)
 // fwd_prep for D = 128 on the tensor cores (kkt_solve.cu): G, r and A_s only.
 template <typename E>
 void launch_kkt_solve(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s);
-// The same as `blocks` persistent blocks beside the chain (cfg.prep_beside_chain; GDN_EXPERIMENTAL
-// builds): the chain is launched next, as its programmatic dependent, and waits on b.prep_ready.
-template <typename E>
-void launch_kkt_solve_beside(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s, int blocks);
 template <int D, typename E>
 void launch_fwd_o(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s);
 // fwd_h for D = 64 on mma.sync: one block per (sequence, value head, cfg.fwd_h_slice_width-wide V

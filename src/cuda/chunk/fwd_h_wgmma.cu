@@ -193,16 +193,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
         pv += dv;
       }
     }
-#if GDN_EXPERIMENTAL
-    if (kMode == ChainMode::kStore && b.Gc) {  // beside the prep kernel (the mode that waits for it):
-      // its chunk-aligned images, 16-byte copies past L1
-      if (tid < kC / 2)
-        cp_async16(&sm.G[s][2 * tid], b.Gc + ((c0 + c) * HV + hv) * kC + 2 * tid, 16);
-      else if (tid < kC / 2 + kC / 4 && b.l2norm)
-        cp_async16(&sm.rk[s][4 * (tid - kC / 2)], b.rkc + ((c0 + c) * b.H + hk) * kC + 4 * (tid - kC / 2), 16);
-    } else
-#endif
-        if (tid < kC) {
+    if (tid < kC) {
       const bool ok = tid < len;
       cp_async8(&sm.G[s][tid], b.Gt + int64_t(hv) * b.T + t0 + (ok ? tid : 0), ok ? 8 : 0);
     } else if (b.l2norm) {
@@ -230,18 +221,6 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
   // Chunks 0 .. ST - 2 in flight before the loop; chunk c + ST - 1 is issued in iteration c into
   // the stage of chunk c - 1 (free after barrier B1). One commit group per chunk (empty past the
   // end), so "all but the newest ST - 2 groups complete" means "chunk c has landed".
-#if GDN_EXPERIMENTAL
-  // cfg.prep_beside_chain: the prep kernel runs beside this one; a chunk's A_s, G and r are there
-  // once prep_ready[gc] = HV. Thread 0 waits (acquire) before the barrier that precedes the
-  // chunk's prefetch: here for chunks 0 .. ST - 2, in the loop before B1 for chunk c + ST - 1.
-  if constexpr (kMode == ChainMode::kStore) {
-    if (b.prep_ready) {
-      if (tid == 0)
-        for (int c = 0; c < ST - 1 && c < nch; ++c) wait_acquire(b.prep_ready + c0 + c, HV);
-      __syncthreads();
-    }
-  }
-#endif
 #pragma unroll
   for (int c = 0; c < ST - 1; ++c) {
     if (c < nch) prefetch(c, c);
@@ -282,10 +261,6 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     cp_async_wait<ST - 2>();
     fence_proxy_async();  // this thread's landed cp.async writes -> visible to wgmma (async proxy)
     if (kBulk && tid == 0) bulk_wait_read<0>();  // v_new_{c-1}'s staging read: rewritten after B1
-#if GDN_EXPERIMENTAL
-    if constexpr (kMode == ChainMode::kStore)
-      if (b.prep_ready && tid == 0 && c + ST - 1 < nch) wait_acquire(b.prep_ready + c0 + c + ST - 1, HV);
-#endif
     block_sync(0, c & 1);  // B1: chunk c complete for all; h staging holds h_c; stage (c - 1) % ST free
     if (kMode == ChainMode::kStore && c > 0 && tid == 0 && b.ready)
       signal_release(b.ready + (gc - 1) * HV + hv);  // h, v_new of c - 1 stored
@@ -526,12 +501,6 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
           base[out_kmajor ? int64_t(kk) * kD + vv : int64_t(vv) * kD + kk] = st[4 * j + 2 * hh + e];
         }
   }
-#if GDN_EXPERIMENTAL
-  // Beside the prep kernel (this grid its programmatic dependent): complete only after it, so that
-  // fwd_o's end (it waits for this grid) implies the whole op's.
-  if constexpr (kMode == ChainMode::kStore)
-    if (b.prep_ready) pdl_wait();
-#endif
 #endif
 }
 
@@ -544,15 +513,6 @@ void launch_wg(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, 
   const OutRef out = {f.o.data, f.o.stride_token, f.o.stride_head, rows_in_16_byte_pieces(f.o)};
   auto k = chunk_fwd_h_wgmma_kernel<ST, kMode, E>;
   allow_smem(k, smem);
-#if GDN_EXPERIMENTAL
-  if (b.prep_ready) {  // a programmatic dependent of the prep kernel beside it (fwd_fast.cu)
-    const LaunchConfig lc(dim3(grid_1d(blocks, 1)), dim3(kFused ? 256 : 128), smem, s, true);
-    check(cudaLaunchKernelEx(&lc.cfg, k, b, sp, f.initial_state, f.final_state,
-                             f.problem.state_layout == StateLayout::kKMajor, out, checkpoint_out(f)),
-          "cudaLaunchKernelEx(chunk_fwd_h_wgmma_kernel)");
-    return;
-  }
-#endif
   k<<<grid_1d(blocks, 1), kFused ? 256 : 128, smem, s>>>(
       b, sp, f.initial_state, f.final_state, f.problem.state_layout == StateLayout::kKMajor, out, checkpoint_out(f));
   GDN_CUDA_LAUNCH_CHECK(kMode == ChainMode::kSummary ? "chunk_fwd_h_wgmma_kernel (split summary)"

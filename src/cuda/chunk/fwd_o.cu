@@ -63,17 +63,7 @@ __global__ void __launch_bounds__(NW * 32)
     cp_async16(&sm.q[i * S::SK + c8], b.q + tt * b.q_st + hk * b.q_sh + c8, ok ? 16 : 0);
     cp_async16(&sm.k[i * S::SK + c8], b.k + tt * b.k_st + hk * b.k_sh + c8, ok ? 16 : 0);
   }
-#if GDN_EXPERIMENTAL
-  if (b.Gc) {  // the prep kernel runs beside (fwd_fast.cu): its images, once it has stored them
-    if (tid == 0) wait_acquire(b.prep_ready + gc, HV);
-    __syncthreads();
-    if (tid < C / 2)
-      cp_async16(&sm.G[2 * tid], b.Gc + (gc * HV + hv) * C + 2 * tid, 16);
-    else if (tid < C / 2 + C / 4 && b.l2norm)
-      cp_async16(&sm.rk[4 * (tid - C / 2)], b.rkc + (gc * b.H + hk) * C + 4 * (tid - C / 2), 16);
-  } else
-#endif
-      if (tid < C) {
+  if (tid < C) {
     const bool ok = tid < len;
     cp_async8(&sm.G[tid], b.Gt + int64_t(hv) * b.T + t0 + (ok ? tid : 0), ok ? 8 : 0);
   } else if (tid < 2 * C && b.l2norm) {

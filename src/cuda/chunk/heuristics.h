@@ -29,11 +29,6 @@ struct ChunkForwardConfig {
   // fwd_o: h and v_new never reach global memory. The chain then runs 3 ring stages whatever
   // fwd_h_stages says (one block of two warpgroups per SM); overlap_o must be off.
   bool fuse_o = false;
-  // D = 128, experimental (a build with GDN_EXPERIMENTAL only; no heuristic sets it yet): the
-  // prep kernel runs beside the chain instead of before it, as persistent blocks on the SMs the
-  // chain leaves free, handing each chunk's A_s, G and r over by a ready counter (fwd_fast.cu).
-  // Needs fwd_h_stages = 4, no split and fuse_o off.
-  bool prep_beside_chain = false;
 };
 
 // The split: worth it when the (sequence, head) chains leave at least 3 parts' worth of SMs idle

@@ -18,8 +18,6 @@
 // Each product runs in three bf16 passes (hi hi + lo hi + hi lo, fp32 accumulation): operands carry
 // ~17 significand bits (hi + lo), so a product is good to ~2^-17 relative, the precision A_s is
 // stored with. fwd_prep.cu's scalar solve (D = 64) ran through shared memory and was L1-bound.
-// The item's body (solve_item) also serves the experimental persistent kernel below, whose blocks
-// run four items at once, each on its own group of 4 warps with a named barrier.
 #include "cuda/chunk/fwd_fast.cuh"
 
 namespace gdn {
@@ -94,10 +92,9 @@ __device__ __forceinline__ void zero(float (&acc)[2][4]) {
     for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
 }
 
-// One item (chunk gc, value head hv), item = gc HV + hv, by 128 threads tid = 0 .. 127 (a whole
-// block, or one group of the persistent kernel's) whose barrier is `sync`. Returns whether the
-// chunk exists; its A_s rows, G and r are then stored once every thread of the group has passed
-// its next barrier.
+// One item (chunk gc, value head hv), item = gc HV + hv, by 128 threads tid = 0 .. 127 (the whole
+// block) whose barrier is `sync`. Returns whether the chunk exists; its A_s rows, G and r are then
+// stored once every thread of the block has passed its next barrier.
 template <typename E, typename Item, class Sync>
 __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs& ga, SolveSmem<E>& sm, Item item,
                                            int tid, Sync sync) {
@@ -125,10 +122,6 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
   cp_async_wait<0>();
   sync();
   if (tid < len) b.Gt[int64_t(hv) * b.T + t0 + tid] = sm.G[tid];
-#if GDN_EXPERIMENTAL
-  // The image (beside mode): all 64 rows, G[len - 1] past the end (finite for finite gates).
-  if (b.Gc && tid < C) b.Gc[(gc * HV + hv) * C + tid] = sm.G[tid];
-#endif
 
   // 1. Gram blocks (m, j), j <= m: k_m k_j^T.
   float acc[4][2][4];
@@ -166,12 +159,6 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
       if (hv % (HV / b.H) == 0) {
         if (i0 < len) b.rk[int64_t(hk) * b.T + t0 + i0] = r0;
         if (i1 < len) b.rk[int64_t(hk) * b.T + t0 + i1] = r1;
-#if GDN_EXPERIMENTAL
-        if (b.rkc) {  // the image (beside mode)
-          b.rkc[(gc * b.H + hk) * C + i0] = r0;
-          b.rkc[(gc * b.H + hk) * C + i1] = r1;
-        }
-#endif
       }
     }
   }
@@ -324,32 +311,6 @@ __global__ void __launch_bounds__(kThreads) chunk_kkt_solve_kernel(FastBufs<E> b
              [] { __syncthreads(); });
 }
 
-#if GDN_EXPERIMENTAL
-// cfg.prep_beside_chain (experimental, not yet run on a GPU): persistent blocks of kGroups groups
-// of 4 warps (4 x 41 KB of shared memory: one block per SM, and a chain block, 188 KB, never fits
-// beside one; 5 groups would spill at 640 threads' 96 registers), over the items in chunk-major
-// order. The chain, launched as this kernel's programmatic dependent, takes the SMs these blocks
-// leave free and waits per chunk for prep_ready[gc] = HV (released here after the group's stores;
-// G and r also go out as chunk-aligned images, read past L1). No block of this kernel waits for
-// anything, so the chain's waits always end, however few SMs the device gives either grid.
-// fwd_o's counters are zeroed before this kernel (fwd_fast.cu): fwd_o may run beside it.
-constexpr int kGroups = 4;
-template <typename E>
-__global__ void __launch_bounds__(kGroups* kThreads, 1) chunk_kkt_solve_beside_kernel(FastBufs<E> b, GateArgs ga) {
-  extern __shared__ __align__(16) char smem_raw[];
-  const int grp = threadIdx.x / kThreads, tid = threadIdx.x % kThreads;
-  SolveSmem<E>& sm = reinterpret_cast<SolveSmem<E>*>(smem_raw)[grp];
-  pdl_launch_dependents();  // the chain may start now
-  auto sync = [grp] { named_barrier_sync(1 + grp, kThreads); };
-  const int64_t items = b.pl.max_chunks * b.HV;
-  for (int64_t item = int64_t(blockIdx.x) * kGroups + grp; item < items; item += int64_t(gridDim.x) * kGroups) {
-    const bool stored = solve_item(b, ga, sm, item, tid, sync);
-    sync();  // the group's stores of this item are done, and its shared memory is free again
-    if (stored && tid == 0) signal_release(b.prep_ready + item / b.HV);
-  }
-}
-#endif
-
 }  // namespace
 
 template <typename E>
@@ -362,19 +323,6 @@ void launch_kkt_solve(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s
 
 template void launch_kkt_solve(const FastBufs<__nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
 template void launch_kkt_solve(const FastBufs<__half>&, const ForwardArgs&, cudaStream_t);
-
-#if GDN_EXPERIMENTAL
-template <typename E>
-void launch_kkt_solve_beside(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s, int blocks) {
-  if (b.pl.max_chunks == 0) return;
-  const size_t smem = kGroups * sizeof(SolveSmem<E>);  // 164 KB
-  allow_smem(chunk_kkt_solve_beside_kernel<E>, smem);
-  chunk_kkt_solve_beside_kernel<E><<<blocks, kGroups * kThreads, smem, s>>>(b, make_gates(f));
-  GDN_CUDA_LAUNCH_CHECK("chunk_kkt_solve_beside_kernel");
-}
-template void launch_kkt_solve_beside(const FastBufs<__nv_bfloat16>&, const ForwardArgs&, cudaStream_t, int);
-template void launch_kkt_solve_beside(const FastBufs<__half>&, const ForwardArgs&, cudaStream_t, int);
-#endif
 
 }  // namespace cuda
 }  // namespace gdn

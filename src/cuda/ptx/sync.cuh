@@ -31,11 +31,6 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 }
 // Waits until the kernels this one programmatically depends on have completed (memory flushed).
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
-// A barrier among `threads` threads (a multiple of 32) on hardware barrier `id` (1 .. 15; 0 is
-// __syncthreads'): one group of warps of a block that runs several independent groups.
-__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
 // A block barrier on an mbarrier in shared memory, for warp-specialized blocks whose roles reach
 // their barriers from different code: compute-sanitizer synccheck reports a bar.sync (also a named
 // one) reached from two different instructions as divergent, even where PTX allows it; an mbarrier
