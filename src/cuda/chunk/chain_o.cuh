@@ -10,17 +10,19 @@
 // The same two roundings to E as fwd_o (h_c and v_new as stored there, P split into hi + lo).
 //
 // Schedule (the block's two barriers per chunk, B1 and B2, are shared with the chain warpgroup; they
-// are mbarriers, which both warpgroups may reach from their own code: ptx/sync.cuh):
-//   after B1(c): issue P_c = q_c k_c^T and o_c = q_c h_c (h staging, written by the chain before
-//   B1(c)); q's norms meanwhile; P_c -> hi/lo A fragments; the row scales of o_c. Every read of the
-//   h staging and of stage c's q, k, G, rk is complete at B2(c) (the chain overwrites the h
-//   staging after B2(c) and refills the stage after B1(c + 1)).
-//   after B2(c): o_c += P_c v_new_c (v staging, written by the chain before B2(c) and next after
-//   B1(c + 1)), then o_c -> out. This half overlaps the chain's wait for its state update.
+// are mbarriers, which both warpgroups may reach from their own code, and this warpgroup arrives
+// at each as soon as the chain may go past it, and waits only where it needs the chain's work:
+// ptx/sync.cuh):
+//   after B1(c): issue o_c = q_c h_c (h staging, written by the chain before B1(c)) and
+//   P_c = q_c k_c^T; q's norms meanwhile; once o_c is complete, arrive at B2(c) (the chain
+//   overwrites the h staging after B2(c)); P_c -> hi/lo A fragments; the row scales of o_c.
+//   wait for B2(c): o_c += P_c v_new_c (v staging, written by the chain before B2(c)); once that
+//   is complete, arrive at B1(c + 1) (the chain refills stage c's ring slot and rewrites the v
+//   staging after it), then o_c -> out through this warpgroup's own o staging.
 // Measured on an H200 (docs/perf.md, v9) against issuing o_{c-1}'s P v_new after B1(c) instead:
-// this order is 2-4% faster. Either way the o warpgroup's work lengthens the chain's chunk from
-// ~1.3 us (the chain alone, no h / v_new stores) to ~4 us, so the heuristics fuse only where fwd_o
-// could not overlap the chain anyway.
+// this order is 2-4% faster. The o warpgroup's work lengthens the chain's chunk from ~1.3 us (the
+// chain alone, no h / v_new stores) to ~4 us (v13), so the heuristics fuse only where fwd_o could
+// not overlap the chain anyway.
 #pragma once
 
 #include "cuda/chunk/fwd_fast.cuh"
@@ -83,13 +85,17 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
   };
 
   int s = 0;
+  mbarrier_arrive(&sm.bar[0]);  // B1(0): nothing of this warpgroup's to wait for
   for (int64_t c = 0; c < nch; ++c) {
-    mbarrier_block_sync(&sm.bar[0], c & 1);  // B1(c): stage s holds chunk c's q, k, G, rk; the h staging holds h_c
+    mbarrier_wait(&sm.bar[0], c & 1);  // B1(c): stage s holds chunk c's q, k, G, rk; the h staging holds h_c
     const int64_t t0 = tb + c * kC;
     const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
     const uint32_t qs = smem_u32(sm.q[s]), ks0 = smem_u32(sm.k[s]), hs = smem_u32(sm.h);
-    // P_c = q k^T (K-major SW128 operands, as w's in the chain), then o_c = q h_c: B = the h staging
-    // [kk][vv] read MN-major (k-step = 16 rows = 2048 bytes).
+    // o_c = q h_c: B = the h staging [kk][vv] read MN-major (k-step = 16 rows = 2048 bytes), then
+    // P_c = q k^T (K-major SW128 operands, as w's in the chain). o_c first: once it is complete,
+    // this warpgroup is done with the h staging and arrives at B2(c), so the chain, which
+    // rewrites the staging after B2(c), need not wait for P_c's gating below (it waited there for
+    // ~40% of its time, ncu: docs/perf.md v14).
     float pacc[32];
 #pragma unroll
     for (int i = 0; i < 32; ++i) pacc[i] = 0.f;
@@ -97,15 +103,15 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
     for (int i = 0; i < 32; ++i) pin(o[i]);
     wgmma_fence();
 #pragma unroll
+    for (int ks = 0; ks < 8; ++ks)
+      wgmma_m64n64_ss<E, 1>(o, wg_desc(qs + (ks / 4) * (kC * 128) + (ks % 4) * 32, 16, 1024),
+                            wg_desc(hs + ks * 2048, kC * 128, 1024), ks > 0);
+    wgmma_commit();
+#pragma unroll
     for (int ks = 0; ks < 8; ++ks) {
       const uint32_t off = (ks / 4) * (kC * 128) + (ks % 4) * 32;
       wgmma_m64n64_ss<E, 0>(pacc, wg_desc(qs + off, 16, 1024), wg_desc(ks0 + off, 16, 1024), ks > 0);
     }
-    wgmma_commit();
-#pragma unroll
-    for (int ks = 0; ks < 8; ++ks)
-      wgmma_m64n64_ss<E, 1>(o, wg_desc(qs + (ks / 4) * (kC * 128) + (ks % 4) * 32, 16, 1024),
-                            wg_desc(hs + ks * 2048, kC * 128, 1024), ks > 0);
     wgmma_commit();
 
     // Inverse norms of rows i0, i1 of q while the tensor cores run: the quad's four lanes share the
@@ -133,8 +139,17 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
     }
 
     // P_c: gates, norms and the causal mask (rows past len and columns past the row: 0), then the
-    // hi / lo A fragments (E).
-    wgmma_wait<1>();
+    // hi / lo A fragments (E). exp(G_i - G_j) = exp(G_i - G_m) exp(G_m - G_j) with G_m the middle
+    // of the chunk's gates: 2 + 2 exponentials per thread (the columns' factors by lane, then
+    // shuffled, as the chain's scalings) instead of 32 with an fp64 difference each, and no branch
+    // per element (ncu: the per-element form was ~2/3 of this warpgroup's time, and the chain
+    // warpgroup waited for it at B2; docs/perf.md v14). Where a factor leaves e^+-40 (the chunk's
+    // gates span more than ~80, e.g. a g = -1e4 reset), the warp takes the per-element form.
+    wgmma_wait<1>();  // o_c = q h_c complete
+#pragma unroll
+    for (int i = 0; i < 32; ++i) pin(o[i]);
+    mbarrier_arrive(&sm.bar[1]);  // B2(c): this warpgroup's reads of the h staging are done
+    wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(pacc[i]);
     const double* Gs = sm.G[s];
@@ -142,19 +157,52 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
     {
       const float rq[2] = {rq0, rq1};
       const int row[2] = {i0, i1};
+      const double Gm = 0.5 * (Gs[0] + Gs[len - 1]);
+      constexpr double kSpan = 40.0;  // |exponent| of each factor: e^40 ~ 2.4e17, products stay finite
+      bool in_range = true;
+      float rf[2];  // rq_i exp(G_i - G_m)
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
+      for (int hh = 0; hh < 2; ++hh) {
+        const double d = Gi[hh] - Gm;
+        in_range &= row[hh] >= len || (d >= -kSpan && d <= kSpan);
+        rf[hh] = rq[hh] * __expf(float(d));
+      }
+      float c2[2];  // rk_j exp(G_m - G_j) of columns j = 2 lane + e
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int col = 8 * j + 2 * t + e;
-          const float rk = b.l2norm ? sm.rk[s][col] : 1.f;
-          const double Gj = Gs[col];
+      for (int e = 0; e < 2; ++e) {
+        const int col = 2 * lane + e;
+        const double d = Gm - Gs[col];
+        in_range &= col >= len || (d >= -kSpan && d <= kSpan);
+        c2[e] = (b.l2norm ? sm.rk[s][col] : 1.f) * __expf(float(d));
+      }
+      if (__all_sync(0xffffffffu, in_range)) {
 #pragma unroll
-          for (int hh = 0; hh < 2; ++hh) {
-            float& x = pacc[4 * j + 2 * hh + e];
-            x = col <= row[hh] && row[hh] < len ? x * (rq[hh] * rk) * __expf(float(Gi[hh] - Gj)) : 0.f;
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int col = 8 * j + 2 * t + e;
+            const float cf = __shfl_sync(0xffffffffu, c2[e], 4 * j + t);
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+              float& x = pacc[4 * j + 2 * hh + e];
+              const float v = x * rf[hh] * cf;
+              x = col <= row[hh] && row[hh] < len ? v : 0.f;
+            }
           }
-        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int col = 8 * j + 2 * t + e;
+            const float rk = b.l2norm ? sm.rk[s][col] : 1.f;
+            const double Gj = Gs[col];
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+              float& x = pacc[4 * j + 2 * hh + e];
+              x = col <= row[hh] && row[hh] < len ? x * (rq[hh] * rk) * __expf(float(Gi[hh] - Gj)) : 0.f;
+            }
+          }
       }
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks)
@@ -167,9 +215,6 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
         }
     }
     // o_c's rows times exp(G_i) rq_i (the P v_new part carries its own factors).
-    wgmma_wait<0>();
-#pragma unroll
-    for (int i = 0; i < 32; ++i) pin(o[i]);
     const float f0 = __expf(float(Gi[0])) * rq0, f1 = __expf(float(Gi[1])) * rq1;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
@@ -178,15 +223,18 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
       o[4 * j + 2] *= f1;
       o[4 * j + 3] *= f1;
     }
-    mbarrier_block_sync(&sm.bar[1], c & 1);  // B2(c): the chain's v staging holds v_new_c
+    mbarrier_wait(&sm.bar[1], c & 1);  // B2(c): the chain's v staging holds v_new_c
     issue_pv();
     wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(o[i]);
+    // B1(c + 1) (or the chain's epilogue barrier after the last chunk): done with stage s and the
+    // v staging; o_c's store below touches only this warpgroup's o staging.
+    mbarrier_arrive(&sm.bar[0]);
     store_o(c);
     if (++s == ST) s = 0;
   }
-  mbarrier_block_sync(&sm.bar[0], nch & 1);  // the chain warpgroup's epilogue barrier
+  // (The chain's epilogue barrier has this warpgroup's arrival: nothing left to wait for.)
 }
 
 }  // namespace cuda

@@ -59,7 +59,9 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     chunk_fwd_h_wgmma_kernel(FastBufs<E> b, SplitBufs sp, StateRef init, StateRef fin, bool kmajor, OutRef out,
                              CheckpointOut ck) {
   constexpr bool kSummary = kMode == ChainMode::kSummary, kFused = kMode == ChainMode::kFusedO;
-  constexpr bool kBulk = kMode == ChainMode::kStoreBulk, kStores = kMode == ChainMode::kStore || kBulk;
+  // h and v_new leave by bulk copies (TMA) that thread 0 issues from the stagings; kStore also
+  // signals b.ready per chunk once they are complete.
+  constexpr bool kStores = kMode == ChainMode::kStore || kMode == ChainMode::kStoreBulk;
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __trap();  // wgmma needs sm_90a; the library is built for it only
 #else
@@ -260,10 +262,8 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     wgmma_wait<0>();
     cp_async_wait<ST - 2>();
     fence_proxy_async();  // this thread's landed cp.async writes -> visible to wgmma (async proxy)
-    if (kBulk && tid == 0) bulk_wait_read<0>();  // v_new_{c-1}'s staging read: rewritten after B1
+    if (kStores && tid == 0) bulk_wait_read<0>();  // v_new_{c-1}'s staging read: rewritten after B1
     block_sync(0, c & 1);  // B1: chunk c complete for all; h staging holds h_c; stage (c - 1) % ST free
-    if (kMode == ChainMode::kStore && c > 0 && tid == 0 && b.ready)
-      signal_release(b.ready + (gc - 1) * HV + hv);  // h, v_new of c - 1 stored
 
     // 1. acc = -U^T = -S^T k^T (U = k S: the state's prediction of v): 8 x m64n64k16, A = E(S^T)
     //    from registers, B = k [token][kk] (K-major, SW128): k-step ks is 32 bytes into the
@@ -321,16 +321,11 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
 #pragma unroll
     for (int i = 0; i < 64; ++i) st[i] *= dl;
     // h_c -> workspace: the staging's image (fwd_h_image).
-    if constexpr (kBulk) {
+    if constexpr (kStores) {
       if (tid == 0) {
         bulk_store(b.h + fwd_h_image(gc, hv, v0 / kBV, HV), smem_u32(sm.h), kD * kBV * 2);
         bulk_commit();
       }
-    } else if constexpr (kStores) {
-      uint4* hg = reinterpret_cast<uint4*>(b.h + fwd_h_image(gc, hv, v0 / kBV, HV));
-      const uint4* hs = reinterpret_cast<const uint4*>(sm.h);
-#pragma unroll
-      for (int it = 0; it < kD * kBV / 8 / 128; ++it) hg[tid + 128 * it] = hs[tid + 128 * it];
     }
     wgmma_wait<0>();
 #pragma unroll
@@ -444,21 +439,25 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
         stsm_x4_t(vs + sw128(16 * ks + lrow, lch), vn[0], vn[1], vn[2], vn[3]);
       }
     }
-    if constexpr (kFused || kBulk) fence_proxy_async();  // the v staging -> wgmma of the o warpgroup / TMA
-    // (kBulk: the h staging's bulk read is done before B2: stage_state rewrites it after B2.)
-    if (kBulk && tid == 0) bulk_wait_read<0>();
+    if constexpr (kFused || kStores) fence_proxy_async();  // the v staging -> wgmma of the o warpgroup / TMA
+    // (kStores: the h staging's bulk read is done before B2: stage_state rewrites it after B2.)
+    if (kStores && tid == 0) bulk_wait_read<0>();
     block_sync(1, c & 1);  // B2: v staging complete; every thread's reads of the h staging done
-    // v_new (rows past len: zeros) -> workspace: the staging's image (fwd_v_image).
-    if constexpr (kBulk) {
+    if constexpr (kStores) {
       if (tid == 0) {
+        // Chunk c - 1 done for fwd_o: its two bulk groups (h, v_new) have completed their writes
+        // once only h_c's group, the newest, may still run. Here, in the update's shadow, and a
+        // whole chunk after they were issued, the wait and the release fence find nothing in
+        // flight; at the top of the chunk, right after the v_new stores, the fence stalled warp 0
+        // and the other three with it at the first wgmma (~15% of the chain, ncu, docs/perf.md v14).
+        if (kMode == ChainMode::kStore && c > 0 && b.ready) {
+          bulk_wait<1>();
+          signal_release(b.ready + (gc - 1) * HV + hv);
+        }
+        // v_new (rows past len: zeros) -> workspace: the staging's image (fwd_v_image).
         bulk_store(b.v_new + fwd_v_image(gc, hv, v0 / kBV, HV), smem_u32(sm.v[0]), kC * kBV * 2);
         bulk_commit();
       }
-    } else if constexpr (kStores) {
-      uint4* vg = reinterpret_cast<uint4*>(b.v_new + fwd_v_image(gc, hv, v0 / kBV, HV));
-      const uint4* vsp = reinterpret_cast<const uint4*>(sm.v[0]);
-#pragma unroll
-      for (int it = 0; it < kC * kBV / 8 / 128; ++it) vg[tid + 128 * it] = vsp[tid + 128 * it];
     }
     wgmma_wait<0>();
 #pragma unroll
@@ -470,10 +469,9 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     if (++s == ST) s = 0;
   }
   cp_async_wait<0>();
-  if (kBulk && tid == 0) bulk_wait<0>();  // the staging stays allocated until the copies are done
-  if (kMode == ChainMode::kStore && nch > 0 && b.ready) {
-    __syncthreads();  // the last chunk's v_new stores
-    if (tid == 0) signal_release(b.ready + (c0 + nch - 1) * HV + hv);
+  if (kStores && tid == 0) {
+    bulk_wait<0>();  // the staging stays allocated until the copies are done
+    if (kMode == ChainMode::kStore && nch > 0 && b.ready) signal_release(b.ready + (c0 + nch - 1) * HV + hv);
   }
 
   // The end state: a summary (S_1 from part 0, else B_p or M_p; K-major fp32), or the final

@@ -41,9 +41,13 @@ __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\
 __device__ __forceinline__ void mbarrier_init(uint64_t* bar, int threads) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(threads) : "memory");
 }
-__device__ __forceinline__ void mbarrier_block_sync(uint64_t* bar, uint32_t parity) {
+// The two halves of a block barrier on an mbarrier, for a role that may arrive early (once what
+// the others wait for is done) and wait later (when it needs what they did).
+__device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
   const uint32_t a = smem_u32(bar);
-  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(a) : "memory");
   uint32_t done;
   do {
     asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
@@ -51,6 +55,10 @@ __device__ __forceinline__ void mbarrier_block_sync(uint64_t* bar, uint32_t pari
                  : "r"(a), "r"(parity)
                  : "memory");
   } while (!done);
+}
+__device__ __forceinline__ void mbarrier_block_sync(uint64_t* bar, uint32_t parity) {
+  mbarrier_arrive(bar);
+  mbarrier_wait(bar, parity);
 }
 
 }  // namespace cuda
