@@ -7,7 +7,7 @@
 //                 MN-major for vs^T k; a: A_s's rows, atom 0 its hi part, atom 1 its lo part
 //   vin[ST]:      [64 tokens][64 vv] of v, 128-byte rows, same swizzle (conflict-free ldmatrix.trans)
 //   h:            [128 kk][64 vv] staging of h_c (stmatrix.trans from the A fragments of S^T)
-//   v:            [64 tokens][64 vv] staging of v_new (stmatrix.trans)
+//   v:            [64 tokens][64 vv] staging of v_new (stmatrix.trans), 16-byte global stores
 //   G[ST] (fp64), rk[ST] (inverse norms of k's rows, with l2norm)
 // ST = 2: 106.5 KB (two blocks per SM, for many chains); ST = 4: 188 KB (one block per SM: the
 // deepest prefetch for few long chains).
@@ -15,18 +15,17 @@
 // Synchronization per chunk c (stage s = c % ST), two block barriers, both overlapped with wgmma:
 //   wait for chunk c's cp.async group; fence.proxy.async (cp.async writes are generic-proxy
 //   writes that the async proxy of wgmma reads); barrier B1
-//   issue the 8 -U^T wgmmas; meanwhile: scalings, v^T, S^T *= exp(G_last), h_c -> global (one
-//   bulk copy of the h staging written before B1); wait; W^T -> A fragments; issue the 8 v_new wgmmas;
+//   issue the 8 -U^T wgmmas; meanwhile: scalings, v^T, S^T *= exp(G_last), h_c -> global (from
+//   the h staging written before B1); wait; W^T -> A fragments; issue the 8 v_new wgmmas;
 //   meanwhile: decays, prefetch chunk c + ST - 1 into stage (c - 1) % ST (freed by B1); wait;
 //   A fragments of vs^T; issue the 4 update wgmmas; meanwhile: v_new -> v staging, barrier B2
-//   (v staging complete, every read of the h staging done), v_new -> global (one bulk copy);
+//   (v staging complete, every read of the h staging done), v_new -> global;
 //   wait; E(S^T) -> A fragments (next chunk's k S) and -> h staging.
 // Rows past len: A_s, k, v are zero-filled, their decays are 0, and they are never stored.
-// kStore: after B2 of chunk c + 1 (and after the loop for the last chunk) thread 0 waits until
-// chunk c's two bulk copies have completed their writes (issued a chunk earlier, they have) and
-// adds 1 to b.ready[chunk c][hv] (release): fwd_o, launched as a programmatic dependent of this
-// kernel, reads chunk c's h and v_new as soon as both slices have signalled, while later chunks
-// are computed.
+// kStore: after B2 of chunk c + 4 (and after the loop for the last chunks) one thread adds 1 to
+// b.ready[chunk c][hv] (one release fence per 4 chunks): fwd_o, launched as a programmatic
+// dependent of this kernel, reads chunk c's h and v_new as soon as both slices have signalled,
+// while later chunks are computed.
 #pragma once
 
 #include <cstdint>
@@ -43,10 +42,9 @@ constexpr int kBV = 64;         // V slice per block (the wgmma M)
 
 // What the chain kernel does besides carrying the state:
 //   kStore:   stores h_c and v_new per chunk for fwd_o and signals b.ready (fwd_o overlaps);
-//   kStoreBulk: the same stores without b.ready (fwd_o runs after this kernel). In both, each
-//             chunk's h and v_new stagings leave by one bulk copy (TMA) each, issued by thread 0,
-//             instead of every thread's 16-byte loads and stores (12 pairs per thread and chunk,
-//             whose source registers stalled the chain, ncu: docs/perf.md v14);
+//   kStoreBulk: the same stores without b.ready (fwd_o runs after this kernel), each chunk's h
+//             and v_new staging leaving by one bulk copy (TMA) issued by thread 0 instead of
+//             every thread's 16-byte loads and stores (12 pairs per thread and chunk);
 //   kSummary: the split's summary pass (below); stores nothing per chunk;
 //   kFusedO:  a second warpgroup computes o on chip (chain_o.cuh); nothing per chunk goes to
 //             global memory but o, and fwd_o does not run.

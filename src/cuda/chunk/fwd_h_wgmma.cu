@@ -59,9 +59,8 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     chunk_fwd_h_wgmma_kernel(FastBufs<E> b, SplitBufs sp, StateRef init, StateRef fin, bool kmajor, OutRef out,
                              CheckpointOut ck) {
   constexpr bool kSummary = kMode == ChainMode::kSummary, kFused = kMode == ChainMode::kFusedO;
-  // h and v_new leave by bulk copies (TMA) that thread 0 issues from the stagings; kStore also
-  // signals b.ready per chunk once they are complete.
-  constexpr bool kStores = kMode == ChainMode::kStore || kMode == ChainMode::kStoreBulk;
+  constexpr bool kBulk = kMode == ChainMode::kStoreBulk, kStores = kMode == ChainMode::kStore || kBulk;
+  constexpr int kReadyEvery = 4;  // kStore: fwd_o's ready counters are signalled 4 chunks at a time
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __trap();  // wgmma needs sm_90a; the library is built for it only
 #else
@@ -262,7 +261,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     wgmma_wait<0>();
     cp_async_wait<ST - 2>();
     fence_proxy_async();  // this thread's landed cp.async writes -> visible to wgmma (async proxy)
-    if (kStores && tid == 0) bulk_wait_read<0>();  // v_new_{c-1}'s staging read: rewritten after B1
+    if (kBulk && tid == 0) bulk_wait_read<0>();  // v_new_{c-1}'s staging read: rewritten after B1
     block_sync(0, c & 1);  // B1: chunk c complete for all; h staging holds h_c; stage (c - 1) % ST free
 
     // 1. acc = -U^T = -S^T k^T (U = k S: the state's prediction of v): 8 x m64n64k16, A = E(S^T)
@@ -321,11 +320,16 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
 #pragma unroll
     for (int i = 0; i < 64; ++i) st[i] *= dl;
     // h_c -> workspace: the staging's image (fwd_h_image).
-    if constexpr (kStores) {
+    if constexpr (kBulk) {
       if (tid == 0) {
         bulk_store(b.h + fwd_h_image(gc, hv, v0 / kBV, HV), smem_u32(sm.h), kD * kBV * 2);
         bulk_commit();
       }
+    } else if constexpr (kStores) {
+      uint4* hg = reinterpret_cast<uint4*>(b.h + fwd_h_image(gc, hv, v0 / kBV, HV));
+      const uint4* hs = reinterpret_cast<const uint4*>(sm.h);
+#pragma unroll
+      for (int it = 0; it < kD * kBV / 8 / 128; ++it) hg[tid + 128 * it] = hs[tid + 128 * it];
     }
     wgmma_wait<0>();
 #pragma unroll
@@ -439,25 +443,27 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
         stsm_x4_t(vs + sw128(16 * ks + lrow, lch), vn[0], vn[1], vn[2], vn[3]);
       }
     }
-    if constexpr (kFused || kStores) fence_proxy_async();  // the v staging -> wgmma of the o warpgroup / TMA
-    // (kStores: the h staging's bulk read is done before B2: stage_state rewrites it after B2.)
-    if (kStores && tid == 0) bulk_wait_read<0>();
+    if constexpr (kFused || kBulk) fence_proxy_async();  // the v staging -> wgmma of the o warpgroup / TMA
+    // (kBulk: the h staging's bulk read is done before B2: stage_state rewrites it after B2.)
+    if (kBulk && tid == 0) bulk_wait_read<0>();
     block_sync(1, c & 1);  // B2: v staging complete; every thread's reads of the h staging done
-    if constexpr (kStores) {
+    // kStore: chunks c - kReadyEvery .. c - 1 stored (all before B1 of chunk c): fwd_o may read them.
+    // One release fence per kReadyEvery chunks, here in the update's shadow: it waits for thread
+    // 0's stores in flight, and one per chunk, right after the v_new stores, kept warp 0 in it and
+    // the other warps waiting for it at the first wgmma (~15% of the chain, ncu: docs/perf.md v14).
+    if (kMode == ChainMode::kStore && b.ready && tid == 0 && c > 0 && c % kReadyEvery == 0)
+      signal_ready(b.ready + (gc - kReadyEvery) * HV + hv, HV, kReadyEvery);
+    // v_new (rows past len: zeros) -> workspace: the staging's image (fwd_v_image).
+    if constexpr (kBulk) {
       if (tid == 0) {
-        // Chunk c - 1 done for fwd_o: its two bulk groups (h, v_new) have completed their writes
-        // once only h_c's group, the newest, may still run. Here, in the update's shadow, and a
-        // whole chunk after they were issued, the wait and the release fence find nothing in
-        // flight; at the top of the chunk, right after the v_new stores, the fence stalled warp 0
-        // and the other three with it at the first wgmma (~15% of the chain, ncu, docs/perf.md v14).
-        if (kMode == ChainMode::kStore && c > 0 && b.ready) {
-          bulk_wait<1>();
-          signal_release(b.ready + (gc - 1) * HV + hv);
-        }
-        // v_new (rows past len: zeros) -> workspace: the staging's image (fwd_v_image).
         bulk_store(b.v_new + fwd_v_image(gc, hv, v0 / kBV, HV), smem_u32(sm.v[0]), kC * kBV * 2);
         bulk_commit();
       }
+    } else if constexpr (kStores) {
+      uint4* vg = reinterpret_cast<uint4*>(b.v_new + fwd_v_image(gc, hv, v0 / kBV, HV));
+      const uint4* vsp = reinterpret_cast<const uint4*>(sm.v[0]);
+#pragma unroll
+      for (int it = 0; it < kC * kBV / 8 / 128; ++it) vg[tid + 128 * it] = vsp[tid + 128 * it];
     }
     wgmma_wait<0>();
 #pragma unroll
@@ -469,9 +475,11 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     if (++s == ST) s = 0;
   }
   cp_async_wait<0>();
-  if (kStores && tid == 0) {
-    bulk_wait<0>();  // the staging stays allocated until the copies are done
-    if (kMode == ChainMode::kStore && nch > 0 && b.ready) signal_release(b.ready + (c0 + nch - 1) * HV + hv);
+  if (kBulk && tid == 0) bulk_wait<0>();  // the staging stays allocated until the copies are done
+  if (kMode == ChainMode::kStore && nch > 0 && b.ready) {
+    __syncthreads();                                              // the last chunk's v_new stores
+    const int64_t first = (nch - 1) / kReadyEvery * kReadyEvery;  // the chunks the loop has not signalled
+    if (tid == 0) signal_ready(b.ready + (c0 + first) * HV + hv, HV, static_cast<int>(nch - first));
   }
 
   // The end state: a summary (S_1 from part 0, else B_p or M_p; K-major fp32), or the final

@@ -14,6 +14,13 @@ namespace cuda {
 __device__ __forceinline__ void signal_release(int* flag) {
   asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(flag) : "memory");
 }
+// Producer, for `count` flags at once (flags[0], flags[stride], ...): one release fence, then a
+// relaxed add of 1 to each (a release pattern per flag, the fence paid once).
+__device__ __forceinline__ void signal_ready(int* flags, int64_t stride, int count) {
+  asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+  for (int i = 0; i < count; ++i)
+    asm volatile("red.relaxed.gpu.global.add.s32 [%0], 1;\n" ::"l"(flags + i * stride) : "memory");
+}
 // Consumer: one thread waits with acquire loads until *flag >= target, then the block
 // synchronizes (__syncthreads) before reading what the producer stored.
 __device__ __forceinline__ void wait_acquire(const int* flag, int target) {
