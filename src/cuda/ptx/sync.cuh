@@ -9,13 +9,10 @@
 namespace gdn {
 namespace cuda {
 
-// Producer: after a __syncthreads() that follows the block's global stores, one thread adds 1
-// with release semantics at GPU scope (the stores of the whole block happen before it).
-__device__ __forceinline__ void signal_release(int* flag) {
-  asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(flag) : "memory");
-}
-// Producer, for `count` flags at once (flags[0], flags[stride], ...): one release fence, then a
-// relaxed add of 1 to each (a release pattern per flag, the fence paid once).
+// Producer, after a __syncthreads() that follows the block's global stores: one thread adds 1 to
+// `count` flags (flags[0], flags[stride], ...) with one release fence at GPU scope, then relaxed
+// adds (a release pattern per flag, the fence paid once; the stores of the whole block happen
+// before it).
 __device__ __forceinline__ void signal_ready(int* flags, int64_t stride, int count) {
   asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
   for (int i = 0; i < count; ++i)
