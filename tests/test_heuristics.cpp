@@ -57,18 +57,25 @@ TEST(Heuristics, TensorParallelSlicesSplit) {
   EXPECT_TRUE(tp8.fuse_o);
 }
 
-TEST(Heuristics, FusedOOnlyWhereFwdOCannotOverlap) {
-  // (SMs / 2, SMs] chain blocks: fused. Fewer: fwd_o overlaps on idle SMs. More: two waves.
+TEST(Heuristics, FusedOWhereFwdOCannotOverlap) {
+  // More than SMs / 2 chain blocks: fused, in one wave or, with 4+ chunks per sequence on average,
+  // in several. Fewer: fwd_o overlaps on idle SMs.
   const auto tp4_8x4k = cuda::chunk_forward_heuristics(problem(4, 8, 32768, 8), h200());
   EXPECT_TRUE(tp4_8x4k.fuse_o);
   EXPECT_FALSE(tp4_8x4k.overlap_o);
   const auto one_4k = cuda::chunk_forward_heuristics(problem(16, 32, 4096, 1), h200());
   EXPECT_FALSE(one_4k.fuse_o);
   EXPECT_TRUE(one_4k.overlap_o);
-  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(16, 32, 32768, 4), h200()).fuse_o);
+  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(16, 32, 32768, 1), h200()).fuse_o);    // 64 blocks
   EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(4, 8, 131072, 1), h200()).fuse_o);      // 8 parts: 128 blocks
-  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(4, 8, 65536, 16), h200()).fuse_o);     // 256 blocks
+  EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 32768, 4), h200()).fuse_o);     // 4x8k: 2 waves
+  EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 8192, 8), h200()).fuse_o);      // 8x1k
+  EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 16384, 64), h200()).fuse_o);    // 64x256: 4 chunks
+  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(16, 32, 16384, 256), h200()).fuse_o);  // 256x64: 1 chunk
+  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(16, 32, 16384, 256), h200()).overlap_o);
+  EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(4, 8, 65536, 16), h200()).fuse_o);      // 256 blocks
   EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(2, 4, 32768, 8, 64), h200()).fuse_o);  // D = 64
+  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(16, 32, 0, 0), h200()).fuse_o);        // no sequence
 }
 
 TEST(Heuristics, PartsOfTheSplitTestCases) {
@@ -83,7 +90,7 @@ TEST(Heuristics, PartsOfTheSplitTestCases) {
   EXPECT_EQ(2, parts_of(ragged, 700));
   EXPECT_EQ(1, parts_of(ragged, 1));
   EXPECT_EQ(1, parts_of(ragged, 0));
-  EXPECT_EQ(2, ragged.fwd_h_stages);  // 224 chain blocks: two per SM, fwd_o after them
+  EXPECT_TRUE(ragged.fuse_o);  // 224 chain blocks, 27 chunks per sequence: o in the chain
   EXPECT_FALSE(ragged.overlap_o);
   const auto four_heads = cuda::chunk_forward_heuristics(problem(2, 4, 3000, 1), h200());
   EXPECT_EQ(6, parts_of(four_heads, 3000));

@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
     if (bo.json) std::fprintf(bo.json, "[");
     if (!decode_only) {
       // A/B in the same run: fwd_o after fwd_h (/seq) on the cases where the heuristics overlap it
-      // (and 4x8k, where they do not: the two rows must agree).
+      // (1x4k, 1x32k) and on 4x8k, where they fuse o into the chain.
       for (const char* name : {"1x4k", "1x32k", "4x8k"}) {
         const auto c = find_case(name);
         if (c != prefill.end() && timed(c->name + seq_suffix))

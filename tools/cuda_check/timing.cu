@@ -180,7 +180,7 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   cuda::ChunkForwardConfig cfg = cuda::chunk_forward_heuristics(in.p, cuda::device_props());
   const bool explicit_cfg = variant != PrefillVariant::kDefault && variant != PrefillVariant::kCheckpoints;
   if (explicit_cfg) cfg.overlap_o = false;
-  if (variant == PrefillVariant::kFusedO) cfg.fuse_o = true;
+  if (explicit_cfg) cfg.fuse_o = variant == PrefillVariant::kFusedO;  // (/seq: fwd_o after the chain)
   const size_t wsz = std::max(cuda::chunk_gated_delta_rule_workspace_size(in.p, 0),
                               explicit_cfg ? cuda::fast_workspace_size(in.p, cfg) : size_t(0));
   void* ws;

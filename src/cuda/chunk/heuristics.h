@@ -68,13 +68,19 @@ inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const Devic
     // an H200: 1.67 ms after fwd_h, 1.74 ms overlapping it).
     cfg.overlap_o = chains * 2 <= dev.sms;
     choose_split(p, dev, cfg);
-    // Fused o where fwd_o has no SMs to overlap the chain on, yet the chain blocks fit one wave of
-    // one block per SM: (SMs / 2, SMs] blocks. Measured on an H200 (docs/perf.md, v9): tp4-8x4k
-    // (128 blocks) 0.465 -> 0.427 ms, tp4-1x32k (split, 128 blocks) 0.643 -> 0.618; with fewer
-    // blocks fwd_o overlaps on the idle SMs and fusing loses (1x4k, 64 blocks: 0.245 -> 0.357), with
-    // more the fused blocks (one per SM) need two waves (4x8k, 256: 1.580 -> 1.607).
+    // Fused o wherever fwd_o has no SMs to overlap the chain on (more than SMs / 2 chain blocks),
+    // if the blocks fill one wave of one block per SM or the sequences average at least 4 chunks.
+    // Measured on an H200 (docs/perf.md, v14 and session 18): tp4-8x4k (128 blocks) 0.340 -> 0.233
+    // ms, tp4-1x32k (split, 128) 0.526 -> 0.423; in several waves 4x8k (256 blocks) 1.228 ->
+    // 0.861, 8x1k (512) 0.338 -> 0.252, 64x256 (4096, 4 chunks each) 0.704 -> 0.571. With fewer
+    // blocks fwd_o overlaps on the idle SMs (1x4k, 1x32k: 64 blocks). The SPEC's mixed case (16
+    // sequences, 32 chunks on average) falls under the rule, unmeasured fused. One-chunk sequences in many
+    // waves (256x64) stay unfused, unmeasured: there the state's load and store dominate, and the
+    // unfused chain runs two blocks per SM.
     const int64_t chain_blocks = chains * 2 * (cfg.split_chunks_per_part > 0 ? cfg.split_max_parts : 1);
-    if (chain_blocks * 2 > dev.sms && chain_blocks <= dev.sms) {
+    const int64_t avg_chunks =
+        p.num_seqs > 0 ? (p.num_tokens + p.num_seqs * kChunkSize - 1) / (p.num_seqs * kChunkSize) : 0;
+    if (chain_blocks * 2 > dev.sms && (chain_blocks <= dev.sms || avg_chunks >= 4)) {
       cfg.fuse_o = true;
       cfg.overlap_o = false;
     }
