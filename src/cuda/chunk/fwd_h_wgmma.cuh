@@ -36,6 +36,17 @@
 // and v_new (8 KB).
 //
 // Shared memory, the per-chunk synchronization and the modes: chain_layout.cuh.
+//
+// This header holds the kernel and its launch (launch_wg); the kernel is a template on the ring depth
+// ST, the mode and E, and each mode is instantiated in one file (only the kernels a file launches
+// are emitted, each in exactly one file, so the variants compile in parallel):
+//   fwd_h_wgmma_store.cu    launch_fwd_h_wgmma (fwd_fast.cuh): kStore and kStoreBulk, ST = 2 and 4;
+//                           the fused mode through chain::launch_fused
+//   fwd_h_wgmma_fused.cu    chain::launch_fused: kFusedO, ST = 3
+//   fwd_h_wgmma_summary.cu  launch_fwd_h_wgmma_summary (fwd_fast.cuh): kSummary, ST = 2 and 4
+// The kernel and launch_wg sit in an anonymous namespace: each including file has its own copy.
+#pragma once
+
 #include "cuda/chunk/chain_layout.cuh"
 #include "cuda/chunk/chain_o.cuh"
 
@@ -528,44 +539,13 @@ void launch_wg(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, 
 
 }  // namespace
 
+namespace chain {
+
+// launch_fwd_h_wgmma's fused branch (fwd_h_wgmma_fused.cu): kFusedO with 3 stages and the o
+// warpgroup (~211 KB, one block per SM; o in E). Instantiated for E = __nv_bfloat16 and __half.
 template <typename E>
-void launch_fwd_h_wgmma(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, const ChunkForwardConfig& cfg,
-                        cudaStream_t s) {
-  if (!cfg.fuse_o && !b.ready) {  // fwd_o after this kernel: h and v_new leave by bulk copies
-    if (cfg.fwd_h_stages == 4)
-      launch_wg<4, ChainMode::kStoreBulk>(b, sp, f, s);
-    else
-      launch_wg<2, ChainMode::kStoreBulk>(b, sp, f, s);
-    return;
-  }
-  if (cfg.fuse_o) {  // 3 stages and the o warpgroup: ~211 KB, one block per SM; o in E
-    launch_wg<3, ChainMode::kFusedO>(b, sp, f, s);
-    return;
-  }
-  // 4 stages (188 KB, one block per SM) or 2 (106.5 KB, two per SM): chunk_forward_heuristics.
-  if (cfg.fwd_h_stages == 4)
-    launch_wg<4, ChainMode::kStore>(b, sp, f, s);
-  else
-    launch_wg<2, ChainMode::kStore>(b, sp, f, s);
-}
+void launch_fused(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s);
 
-template <typename E>
-void launch_fwd_h_wgmma_summary(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f,
-                                const ChunkForwardConfig& cfg, cudaStream_t s) {
-  if (cfg.split_summary_stages == 4)
-    launch_wg<4, ChainMode::kSummary>(b, sp, f, s);
-  else
-    launch_wg<2, ChainMode::kSummary>(b, sp, f, s);
-}
-
-template void launch_fwd_h_wgmma(const FastBufs<__nv_bfloat16>&, const SplitBufs&, const ForwardArgs&,
-                                 const ChunkForwardConfig&, cudaStream_t);
-template void launch_fwd_h_wgmma(const FastBufs<__half>&, const SplitBufs&, const ForwardArgs&,
-                                 const ChunkForwardConfig&, cudaStream_t);
-template void launch_fwd_h_wgmma_summary(const FastBufs<__nv_bfloat16>&, const SplitBufs&, const ForwardArgs&,
-                                         const ChunkForwardConfig&, cudaStream_t);
-template void launch_fwd_h_wgmma_summary(const FastBufs<__half>&, const SplitBufs&, const ForwardArgs&,
-                                         const ChunkForwardConfig&, cudaStream_t);
-
+}  // namespace chain
 }  // namespace cuda
 }  // namespace gdn

@@ -1,0 +1,19 @@
+// The wgmma chain (fwd_h_wgmma.cuh) with o fused (kFusedO): launch_fwd_h_wgmma's branch for
+// cfg.fuse_o. Its kernels are instantiated here only.
+#include "cuda/chunk/fwd_h_wgmma.cuh"
+
+namespace gdn {
+namespace cuda {
+namespace chain {
+
+template <typename E>
+void launch_fused(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s) {
+  launch_wg<3, ChainMode::kFusedO>(b, sp, f, s);  // 3 stages and the o warpgroup: ~211 KB, one block per SM
+}
+
+template void launch_fused(const FastBufs<__nv_bfloat16>&, const SplitBufs&, const ForwardArgs&, cudaStream_t);
+template void launch_fused(const FastBufs<__half>&, const SplitBufs&, const ForwardArgs&, cudaStream_t);
+
+}  // namespace chain
+}  // namespace cuda
+}  // namespace gdn

@@ -1,0 +1,36 @@
+// launch_fwd_h_wgmma (fwd_fast.cuh): the wgmma chain (fwd_h_wgmma.cuh) in its store modes, h and
+// v_new per chunk for fwd_o (kStore, kStoreBulk; ST = 2 and 4), or the fused mode's launcher
+// (fwd_h_wgmma_fused.cu). The store kernels are instantiated here only.
+#include "cuda/chunk/fwd_h_wgmma.cuh"
+
+namespace gdn {
+namespace cuda {
+
+template <typename E>
+void launch_fwd_h_wgmma(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, const ChunkForwardConfig& cfg,
+                        cudaStream_t s) {
+  if (!cfg.fuse_o && !b.ready) {  // fwd_o after this kernel: h and v_new leave by bulk copies
+    if (cfg.fwd_h_stages == 4)
+      launch_wg<4, ChainMode::kStoreBulk>(b, sp, f, s);
+    else
+      launch_wg<2, ChainMode::kStoreBulk>(b, sp, f, s);
+    return;
+  }
+  if (cfg.fuse_o) {
+    chain::launch_fused(b, sp, f, s);
+    return;
+  }
+  // 4 stages (188 KB, one block per SM) or 2 (106.5 KB, two per SM): chunk_forward_heuristics.
+  if (cfg.fwd_h_stages == 4)
+    launch_wg<4, ChainMode::kStore>(b, sp, f, s);
+  else
+    launch_wg<2, ChainMode::kStore>(b, sp, f, s);
+}
+
+template void launch_fwd_h_wgmma(const FastBufs<__nv_bfloat16>&, const SplitBufs&, const ForwardArgs&,
+                                 const ChunkForwardConfig&, cudaStream_t);
+template void launch_fwd_h_wgmma(const FastBufs<__half>&, const SplitBufs&, const ForwardArgs&,
+                                 const ChunkForwardConfig&, cudaStream_t);
+
+}  // namespace cuda
+}  // namespace gdn

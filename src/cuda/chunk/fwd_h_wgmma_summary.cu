@@ -1,0 +1,23 @@
+// launch_fwd_h_wgmma_summary (fwd_fast.cuh): the wgmma chain (fwd_h_wgmma.cuh) as the exact split's
+// summary pass (kSummary, split.cuh). Its kernels are instantiated here only.
+#include "cuda/chunk/fwd_h_wgmma.cuh"
+
+namespace gdn {
+namespace cuda {
+
+template <typename E>
+void launch_fwd_h_wgmma_summary(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f,
+                                const ChunkForwardConfig& cfg, cudaStream_t s) {
+  if (cfg.split_summary_stages == 4)
+    launch_wg<4, ChainMode::kSummary>(b, sp, f, s);
+  else
+    launch_wg<2, ChainMode::kSummary>(b, sp, f, s);
+}
+
+template void launch_fwd_h_wgmma_summary(const FastBufs<__nv_bfloat16>&, const SplitBufs&, const ForwardArgs&,
+                                         const ChunkForwardConfig&, cudaStream_t);
+template void launch_fwd_h_wgmma_summary(const FastBufs<__half>&, const SplitBufs&, const ForwardArgs&,
+                                         const ChunkForwardConfig&, cudaStream_t);
+
+}  // namespace cuda
+}  // namespace gdn
