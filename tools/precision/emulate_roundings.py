@@ -2,7 +2,7 @@
 """A CPU model of the CUDA tensor-core forward's roundings (D = 128, chunk 64, one value head), to
 price an accuracy change before spending device time on it (docs/perf.md, "g = 0 accuracy").
 
-Per chunk, as src/cuda/chunk/fwd_prep.cu, fwd_h_wgmma.cu and fwd_o.cu compute it (fp32 arithmetic,
+Per chunk, as src/cuda/chunk/fwd_prep.cu, fwd_h_wgmma.cuh and fwd_o.cu compute it (fp32 arithmetic,
 16-bit operands where the kernels round):
     A_s = (I + L)^-1 diag(beta)                  hi + lo parts (near fp32)
     h   = E(S)                                   the state as operand            (h_U, h_o)

@@ -1,5 +1,5 @@
-// The wgmma chain kernel's (fwd_h_wgmma.cu) modes, constants and shared-memory layout, with the
-// per-chunk synchronization they serve.
+// The wgmma chain kernel's (fwd_h_wgmma.cuh) modes, constants and shared-memory layout, with the
+// per-chunk synchronization they serve and the prefetch that fills the ring (chain_prefetch).
 //
 // Shared memory (sizes for ST ring stages; offsets 1024-aligned where wgmma reads them):
 //   a[ST], k[ST]: [2 atoms][64 tokens][128 B], 128-byte swizzle (16-byte chunk index XOR
@@ -72,6 +72,63 @@ struct WgSmem : WgFusedSmem<ST, kFused, E> {  // (an empty base takes no space: 
   uint64_t bar[2];  // kFusedO: the block barriers B1 and B2 (mbarrier_block_sync)
 };
 static_assert(sizeof(__nv_bfloat16) * kC * kD % 1024 == 0, "stages stay 1024-aligned");
+
+// Ring stage s <- the chunk at tokens t0 .. t0 + len - 1 (len = min(te - t0, kC)) of (value head hv,
+// key head hk) by cp.async (the caller commits one group per chunk): A_s (hi | lo) and k in rows
+// of 16 pieces of 16 bytes, q beside them (kFused: for the o warpgroup), v of the slice
+// [v0, v0 + kBV) (8 pieces per row; none for the identity's chain: `transition`), G, rk.
+template <bool kFused, typename E, typename Sm>
+__device__ __forceinline__ void chain_prefetch(Sm& sm, const FastBufs<E>& b, int64_t t0, int64_t te, int s, int HV,
+                                               int hv, int hk, int v0, bool transition, int tid) {
+  const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
+  const uint32_t as = smem_u32(sm.a[s]), ks = smem_u32(sm.k[s]), vs = smem_u32(sm.vin[s]);
+  // This thread's pieces are affine in it (no 64-bit multiply per copy: -12% of the chain's
+  // time on 1x32k with the halves below, docs/perf.md v12): rows r = tid / 16 + 8 it (the swizzle's r & 7 fixed),
+  // 16-byte piece ch = tid % 16; row pointers step by 8 rows (one add, no multiply); rows past
+  // len read nothing, from the chunk's first row.
+  {
+    const int r0 = tid / 16, ch = tid % 16;
+    const uint32_t off0 = (ch / 8) * (kC * 128) + sw128(r0, ch % 8);
+    const E* a0 = b.w + (t0 * HV + hv) * kD + ch * 8;
+    const E* k0 = b.k + t0 * b.k_st + hk * b.k_sh + ch * 8;
+    const E* q0 = kFused ? b.q + t0 * b.q_st + hk * b.q_sh + ch * 8 : nullptr;
+    const E *pa = a0 + r0 * (int64_t(HV) * kD), *pk = k0 + r0 * b.k_st, *pq = kFused ? q0 + r0 * b.q_st : nullptr;
+    const int64_t da = 8 * int64_t(HV) * kD, dk = 8 * b.k_st, dq = 8 * b.q_st;
+#pragma unroll
+    for (int it = 0; it < kC * kD / 8 / 128; ++it) {
+      const bool ok = r0 + 8 * it < len;
+      const uint32_t off = off0 + 1024 * it;
+      cp_async16(as + off, ok ? pa : a0, ok ? 16 : 0);
+      cp_async16(ks + off, ok ? pk : k0, ok ? 16 : 0);
+      if constexpr (kFused)  // q for the o warpgroup, in the same layout
+        cp_async16(smem_u32(sm.q[s]) + off, ok ? pq : q0, ok ? 16 : 0);
+      pa += da;
+      pk += dk;
+      if constexpr (kFused) pq += dq;
+    }
+  }
+  if (!transition) {  // rows r = tid / 8 + 16 it, piece ch = tid % 8
+    const int r0 = tid / 8, ch = tid % 8;
+    const uint32_t off0 = sw128(r0, ch);
+    const E* v0p = b.v + t0 * b.v_st + hv * b.v_sh + v0 + ch * 8;
+    const E* pv = v0p + r0 * b.v_st;
+    const int64_t dv = 16 * b.v_st;
+#pragma unroll
+    for (int it = 0; it < kC * kBV / 8 / 128; ++it) {
+      const bool ok = r0 + 16 * it < len;
+      cp_async16(vs + off0 + 2048 * it, ok ? pv : v0p, ok ? 16 : 0);
+      pv += dv;
+    }
+  }
+  if (tid < kC) {
+    const bool ok = tid < len;
+    cp_async8(&sm.G[s][tid], b.Gt + int64_t(hv) * b.T + t0 + (ok ? tid : 0), ok ? 8 : 0);
+  } else if (b.l2norm) {
+    const int i = tid - kC;
+    const bool ok = i < len;
+    cp_async4(&sm.rk[s][i], b.rk + int64_t(hk) * b.T + t0 + (ok ? i : 0), ok ? 4 : 0);
+  }
+}
 
 }  // namespace chain
 }  // namespace cuda

@@ -1,4 +1,4 @@
-// The o warpgroup of the fused chain (fwd_h_wgmma.cu, ChainMode::kFusedO): o computed on chip from
+// The o warpgroup of the fused chain (fwd_h_wgmma.cuh, ChainMode::kFusedO): o computed on chip from
 // what the chain warpgroup stages in shared memory anyway, so h and v_new never go to global
 // memory and fwd_o does not run. Per chunk c of the block's (sequence part, value head, 64-wide V
 // slice), with q_i, k_j the raw rows (E: the input dtype), rq_i, rk_j their inverse l2 norms

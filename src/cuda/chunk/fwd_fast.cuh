@@ -4,7 +4,7 @@
 //            (fwd_prep.cu); D = 128: A_s = (I + L)^-1 diag(beta) on the tensor cores (kkt_solve.cu)
 //   fwd_h    (sequential over chunks, state on chip): v_new, h per chunk, final state
 //            D = 64: mma.sync from w, u (fwd_h_mma.cu); D = 128: wgmma, v_new = A_s (v - k S)
-//            formed on chip (fwd_h_wgmma.cu)
+//            formed on chip (fwd_h_wgmma.cuh)
 //   fwd_o    (parallel over chunks): o                                               (fwd_o.cu)
 // The 16-bit operand type E of every tensor-core product is the input dtype (bf16 or fp16, as in
 // flash-linear-attention): the kernels are templates on E, the mma / wgmma instructions take
@@ -61,7 +61,7 @@ struct FastBufs {
   float* rk;   // [H, T] inverse l2 norms of k's rows (written by fwd_prep or kkt_solve; 1 without l2norm)
   double* Gt;  // [HV, T] chunk-local cumsum (fp64), head-major (contiguous per chunk)
   E* w;        // [T, HV, D]: D = 64: w; D = 128: A_s = (I + L)^-1 diag(beta), row i of each chunk
-               // = [hi (64) | lo (64)] in E (the chain applies it: fwd_h_wgmma.cu)
+               // = [hi (64) | lo (64)] in E (the chain applies it: fwd_h_wgmma.cuh)
   E* u;        // [T, HV, D]: D = 64: u; D = 128: the copy of v when its rows are not aligned
   E* v_new;    // D = 64: [T, HV, D]; D = 128: images [max_chunks, HV, 2, 64, 64] (fwd_v_image)
   E* h;        // D = 64: [max_chunks, HV, D, D] state at each chunk start, K-major;

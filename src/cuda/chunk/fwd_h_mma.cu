@@ -8,7 +8,7 @@
 // 8 warps split both products (4 warps: a longer serial chain per chunk, measured slower). BV = 64 halves
 // the re-reads of w and k (every slice block of a head reads them whole: the kernel is bound by
 // L2 bandwidth with BV = 32) but holds one block per SM; BV = 32 suits many short sequences.
-// The kernel is written for any D that is a multiple of 16; D = 128 runs on wgmma (fwd_h_wgmma.cu),
+// The kernel is written for any D that is a multiple of 16; D = 128 runs on wgmma (fwd_h_wgmma.cuh),
 // so only D = 64 is instantiated. BV and the stage count: ChunkForwardConfig (heuristics.h).
 // E: the 16-bit operand type (the input dtype, bf16 or fp16; fwd_fast.cuh).
 #include "cuda/chunk/fwd_fast.cuh"

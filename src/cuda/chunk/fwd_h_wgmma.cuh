@@ -35,16 +35,11 @@
 // sits between them. Per chunk the block reads A_s, k (16 KB each), v (8 KB) and writes h (16 KB)
 // and v_new (8 KB).
 //
-// Shared memory, the per-chunk synchronization and the modes: chain_layout.cuh.
-//
-// This header holds the kernel and its launch (launch_wg); the kernel is a template on the ring depth
-// ST, the mode and E, and each mode is instantiated in one file (only the kernels a file launches
-// are emitted, each in exactly one file, so the variants compile in parallel):
-//   fwd_h_wgmma_store.cu    launch_fwd_h_wgmma (fwd_fast.cuh): kStore and kStoreBulk, ST = 2 and 4;
-//                           the fused mode through chain::launch_fused
-//   fwd_h_wgmma_fused.cu    chain::launch_fused: kFusedO, ST = 3
-//   fwd_h_wgmma_summary.cu  launch_fwd_h_wgmma_summary (fwd_fast.cuh): kSummary, ST = 2 and 4
-// The kernel and launch_wg sit in an anonymous namespace: each including file has its own copy.
+// Shared memory, its prefetch, the per-chunk synchronization and the modes: chain_layout.cuh.
+// This header: the kernel and launch_wg, in an anonymous namespace (a file that includes it emits
+// only the kernels it launches), instantiated by mode, each in one file: fwd_h_wgmma_store.cu
+// (kStore, kStoreBulk; launch_fwd_h_wgmma), fwd_h_wgmma_fused.cu (kFusedO; chain::launch_fused),
+// fwd_h_wgmma_summary.cu (kSummary; launch_fwd_h_wgmma_summary).
 #pragma once
 
 #include "cuda/chunk/chain_layout.cuh"
@@ -57,7 +52,7 @@ namespace gdn {
 namespace cuda {
 namespace {
 
-using namespace chain;  // kC, kD, kBV, ChainMode, WgSmem (chain_layout.cuh)
+using namespace chain;  // kC, kD, kBV, ChainMode, WgSmem, chain_prefetch (chain_layout.cuh)
 
 // kSummary: the exact split's summary pass (split.cuh): blocks of (sequence, part, head, slice of
 // V + K): part 0 runs from the initial state and leaves S_1; parts 1 .. parts - 2 run from zero
@@ -161,58 +156,9 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
         }
   }
 
-  // Chunk c's A_s (hi | lo), k (rows of 16 chunks of 16 bytes), v (this slice: 8 chunks per
-  // row), G, rk.
+  // Chunk c into ring stage s (chain_layout.cuh).
   auto prefetch = [&](int64_t c, int s) {
-    const int64_t t0 = tb + c * kC;
-    const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
-    const uint32_t as = smem_u32(sm.a[s]), ks = smem_u32(sm.k[s]), vs = smem_u32(sm.vin[s]);
-    // This thread's pieces are affine in it (no 64-bit multiply per copy: -12% of the chain's
-    // time on 1x32k with the halves below, docs/perf.md v12): rows r = tid / 16 + 8 it (the swizzle's r & 7 fixed),
-    // 16-byte piece ch = tid % 16; row pointers step by 8 rows (one add, no multiply); rows past
-    // len read nothing, from the chunk's first row.
-    {
-      const int r0 = tid / 16, ch = tid % 16;
-      const uint32_t off0 = (ch / 8) * (kC * 128) + sw128(r0, ch % 8);
-      const E* a0 = b.w + (t0 * HV + hv) * kD + ch * 8;
-      const E* k0 = b.k + t0 * b.k_st + hk * b.k_sh + ch * 8;
-      const E* q0 = kFused ? b.q + t0 * b.q_st + hk * b.q_sh + ch * 8 : nullptr;
-      const E *pa = a0 + r0 * (int64_t(HV) * kD), *pk = k0 + r0 * b.k_st, *pq = kFused ? q0 + r0 * b.q_st : nullptr;
-      const int64_t da = 8 * int64_t(HV) * kD, dk = 8 * b.k_st, dq = 8 * b.q_st;
-#pragma unroll
-      for (int it = 0; it < kC * kD / 8 / 128; ++it) {
-        const bool ok = r0 + 8 * it < len;
-        const uint32_t off = off0 + 1024 * it;
-        cp_async16(as + off, ok ? pa : a0, ok ? 16 : 0);
-        cp_async16(ks + off, ok ? pk : k0, ok ? 16 : 0);
-        if constexpr (kFused)  // q for the o warpgroup, in the same layout
-          cp_async16(smem_u32(sm.q[s]) + off, ok ? pq : q0, ok ? 16 : 0);
-        pa += da;
-        pk += dk;
-        if constexpr (kFused) pq += dq;
-      }
-    }
-    if (!transition) {  // rows r = tid / 8 + 16 it, piece ch = tid % 8
-      const int r0 = tid / 8, ch = tid % 8;
-      const uint32_t off0 = sw128(r0, ch);
-      const E* v0p = b.v + t0 * b.v_st + hv * b.v_sh + v0 + ch * 8;
-      const E* pv = v0p + r0 * b.v_st;
-      const int64_t dv = 16 * b.v_st;
-#pragma unroll
-      for (int it = 0; it < kC * kBV / 8 / 128; ++it) {
-        const bool ok = r0 + 16 * it < len;
-        cp_async16(vs + off0 + 2048 * it, ok ? pv : v0p, ok ? 16 : 0);
-        pv += dv;
-      }
-    }
-    if (tid < kC) {
-      const bool ok = tid < len;
-      cp_async8(&sm.G[s][tid], b.Gt + int64_t(hv) * b.T + t0 + (ok ? tid : 0), ok ? 8 : 0);
-    } else if (b.l2norm) {
-      const int i = tid - kC;
-      const bool ok = i < len;
-      cp_async4(&sm.rk[s][i], b.rk + int64_t(hk) * b.T + t0 + (ok ? i : 0), ok ? 4 : 0);
-    }
+    chain_prefetch<kFused>(sm, b, tb + c * kC, te, s, HV, hv, hk, v0, transition, tid);
   };
 
   // E(S^T) as the A fragments of w h (ha[4 ks + q]: kk in [16 ks, 16 ks + 16)), and into the

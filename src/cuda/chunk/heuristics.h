@@ -12,7 +12,7 @@ namespace cuda {
 struct ChunkForwardConfig {
   // fwd_h, the sequential part: each block carries one (sequence, value head, V slice) chain.
   //   D = 64 (mma.sync, fwd_h_mma.cu): slice width 32 or 64, cp.async ring of 2 or 3 stages.
-  //   D = 128 (wgmma, fwd_h_wgmma.cu): slice width 64 (the wgmma M), ring of 2 or 4 stages.
+  //   D = 128 (wgmma, fwd_h_wgmma.cuh): slice width 64 (the wgmma M), ring of 2 or 4 stages.
   int fwd_h_slice_width = 64;
   int fwd_h_stages = 2;
   // fwd_o runs beside fwd_h (programmatic dependent launch, per-chunk ready counters) instead of

@@ -3,7 +3,7 @@
 // Gram matrix k k^T, which the tensor cores form anyway), L and
 //   A_s = (I + L)^-1 diag(beta),   L_ij = beta_i r_i r_j (k_i . k_j) exp(G_i - G_j) for j < i,
 // stored as hi + lo rows in E (b.w [T, HV, 128]: row i = [hi (64) | lo (64)]) for the wgmma chain,
-// which applies it to v - diag(exp(G) r) k S (fwd_h_wgmma.cu). Writes G and r as fwd_prep.cu does.
+// which applies it to v - diag(exp(G) r) k S (fwd_h_wgmma.cuh). Writes G and r as fwd_prep.cu does.
 //
 // One block of 4 warps per (chunk, value head). Warp m owns rows [16 m, 16 m + 16) of every 64 x 64
 // matrix, as 16 x 16 blocks: fp32 in mma accumulator layout, or bf16 hi + lo operand fragments.

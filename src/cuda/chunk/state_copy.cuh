@@ -1,4 +1,4 @@
-// bf16 / fp16 state pools on the tensor-core forward. Its fwd_h kernels (fwd_h_wgmma.cu,
+// bf16 / fp16 state pools on the tensor-core forward. Its fwd_h kernels (fwd_h_wgmma.cuh,
 // fwd_h_mma.cu) read and write fp32 rows; rather than instantiating them per pool type, the
 // launcher (backend.cu) copies the initial rows into a dense fp32 buffer [N, HV, K, V] (the
 // layout kept, row n for sequence n, zeros for a sequence without an initial state), runs the

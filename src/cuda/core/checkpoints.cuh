@@ -1,6 +1,6 @@
 // Prefill checkpoints on the CUDA forward (Checkpoints in gdn.h; the slot map is
 // common/checkpoint_slots.h, shared with validation and the CPU backend). Every chain kernel
-// (stages.cu's fwd_h, fwd_h_mma.cu, fwd_h_wgmma.cu) carries a sequence's fp32 state on chip across
+// (stages.cu's fwd_h, fwd_h_mma.cu, fwd_h_wgmma.cuh) carries a sequence's fp32 state on chip across
 // its chunks; after the update of a chunk that ends on a stored boundary it writes the state it
 // holds to the boundary's pool row the way it writes the final state: the same fp32 values,
 // rounded once into the pool's dtype (store_dt: the rounding of scatter_states and of the exact
@@ -45,7 +45,7 @@ __device__ __forceinline__ int64_t state_elem(const StateRef& s, int64_t r, int 
   return state_offset(s, r, hv, HV, int64_t(K) * V) + (kmajor ? int64_t(kk) * V + vv : int64_t(vv) * K + kk);
 }
 
-// The wgmma chain's state registers (fwd_h_wgmma.cu: the S^T accumulator of a 64-wide V slice,
+// The wgmma chain's state registers (fwd_h_wgmma.cuh: the S^T accumulator of a 64-wide V slice,
 // st[4 j + 2 hh + e] = S[kk = 8 j + 2 t + e][vv = v0 + 16 warp + g + 8 hh]) into a [D][D] state, K- or
 // V-major, rounded once to TS; p: this thread's element (2 t, v0 + 16 warp + g). Every store at a
 // constant offset from p: no address registers in a chain loop that runs at 255.
