@@ -26,8 +26,8 @@ const char* kUsage =
     "  --bench      time the prefill cases (CUDA graphs, median of 20) and the decode step\n"
     "  --no-check   no correctness cases (timings only)\n"
     "  --profile    with --bench: also the phases of the tensor-core forward (plan, pack, prep, h, o)\n"
-    "  --case NAME  with --bench: time that prefill case only (e.g. under ncu); NAME/seq, NAME/fused, NAME/ckpt:\n"
-    "               its A/B rows (/ckpt: a checkpoint every 16 chunks)\n"
+    "  --case NAME  with --bench: time that prefill case only (e.g. under ncu); NAME/seq, NAME/fused, NAME/ckpt,\n"
+    "               NAME/st2: its A/B rows (/ckpt: a checkpoint every 16 chunks; /st2: the chain on 2 ring stages)\n"
     "  --json FILE  with --bench: the timings as a JSON array\n";
 
 int usage_error(const std::string& what) {
@@ -70,8 +70,8 @@ int main(int argc, char** argv) {
   auto find_case = [&](const std::string& name) {
     return std::find_if(prefill.begin(), prefill.end(), [&](const tools::PrefillCase& c) { return c.name == name; });
   };
-  // --case NAME, NAME/seq, NAME/fused or NAME/ckpt (the A/B rows).
-  const std::string seq_suffix = "/seq", fused_suffix = "/fused", ckpt_suffix = "/ckpt";
+  // --case NAME, NAME/seq, NAME/fused, NAME/ckpt or NAME/st2 (the A/B rows).
+  const std::string seq_suffix = "/seq", fused_suffix = "/fused", ckpt_suffix = "/ckpt", st2_suffix = "/st2";
   auto base_name = [](const std::string& label) { return label.substr(0, label.find('/')); };
   if (!only_case.empty() && find_case(base_name(only_case)) == prefill.end())
     return usage_error("--case " + only_case + ": no such prefill case (tools/cases.h)");
@@ -128,6 +128,9 @@ int main(int argc, char** argv) {
         // and on the split + fused path.
         if ((c.name == "1x32k" || c.name == "tp4-1x32k") && timed(c.name + ckpt_suffix))
           check::bench_prefill(c, c.name + ckpt_suffix, check::PrefillVariant::kCheckpoints, bo);
+        // The chain on 2 ring stages (asked for by name only: --case NAME/st2).
+        if (only_case == c.name + st2_suffix)
+          check::bench_prefill(c, c.name + st2_suffix, check::PrefillVariant::kStages2, bo);
       }
     }
     if (only_case.empty())

@@ -179,8 +179,11 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   // The library's choices, or the variant's explicit config (whose workspace may be larger).
   cuda::ChunkForwardConfig cfg = cuda::chunk_forward_heuristics(in.p, cuda::device_props());
   const bool explicit_cfg = variant != PrefillVariant::kDefault && variant != PrefillVariant::kCheckpoints;
-  if (explicit_cfg) cfg.overlap_o = false;
-  if (explicit_cfg) cfg.fuse_o = variant == PrefillVariant::kFusedO;  // (/seq: fwd_o after the chain)
+  if (variant == PrefillVariant::kOAfter || variant == PrefillVariant::kFusedO) {
+    cfg.overlap_o = false;
+    cfg.fuse_o = variant == PrefillVariant::kFusedO;  // (/seq: fwd_o after the chain)
+  }
+  if (variant == PrefillVariant::kStages2) cfg.fwd_h_stages = 2;
   const size_t wsz = std::max(cuda::chunk_gated_delta_rule_workspace_size(in.p, 0),
                               explicit_cfg ? cuda::fast_workspace_size(in.p, cfg) : size_t(0));
   void* ws;
