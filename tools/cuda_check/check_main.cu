@@ -27,7 +27,8 @@ const char* kUsage =
     "  --no-check   no correctness cases (timings only)\n"
     "  --profile    with --bench: also the phases of the tensor-core forward (plan, pack, prep, h, o)\n"
     "  --case NAME  with --bench: time that prefill case only (e.g. under ncu); NAME/seq, NAME/fused, NAME/ckpt,\n"
-    "               NAME/st2: its A/B rows (/ckpt: a checkpoint every 16 chunks; /st2: the chain on 2 ring stages)\n"
+    "               NAME/st2, NAME/split2: its A/B rows (/ckpt: a checkpoint every 16 chunks; /st2: the chain on 2\n"
+    "               ring stages; /split2: the exact split into 2 parts, o fused)\n"
     "  --json FILE  with --bench: the timings as a JSON array\n";
 
 int usage_error(const std::string& what) {
@@ -70,8 +71,9 @@ int main(int argc, char** argv) {
   auto find_case = [&](const std::string& name) {
     return std::find_if(prefill.begin(), prefill.end(), [&](const tools::PrefillCase& c) { return c.name == name; });
   };
-  // --case NAME, NAME/seq, NAME/fused, NAME/ckpt or NAME/st2 (the A/B rows).
-  const std::string seq_suffix = "/seq", fused_suffix = "/fused", ckpt_suffix = "/ckpt", st2_suffix = "/st2";
+  // --case NAME, NAME/seq, NAME/fused, NAME/ckpt, NAME/st2 or NAME/split2 (the A/B rows).
+  const std::string seq_suffix = "/seq", fused_suffix = "/fused", ckpt_suffix = "/ckpt", st2_suffix = "/st2",
+                    split2_suffix = "/split2";
   auto base_name = [](const std::string& label) { return label.substr(0, label.find('/')); };
   if (!only_case.empty() && find_case(base_name(only_case)) == prefill.end())
     return usage_error("--case " + only_case + ": no such prefill case (tools/cases.h)");
@@ -128,9 +130,11 @@ int main(int argc, char** argv) {
         // and on the split + fused path.
         if ((c.name == "1x32k" || c.name == "tp4-1x32k") && timed(c.name + ckpt_suffix))
           check::bench_prefill(c, c.name + ckpt_suffix, check::PrefillVariant::kCheckpoints, bo);
-        // The chain on 2 ring stages (asked for by name only: --case NAME/st2).
+        // The chain on 2 ring stages, the split into 2 parts (asked for by name only).
         if (only_case == c.name + st2_suffix)
           check::bench_prefill(c, c.name + st2_suffix, check::PrefillVariant::kStages2, bo);
+        if (only_case == c.name + split2_suffix)
+          check::bench_prefill(c, c.name + split2_suffix, check::PrefillVariant::kSplit2, bo);
       }
     }
     if (only_case.empty())

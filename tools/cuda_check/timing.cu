@@ -184,6 +184,16 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
     cfg.fuse_o = variant == PrefillVariant::kFusedO;  // (/seq: fwd_o after the chain)
   }
   if (variant == PrefillVariant::kStages2) cfg.fwd_h_stages = 2;
+  if (variant == PrefillVariant::kSplit2) {
+    const int64_t avg_chunks = (T + N * kChunkSize - 1) / (N * kChunkSize),
+                  max_chunks = (T + kChunkSize - 1) / kChunkSize;
+    cfg.split_chunks_per_part = static_cast<int>((avg_chunks + 1) / 2);
+    cfg.split_max_parts = static_cast<int>((max_chunks + cfg.split_chunks_per_part - 1) / cfg.split_chunks_per_part);
+    cfg.split_summary_stages = 4;
+    cfg.fwd_h_stages = 4;
+    cfg.fuse_o = true;
+    cfg.overlap_o = false;
+  }
   const size_t wsz = std::max(cuda::chunk_gated_delta_rule_workspace_size(in.p, 0),
                               explicit_cfg ? cuda::fast_workspace_size(in.p, cfg) : size_t(0));
   void* ws;
