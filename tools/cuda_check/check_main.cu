@@ -117,12 +117,15 @@ int main(int argc, char** argv) {
     if (!decode_only) {
       // A/B in the same run: fwd_o after fwd_h (/seq) on the cases where the heuristics overlap it
       // (1x4k, 1x32k) and on 4x8k, where they fuse o into the chain.
+      // (--case NAME/seq: any case.)
       for (const char* name : {"1x4k", "1x32k", "4x8k"}) {
         const auto c = find_case(name);
-        if (c != prefill.end() && timed(c->name + seq_suffix))
+        if (c != prefill.end() && only_case.empty())
           check::bench_prefill(*c, c->name + seq_suffix, check::PrefillVariant::kOAfter, bo);
       }
       for (const tools::PrefillCase& c : prefill) {
+        if (only_case == c.name + seq_suffix)
+          check::bench_prefill(c, c.name + seq_suffix, check::PrefillVariant::kOAfter, bo);
         if (timed(c.name)) check::bench_prefill(c, c.name, check::PrefillVariant::kDefault, bo);
         if (timed(c.name + fused_suffix))  // o computed in the chain (cfg.fuse_o), beside the default
           check::bench_prefill(c, c.name + fused_suffix, check::PrefillVariant::kFusedO, bo);
