@@ -8,7 +8,8 @@
 #   4. runs the benchmark against flash-linear-attention (bench/bench_gpu.py -> h200.json),
 #   5. runs compute-sanitizer memcheck, racecheck and synccheck on small cases of every kernel,
 #   6. runs the CLI's main job on the GPU (optional step `cli`),
-#   7. profiles the three forward kernels on 1x32k with Nsight Compute (optional step `ncu`),
+#   7. profiles the three forward kernels on 1x32k with Nsight Compute, per SASS instruction
+#      (optional step `ncu`: ncu_stalls.txt),
 #   8. times the backend against a base revision's, alternately (optional step `ab`: first
 #      scripts/ab_base.sh <rev> here, and carry .ab too),
 # with a time budget per step, and writes logs and JSON under $OUT (at most 8 files).
@@ -155,12 +156,18 @@ if has cli && [[ -x $BUILD/tools/gdn ]]; then
 fi
 
 if has ncu && [[ -x $CHECK ]]; then
-  # Hardware counters of one 1x32k forward (the first prep/h/o launches of the warm-up): where
-  # prep, h and o spend their time. --clock-control none: the card's clocks stay as they are.
-  timeout 240 ncu --clock-control none -k regex:'fwd_(prep|h|o)' -c 3 --section SpeedOfLight --section Occupancy \
-    --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis --section SchedulerStats \
-    $CHECK --bench --no-check --case 1x32k >"$OUT/ncu.log" 2>&1
-  note "ncu: rc=$?, $(grep -c 'GPU Speed Of Light' "$OUT/ncu.log") kernels profiled"
+  # Where each kernel of one forward spends its cycles (GDN_NCU_CASE, default 1x32k; the first
+  # prep / h / o launches of the warm-up): the full set, with source-level warp-stall sampling
+  # summarized per SASS instruction (scripts/ncu_stalls.py -> ncu_stalls.txt). --clock-control
+  # none: the card's clocks stay as they are.
+  timeout 300 ncu --clock-control none -k regex:'kkt_solve|fwd_(prep|h|o)' -c 3 --set full --import-source no \
+    -f -o /tmp/gdn_ncu $CHECK --bench --no-check --case "${GDN_NCU_CASE:-1x32k}" >"$OUT/ncu.log" 2>&1
+  note "ncu: rc=$?"
+  if [[ -f /tmp/gdn_ncu.ncu-rep ]]; then
+    ncu -i /tmp/gdn_ncu.ncu-rep --page details --print-details all >>"$OUT/ncu.log" 2>&1
+    ncu -i /tmp/gdn_ncu.ncu-rep --page source --csv --print-source sass >/tmp/gdn_ncu_src.csv 2>>"$OUT/ncu.log" &&
+      python3 scripts/ncu_stalls.py /tmp/gdn_ncu_src.csv >"$OUT/ncu_stalls.txt" 2>&1
+  fi
 fi
 if has ab && [[ -f .ab/base.tar ]]; then
   # A/B timing against a base revision (scripts/ab_base.sh <rev> here, carry .ab): the base's

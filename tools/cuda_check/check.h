@@ -100,8 +100,12 @@ struct BenchOptions {
 // One prefill case of bench/cases.txt (its heads, gates and lengths; K = V = 128, bf16); `label`
 // names it in the output. The variant: the library's choices, or the same with fwd_o after fwd_h
 // (the A/B row of the overlap, "NAME/seq"), or with o computed in the chain ("NAME/fused"), or the
-// library's choices storing a prefill checkpoint every 16 chunks (a dense fp32 buffer: "NAME/ckpt").
-enum class PrefillVariant { kDefault, kOAfter, kFusedO, kCheckpoints };
+// library's choices storing a prefill checkpoint every 16 chunks (a dense fp32 buffer: "NAME/ckpt"),
+// or the library's choices with the D = 128 chain on its 2-stage ring ("NAME/st2": 107.5 KB, so that
+// an fwd_o block fits beside each chain block where fwd_o overlaps the chain), or the exact split
+// into two parts of the average sequence's chunks with o fused ("NAME/split2": one long sequence
+// at H = 16, HV = 32 fills 128 SMs that way; the heuristics split only into 3 or more parts).
+enum class PrefillVariant { kDefault, kOAfter, kFusedO, kCheckpoints, kStages2, kSplit2 };
 void bench_prefill(const tools::PrefillCase& c, const std::string& label, PrefillVariant variant, BenchOptions& o);
 // The decode step for N sequences (one token each) of the benchmark shape, against the copy rate,
 // on a state pool of `state_dtype` (GB/s counts the state bytes moved: one read and one write of

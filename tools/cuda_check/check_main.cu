@@ -26,8 +26,9 @@ const char* kUsage =
     "  --bench      time the prefill cases (CUDA graphs, median of 20) and the decode step\n"
     "  --no-check   no correctness cases (timings only)\n"
     "  --profile    with --bench: also the phases of the tensor-core forward (plan, pack, prep, h, o)\n"
-    "  --case NAME  with --bench: time that prefill case only (e.g. under ncu); NAME/seq, NAME/fused, NAME/ckpt:\n"
-    "               its A/B rows (/ckpt: a checkpoint every 16 chunks)\n"
+    "  --case NAME  with --bench: time that prefill case only (e.g. under ncu); NAME/seq, NAME/fused, NAME/ckpt,\n"
+    "               NAME/st2, NAME/split2: its A/B rows (/ckpt: a checkpoint every 16 chunks; /st2: the chain on 2\n"
+    "               ring stages; /split2: the exact split into 2 parts, o fused)\n"
     "  --json FILE  with --bench: the timings as a JSON array\n";
 
 int usage_error(const std::string& what) {
@@ -70,8 +71,9 @@ int main(int argc, char** argv) {
   auto find_case = [&](const std::string& name) {
     return std::find_if(prefill.begin(), prefill.end(), [&](const tools::PrefillCase& c) { return c.name == name; });
   };
-  // --case NAME, NAME/seq, NAME/fused or NAME/ckpt (the A/B rows).
-  const std::string seq_suffix = "/seq", fused_suffix = "/fused", ckpt_suffix = "/ckpt";
+  // --case NAME, NAME/seq, NAME/fused, NAME/ckpt, NAME/st2 or NAME/split2 (the A/B rows).
+  const std::string seq_suffix = "/seq", fused_suffix = "/fused", ckpt_suffix = "/ckpt", st2_suffix = "/st2",
+                    split2_suffix = "/split2";
   auto base_name = [](const std::string& label) { return label.substr(0, label.find('/')); };
   if (!only_case.empty() && find_case(base_name(only_case)) == prefill.end())
     return usage_error("--case " + only_case + ": no such prefill case (tools/cases.h)");
@@ -115,12 +117,15 @@ int main(int argc, char** argv) {
     if (!decode_only) {
       // A/B in the same run: fwd_o after fwd_h (/seq) on the cases where the heuristics overlap it
       // (1x4k, 1x32k) and on 4x8k, where they fuse o into the chain.
+      // (--case NAME/seq: any case.)
       for (const char* name : {"1x4k", "1x32k", "4x8k"}) {
         const auto c = find_case(name);
-        if (c != prefill.end() && timed(c->name + seq_suffix))
+        if (c != prefill.end() && only_case.empty())
           check::bench_prefill(*c, c->name + seq_suffix, check::PrefillVariant::kOAfter, bo);
       }
       for (const tools::PrefillCase& c : prefill) {
+        if (only_case == c.name + seq_suffix)
+          check::bench_prefill(c, c.name + seq_suffix, check::PrefillVariant::kOAfter, bo);
         if (timed(c.name)) check::bench_prefill(c, c.name, check::PrefillVariant::kDefault, bo);
         if (timed(c.name + fused_suffix))  // o computed in the chain (cfg.fuse_o), beside the default
           check::bench_prefill(c, c.name + fused_suffix, check::PrefillVariant::kFusedO, bo);
@@ -128,6 +133,11 @@ int main(int argc, char** argv) {
         // and on the split + fused path.
         if ((c.name == "1x32k" || c.name == "tp4-1x32k") && timed(c.name + ckpt_suffix))
           check::bench_prefill(c, c.name + ckpt_suffix, check::PrefillVariant::kCheckpoints, bo);
+        // The chain on 2 ring stages, the split into 2 parts (asked for by name only).
+        if (only_case == c.name + st2_suffix)
+          check::bench_prefill(c, c.name + st2_suffix, check::PrefillVariant::kStages2, bo);
+        if (only_case == c.name + split2_suffix)
+          check::bench_prefill(c, c.name + split2_suffix, check::PrefillVariant::kSplit2, bo);
       }
     }
     if (only_case.empty())
