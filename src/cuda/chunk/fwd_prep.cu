@@ -134,8 +134,7 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
 #pragma unroll
       for (int j = 0; j < 8; ++j) ss += to_f(e[j]) * to_f(e[j]);
     }
-    ss += __shfl_xor_sync(0xffffffffu, ss, 1);
-    ss += __shfl_xor_sync(0xffffffffu, ss, 2);
+    warp_sum_ascending<1, 4>(ss);
     const float r = b.l2norm ? rsqrtf(ss + float(spec::kL2NormEps)) : 1.f;
     if (part == 0) {
       sm.rk[row] = r;

@@ -1,7 +1,8 @@
 // Shared device helpers of the CUDA backend: dtype conversions, device-side clamping of indices
 // that the host could not validate, the gates (SPEC's fused formula), the sequence plan and the
 // workspace carver. Includes the host helpers (device.h), every PTX wrapper (ptx/) and the mma.sync
-// fragment helpers (fragments.cuh), so that a kernel file includes this one header.
+// fragment helpers with the warp butterfly sums (fragments.cuh), so that a kernel file includes
+// this one header.
 #pragma once
 
 #include <cuda_bf16.h>

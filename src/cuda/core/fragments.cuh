@@ -1,6 +1,7 @@
 // m16n8k16 operand fragments from shared memory (the lane-address patterns of ldmatrix.x4) and the
 // staging of accumulators through shared memory for 16-byte row stores (stmatrix), for the
-// mma.sync kernels of the chunked forward.
+// mma.sync kernels of the chunked forward; and the warp butterfly sums that those kernels (a row
+// split over a quad) share with the CUDA-core stages and the decode kernels.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -71,11 +72,62 @@ __device__ __forceinline__ uint32_t residual2(float lo, float hi, uint32_t hi_pa
     return pack2<T>(lo - __low2float(h), hi - __high2float(h));
   }
 }
+// ---- warp butterfly sums ----------------------------------------------------------------------
+// One copy of each shuffle order that the kernels sum in. Float addition is not associative, so
+// the order is part of the result: the decode kernels' warps each compute the same norms and must
+// agree bitwise with one another, and a sum split over lanes must round the same way wherever it is
+// computed. Each argument is a float or a float array (all arrays of one length); at each xor
+// offset the values are combined in argument order, element e of every argument before e + 1, as
+// `x += shfl_xor(x, o)`. Every lane of the warp must call (full mask).
+namespace lane_sum_detail {
+template <typename T>
+struct Len {
+  static constexpr int value = 1;
+};
+template <int N>
+struct Len<float[N]> {
+  static constexpr int value = N;
+};
+template <typename T, typename... Rest>
+struct First {
+  using type = T;
+};
+__device__ __forceinline__ float& at(float& x, int) { return x; }
+template <int N>
+__device__ __forceinline__ float& at(float (&x)[N], int e) {
+  return x[e];
+}
+template <typename... T>
+__device__ __forceinline__ void add_xor(int o, T&... x) {
+  constexpr int n = Len<typename First<T...>::type>::value;
+  static_assert(((Len<T>::value == n) && ...), "the arrays of one lane sum have one length");
+#pragma unroll
+  for (int e = 0; e < n; ++e) ((at(x, e) += __shfl_xor_sync(0xffffffffu, at(x, e), o)), ...);
+}
+}  // namespace lane_sum_detail
+// Sums over each aligned group of kLanes lanes (a power of two, <= 32), offsets kLanes / 2 down to
+// 1; every lane of the group gets the sums.
+template <int kLanes = 32, typename... T>
+__device__ __forceinline__ void warp_sum(T&... x) {
+  static_assert(kLanes >= 1 && kLanes <= 32 && (kLanes & (kLanes - 1)) == 0, "kLanes: a power of two <= 32");
+#pragma unroll
+  for (int o = kLanes / 2; o > 0; o >>= 1) lane_sum_detail::add_xor(o, x...);
+}
+// Sums over the lanes that differ only in the lane bits [log2 kFrom, log2 kTo), offsets kFrom up to
+// kTo / 2 (the other order of warp_sum: e.g. the rows of an mma fragment's quad, or the lane bits
+// above a transpose-sum's).
+template <int kFrom, int kTo = 32, typename... T>
+__device__ __forceinline__ void warp_sum_ascending(T&... x) {
+  static_assert(kFrom >= 1 && kTo <= 32 && (kFrom & (kFrom - 1)) == 0 && (kTo & (kTo - 1)) == 0,
+                "kFrom, kTo: powers of two <= 32");
+#pragma unroll
+  for (int o = kFrom; o < kTo; o <<= 1) lane_sum_detail::add_xor(o, x...);
+}
+
 // The inverse l2 norm (SPEC's epsilon) of a row whose sum of squares is split over the four lanes
 // of a quad (lanes 4 g .. 4 g + 3, the rows of an mma fragment); every lane gets it.
 __device__ __forceinline__ float quad_inv_l2norm(float partial_sum_sq) {
-  partial_sum_sq += __shfl_xor_sync(0xffffffffu, partial_sum_sq, 1);
-  partial_sum_sq += __shfl_xor_sync(0xffffffffu, partial_sum_sq, 2);
+  warp_sum_ascending<1, 4>(partial_sum_sq);
   return rsqrtf(partial_sum_sq + float(spec::kL2NormEps));
 }
 // A (16x16, row-major) from smem stored [m][k] (stride in elements).

@@ -109,11 +109,7 @@ __global__ void __launch_bounds__(kGeneralWarps * 32) decode_general_kernel(Deco
       sq += qv * qv;
       sk += kv * kv;
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      sq += __shfl_xor_sync(0xffffffffu, sq, o);
-      sk += __shfl_xor_sync(0xffffffffu, sk, o);
-    }
+    warp_sum(sq, sk);
     const float iq = l2norm_scale(a.l2norm, sq), ik = l2norm_scale(a.l2norm, sk);
     float g, beta;
     gates_of(a.gates, load_gate_bits(a.gates, t, hv), g, beta);

@@ -49,8 +49,7 @@ __device__ __forceinline__ float warp_transpose_sum(float (&x)[R]) {
   if constexpr (R >= 16) transpose_sum_level<R / 16, 8>(x, lane);
   if constexpr (R >= 32) transpose_sum_level<1, 16>(x, lane);
   float s = x[0];
-#pragma unroll
-  for (int o = R; o < 32; o <<= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  warp_sum_ascending<R>(s);
   return s;
 }
 
@@ -245,12 +244,7 @@ __global__ void __launch_bounds__(W * 32, BPS) decode_rows_kernel(DecodeArgs a) 
           sk += kv * kv;
           sqk += qv * kv;
         }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-          sq += __shfl_xor_sync(0xffffffffu, sq, o);
-          sk += __shfl_xor_sync(0xffffffffu, sk, o);
-          sqk += __shfl_xor_sync(0xffffffffu, sqk, o);
-        }
+        warp_sum(sq, sk, sqk);
         const float iq = l2norm_scale(a.l2norm, sq), ik = l2norm_scale(a.l2norm, sk);
         const float kq = sqk * iq * ik;  // (normalized k) . (normalized q)
         float g, beta;

@@ -256,12 +256,7 @@ __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(De
           sk += kf[m] * kf[m];
           qk += qf[m] * kf[m];
         }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-          sq += __shfl_xor_sync(0xffffffffu, sq, o);
-          sk += __shfl_xor_sync(0xffffffffu, sk, o);
-          qk += __shfl_xor_sync(0xffffffffu, qk, o);
-        }
+        warp_sum(sq, sk, qk);
         const float iq = l2norm_scale(a.l2norm, sq), ik = l2norm_scale(a.l2norm, sk);
         const float kq = qk * iq * ik;  // (normalized k) . (normalized q)
         __syncwarp();                   // the previous token's readers of qbuf / kbuf are done
@@ -302,13 +297,7 @@ __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(De
               qv[3] += s.w * qq[e];
             }
           }
-#pragma unroll
-          for (int o = 8; o < 32; o <<= 1)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              kv[e] += __shfl_xor_sync(0xffffffffu, kv[e], o);
-              qv[e] += __shfl_xor_sync(0xffffffffu, qv[e], o);
-            }
+          warp_sum_ascending<8>(kv, qv);
           float vp[4];  // v' of columns 4c..4c+3
 #pragma unroll
           for (int e = 0; e < 4; ++e) vp[e] = beta * (__shfl_sync(0xffffffffu, vl, 4 * c + e) - decay * kv[e]);
@@ -364,13 +353,7 @@ __global__ void __launch_bounds__(tiles_warps(K) * 32, 1) decode_tiles_kernel(De
               qv[i] += s.w * q4.w;
             }
           }
-#pragma unroll
-          for (int o = 1; o < 8; o <<= 1)
-#pragma unroll
-            for (int i = 0; i < 8; ++i) {
-              kv[i] += __shfl_xor_sync(0xffffffffu, kv[i], o);
-              qv[i] += __shfl_xor_sync(0xffffffffu, qv[i], o);
-            }
+          warp_sum_ascending<1, 8>(kv, qv);
           float vp[8];  // v' of rows 8 vr + i
 #pragma unroll
           for (int i = 0; i < 8; ++i) vp[i] = beta * (__shfl_sync(0xffffffffu, vl, 8 * vr + i) - decay * kv[i]);

@@ -32,8 +32,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     float ss = 0.f;
 #pragma unroll
     for (int i = 0; i < 8; ++i) ss += v[i] * v[i];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    warp_sum(ss);
     inv = rsqrtf(ss + float(spec::kL2NormEps));
   }
 #pragma unroll
@@ -96,8 +95,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     float ss = 0.f;
 #pragma unroll
     for (int i = 0; i < 8; ++i) ss += v[i] * v[i];
-#pragma unroll
-    for (int o = LPR / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    warp_sum<LPR>(ss);
     inv = rsqrtf(ss + float(spec::kL2NormEps));
   }
 #pragma unroll
