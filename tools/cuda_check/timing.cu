@@ -185,9 +185,8 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   }
   if (variant == PrefillVariant::kStages2) cfg.fwd_h_stages = 2;
   if (variant == PrefillVariant::kSplit2) {
-    const int64_t avg_chunks = (T + N * kChunkSize - 1) / (N * kChunkSize),
-                  max_chunks = (T + kChunkSize - 1) / kChunkSize;
-    cfg.split_chunks_per_part = static_cast<int>((avg_chunks + 1) / 2);
+    const int64_t max_chunks = (T + kChunkSize - 1) / kChunkSize;
+    cfg.split_chunks_per_part = static_cast<int>((cuda::average_chunks(in.p) + 1) / 2);
     cfg.split_max_parts = static_cast<int>((max_chunks + cfg.split_chunks_per_part - 1) / cfg.split_chunks_per_part);
     cfg.split_summary_stages = 4;
     cfg.fwd_h_stages = 4;

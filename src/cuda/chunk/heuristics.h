@@ -31,6 +31,11 @@ struct ChunkForwardConfig {
   bool fuse_o = false;
 };
 
+// Chunks per sequence on average, rounded up (0 without sequences).
+inline int64_t average_chunks(const Problem& p) {
+  return p.num_seqs > 0 ? (p.num_tokens + p.num_seqs * kChunkSize - 1) / (p.num_seqs * kChunkSize) : 0;
+}
+
 // The split: worth it when the (sequence, head) chains leave at least 3 parts' worth of SMs idle
 // (the summary pass doubles the chain work of all parts but the last, so the chain's latency
 // shrinks by about parts / 2), with parts of at least 8 chunks (a part's fixed cost: loading and
@@ -41,7 +46,7 @@ inline void choose_split(const Problem& p, const DeviceProps& dev, ChunkForwardC
   const int64_t parts_fit = dev.sms / blocks;
   if (parts_fit < 3) return;
   const int64_t parts = parts_fit < 16 ? parts_fit : 16;
-  const int64_t avg_chunks = (p.num_tokens + p.num_seqs * kChunkSize - 1) / (p.num_seqs * kChunkSize);
+  const int64_t avg_chunks = average_chunks(p);
   int64_t q = (avg_chunks + parts - 1) / parts;
   if (q < 8) q = 8;
   if (avg_chunks < 3 * q) return;  // fewer than 3 parts: the summary pass would cost what it saves
@@ -78,9 +83,7 @@ inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const Devic
     // waves (256x64) stay unfused, unmeasured: there the state's load and store dominate, and the
     // unfused chain runs two blocks per SM.
     const int64_t chain_blocks = chains * 2 * (cfg.split_chunks_per_part > 0 ? cfg.split_max_parts : 1);
-    const int64_t avg_chunks =
-        p.num_seqs > 0 ? (p.num_tokens + p.num_seqs * kChunkSize - 1) / (p.num_seqs * kChunkSize) : 0;
-    if (chain_blocks * 2 > dev.sms && (chain_blocks <= dev.sms || avg_chunks >= 4)) {
+    if (chain_blocks * 2 > dev.sms && (chain_blocks <= dev.sms || average_chunks(p) >= 4)) {
       cfg.fuse_o = true;
       cfg.overlap_o = false;
     }
