@@ -168,17 +168,56 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
   const float* rk = sm.rk;
   const double Gi[2] = {sm.G[16 * m + g], sm.G[16 * m + g + 8]};
   const float bri[2] = {sm.beta[16 * m + g] * rk[16 * m + g], sm.beta[16 * m + g + 8] * rk[16 * m + g + 8]};
+  // exp(G_i - G_j) = exp(G_i - G_m) exp(G_m - G_j), G_m the middle of the chunk's gates (G past
+  // len repeats G[len - 1]): 2 row and 2 column exponentials per thread (the columns by lane,
+  // shuffled) instead of one per element with an fp64 difference (the fused o warpgroup's form,
+  // v14). Where a factor leaves e^+-40 the warp takes the per-element form.
+  const double Gm = 0.5 * (sm.G[0] + sm.G[C - 1]);
+  constexpr double kSpan = 40.0;
+  bool in_range = true;
+  float rf[2];  // beta_i r_i exp(G_i - G_m)
 #pragma unroll
-  for (int jb = 0; jb < 4; ++jb) {
-    if (jb > m) break;
+  for (int h = 0; h < 2; ++h) {
+    const double d = Gi[h] - Gm;
+    in_range &= d >= -kSpan && d <= kSpan;
+    rf[h] = bri[h] * __expf(float(d));
+  }
+  float c2[2];  // r_j exp(G_m - G_j) of columns j = 2 lane + e
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
+  for (int e = 0; e < 2; ++e) {
+    const double d = Gm - sm.G[2 * lane + e];
+    in_range &= d >= -kSpan && d <= kSpan;
+    c2[e] = rk[2 * lane + e] * __expf(float(d));
+  }
+  if (__all_sync(0xffffffffu, in_range)) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int h = e / 2, i = 16 * m + g + 8 * h, j = 16 * jb + 8 * nt + 2 * t + (e % 2);
-        // Mask before exponentiating: G_i - G_j > 0 (overflow) for j > i.
-        acc[jb][nt][e] = j < i ? bri[h] * rk[j] * acc[jb][nt][e] * __expf(float(Gi[h] - sm.G[j])) : 0.f;
+    for (int jb = 0; jb < 4; ++jb) {
+      if (jb > m) break;  // (warp-uniform: the shuffles see every lane)
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const float cf[2] = {__shfl_sync(0xffffffffu, c2[0], 8 * jb + 4 * nt + t),
+                             __shfl_sync(0xffffffffu, c2[1], 8 * jb + 4 * nt + t)};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int h = e / 2, i = 16 * m + g + 8 * h, j = 16 * jb + 8 * nt + 2 * t + (e % 2);
+          const float v = acc[jb][nt][e] * (rf[h] * cf[e % 2]);  // (the factors first: no overflow)
+          acc[jb][nt][e] = j < i ? v : 0.f;
+        }
       }
+    }
+  } else {
+#pragma unroll
+    for (int jb = 0; jb < 4; ++jb) {
+      if (jb > m) break;
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int h = e / 2, i = 16 * m + g + 8 * h, j = 16 * jb + 8 * nt + 2 * t + (e % 2);
+          // Mask before exponentiating: G_i - G_j > 0 (overflow) for j > i.
+          acc[jb][nt][e] = j < i ? bri[h] * rk[j] * acc[jb][nt][e] * __expf(float(Gi[h] - sm.G[j])) : 0.f;
+        }
+    }
   }
   Frag Lf[3];  // L_mj, j < m, as A fragments
 #pragma unroll
