@@ -151,16 +151,47 @@ __global__ void __launch_bounds__(NW * 32)
         mma16<E>(acc[2 * jp + 1], a, bb[2], bb[3]);
       }
     }
+    // P's gates: exp(G_i - G_j) = exp(G_i - G_m) exp(G_m - G_j), G_m the middle of the chunk's
+    // gates: 2 row and 2 column exponentials per thread (the columns by lane, shuffled) instead of
+    // one per element with an fp64 difference, and the causal mask a select (the fused o
+    // warpgroup's form, chain_o.cuh, v14). Where a factor leaves e^+-40 the warp takes the
+    // per-element form.
+    const double Gm = 0.5 * (sm.G[0] + sm.G[len - 1]);
+    constexpr double kSpan = 40.0;
+    bool in_range = (i0 >= len || (Gi0 - Gm >= -kSpan && Gi0 - Gm <= kSpan)) &&
+                    (i1 >= len || (Gi1 - Gm >= -kSpan && Gi1 - Gm <= kSpan));
+    const float rf0 = rq0 * __expf(float(Gi0 - Gm)), rf1 = rq1 * __expf(float(Gi1 - Gm));
+    float c2[2];  // rk_j exp(G_m - G_j) of columns j = 2 lane + e
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int col = 2 * lane + e;
+      const double d = Gm - sm.G[col];
+      in_range &= col >= len || (d >= -kSpan && d <= kSpan);
+      c2[e] = rk_of(col) * __expf(float(d));
+    }
+    const bool factored = __all_sync(0xffffffffu, in_range);
 #pragma unroll
     for (int jt = 0; jt < 2 * CP; ++jt) {
       const int nt = 2 * CP * half + jt;
-      if (nt / 2 > m) break;
+      if (nt / 2 > m) break;  // (warp-uniform: the shuffles below see every lane)
       const int j = 8 * nt + 2 * t;
-      const float rk0 = rk_of(j), rk1 = rk_of(j + 1);
-      const float p00 = j <= i0 ? acc[jt][0] * (rq0 * rk0) * __expf(float(Gi0 - sm.G[j])) : 0.f;
-      const float p01 = j + 1 <= i0 ? acc[jt][1] * (rq0 * rk1) * __expf(float(Gi0 - sm.G[j + 1])) : 0.f;
-      const float p10 = j <= i1 ? acc[jt][2] * (rq1 * rk0) * __expf(float(Gi1 - sm.G[j])) : 0.f;
-      const float p11 = j + 1 <= i1 ? acc[jt][3] * (rq1 * rk1) * __expf(float(Gi1 - sm.G[j + 1])) : 0.f;
+      float p00, p01, p10, p11;
+      if (factored) {
+        const float cf0 = __shfl_sync(0xffffffffu, c2[0], 4 * nt + t);
+        const float cf1 = __shfl_sync(0xffffffffu, c2[1], 4 * nt + t);
+        const float v00 = acc[jt][0] * rf0 * cf0, v01 = acc[jt][1] * rf0 * cf1;
+        const float v10 = acc[jt][2] * rf1 * cf0, v11 = acc[jt][3] * rf1 * cf1;
+        p00 = j <= i0 && i0 < len ? v00 : 0.f;
+        p01 = j + 1 <= i0 && i0 < len ? v01 : 0.f;
+        p10 = j <= i1 && i1 < len ? v10 : 0.f;
+        p11 = j + 1 <= i1 && i1 < len ? v11 : 0.f;
+      } else {
+        const float rk0 = rk_of(j), rk1 = rk_of(j + 1);
+        p00 = j <= i0 ? acc[jt][0] * (rq0 * rk0) * __expf(float(Gi0 - sm.G[j])) : 0.f;
+        p01 = j + 1 <= i0 ? acc[jt][1] * (rq0 * rk1) * __expf(float(Gi0 - sm.G[j + 1])) : 0.f;
+        p10 = j <= i1 ? acc[jt][2] * (rq1 * rk0) * __expf(float(Gi1 - sm.G[j])) : 0.f;
+        p11 = j + 1 <= i1 ? acc[jt][3] * (rq1 * rk1) * __expf(float(Gi1 - sm.G[j + 1])) : 0.f;
+      }
       const uint32_t h0 = pack2<E>(p00, p01), h1 = pack2<E>(p10, p11);
       *reinterpret_cast<uint32_t*>(&sm.P[i0 * S::SP + j]) = h0;
       *reinterpret_cast<uint32_t*>(&sm.P[i1 * S::SP + j]) = h1;
