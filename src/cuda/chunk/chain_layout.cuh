@@ -8,8 +8,9 @@
 //   vin[ST]:      [64 tokens][64 vv] of v, 128-byte rows, same swizzle (conflict-free ldmatrix.trans)
 //   h:            [128 kk][64 vv] staging of h_c (stmatrix.trans from the A fragments of S^T)
 //   v:            [64 tokens][64 vv] staging of v_new (stmatrix.trans), 16-byte global stores
-//   G[ST] (fp64), rk[ST] (inverse norms of k's rows, with l2norm)
-// ST = 2: 106.5 KB (two blocks per SM, for many chains); ST = 4: 188 KB (one block per SM: the
+//   eg[ST] ((exp(G_i), exp(G_last - G_i)) from kkt_solve), G[ST] (fp64, kFusedO only: the o
+//   warpgroup's fallback), rk[ST] (inverse norms of k's rows, with l2norm)
+// ST = 2: 107.5 KB (two blocks per SM, for many chains); ST = 4: 190 KB (one block per SM: the
 // deepest prefetch for few long chains).
 //
 // Synchronization per chunk c (stage s = c % ST), two block barriers, both overlapped with wgmma:
@@ -67,7 +68,8 @@ struct WgSmem : WgFusedSmem<ST, kFused, E> {  // (an empty base takes no space: 
   E vin[ST][kC * kBV];  // 8 KB per stage
   E h[kD * kBV];        // 16 KB
   E v[1][kC * kBV];     // 8 KB
-  double G[ST][kC];
+  float2 eg[ST][kC];    // (exp(G_i), exp(G_last - G_i)): b.eg
+  double G[ST][kC];     // kFusedO: fp64 G, for the o warpgroup's gates where a chunk's span is wide
   float rk[ST][kC];
   uint64_t bar[2];  // kFusedO: the block barriers B1 and B2 (mbarrier_block_sync)
 };
@@ -76,7 +78,8 @@ static_assert(sizeof(__nv_bfloat16) * kC * kD % 1024 == 0, "stages stay 1024-ali
 // Ring stage s <- the chunk at tokens t0 .. t0 + len - 1 (len = min(te - t0, kC)) of (value head hv,
 // key head hk) by cp.async (the caller commits one group per chunk): A_s (hi | lo) and k in rows
 // of 16 pieces of 16 bytes, q beside them (kFused: for the o warpgroup), v of the slice
-// [v0, v0 + kBV) (8 pieces per row; none for the identity's chain: `transition`), G, rk.
+// [v0, v0 + kBV) (8 pieces per row; none for the identity's chain: `transition`), eg (and G for
+// the o warpgroup), rk.
 template <bool kFused, typename E, typename Sm>
 __device__ __forceinline__ void chain_prefetch(Sm& sm, const FastBufs<E>& b, int64_t t0, int64_t te, int s, int HV,
                                                int hv, int hk, int v0, bool transition, int tid) {
@@ -122,7 +125,9 @@ __device__ __forceinline__ void chain_prefetch(Sm& sm, const FastBufs<E>& b, int
   }
   if (tid < kC) {
     const bool ok = tid < len;
-    cp_async8(&sm.G[s][tid], b.Gt + int64_t(hv) * b.T + t0 + (ok ? tid : 0), ok ? 8 : 0);
+    const int64_t at = int64_t(hv) * b.T + t0 + (ok ? tid : 0);
+    cp_async8(&sm.eg[s][tid], b.eg + at, ok ? 8 : 0);
+    if constexpr (kFused) cp_async8(&sm.G[s][tid], b.Gt + at, ok ? 8 : 0);
   } else if (b.l2norm) {
     const int i = tid - kC;
     const bool ok = i < len;

@@ -139,12 +139,10 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
     }
 
     // P_c: gates, norms and the causal mask (rows past len and columns past the row: 0), then the
-    // hi / lo A fragments (E). exp(G_i - G_j) = exp(G_i - G_m) exp(G_m - G_j) with G_m the middle
-    // of the chunk's gates: 2 + 2 exponentials per thread (the columns' factors by lane, then
-    // shuffled, as the chain's scalings) instead of 32 with an fp64 difference each, and no branch
-    // per element (ncu: the per-element form was ~2/3 of this warpgroup's time, and the chain
-    // warpgroup waited for it at B2; docs/perf.md v14). Where a factor leaves e^+-40 (the chunk's
-    // gates span more than ~80, e.g. a g = -1e4 reset), the warp takes the per-element form.
+    // hi / lo A fragments (E). exp(G_i - G_j) as a row factor times a column factor (the columns'
+    // by lane, then shuffled, as the chain's scalings) instead of one exponential with an fp64
+    // difference per element, and no branch per element (ncu: the per-element form was ~2/3 of
+    // this warpgroup's time, and the chain warpgroup waited for it at B2; docs/perf.md v14).
     wgmma_wait<1>();  // o_c = q h_c complete
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(o[i]);
@@ -152,28 +150,26 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
     wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(pacc[i]);
-    const double* Gs = sm.G[s];
-    const double Gi[2] = {Gs[i0], Gs[i1]};
+    const float2* eg = sm.eg[s];  // (exp(G_i), exp(G_last - G_i)), kkt_solve's
     {
       const float rq[2] = {rq0, rq1};
       const int row[2] = {i0, i1};
-      const double Gm = 0.5 * (Gs[0] + Gs[len - 1]);
-      constexpr double kSpan = 40.0;  // |exponent| of each factor: e^40 ~ 2.4e17, products stay finite
+      // exp(G_i - G_j) = e_j / e_i with e = exp(G_last - G) (kkt_solve's, from fp64 G): one
+      // reciprocal per row, no exponential and no fp64 here. Where some e_j of the chunk leaves
+      // [e^-80, e^80] (its gates span more than ~80, e.g. a g = -1e4 reset: e_i underflows), the
+      // warp takes the per-element form from fp64 G.
+      constexpr float kLo = 1.8e-35f, kHi = 5.5e34f;  // e^-80, e^80
       bool in_range = true;
-      float rf[2];  // rq_i exp(G_i - G_m)
+      float rf[2];  // rq_i / e_i
 #pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const double d = Gi[hh] - Gm;
-        in_range &= row[hh] >= len || (d >= -kSpan && d <= kSpan);
-        rf[hh] = rq[hh] * __expf(float(d));
-      }
-      float c2[2];  // rk_j exp(G_m - G_j) of columns j = 2 lane + e
+      for (int hh = 0; hh < 2; ++hh) rf[hh] = __fdividef(rq[hh], eg[row[hh]].y);
+      float c2[2];  // rk_j e_j of columns j = 2 lane + e
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int col = 2 * lane + e;
-        const double d = Gm - Gs[col];
-        in_range &= col >= len || (d >= -kSpan && d <= kSpan);
-        c2[e] = (b.l2norm ? sm.rk[s][col] : 1.f) * __expf(float(d));
+        const float ej = eg[col].y;
+        in_range &= col >= len || (ej >= kLo && ej <= kHi);  // (NaN: out of range)
+        c2[e] = (b.l2norm ? sm.rk[s][col] : 1.f) * ej;
       }
       if (__all_sync(0xffffffffu, in_range)) {
 #pragma unroll
@@ -185,11 +181,13 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
 #pragma unroll
             for (int hh = 0; hh < 2; ++hh) {
               float& x = pacc[4 * j + 2 * hh + e];
-              const float v = x * rf[hh] * cf;
+              const float v = x * (rf[hh] * cf);  // (rf cf = rq rk exp(G_i - G_j) first: no overflow)
               x = col <= row[hh] && row[hh] < len ? v : 0.f;
             }
           }
       } else {
+        const double* Gs = sm.G[s];
+        const double Gi[2] = {Gs[i0], Gs[i1]};
 #pragma unroll
         for (int j = 0; j < 8; ++j)
 #pragma unroll
@@ -215,7 +213,7 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
         }
     }
     // o_c's rows times exp(G_i) rq_i (the P v_new part carries its own factors).
-    const float f0 = __expf(float(Gi[0])) * rq0, f1 = __expf(float(Gi[1])) * rq1;
+    const float f0 = eg[i0].x * rq0, f1 = eg[i1].x * rq1;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       o[4 * j] *= f0;

@@ -17,6 +17,7 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
   E* qb = c.take<E>(T * H * D);
   E* kb = c.take<E>(T * H * D);
   double* Gt = c.take<double>(T * HV);
+  float2* eg = c.take<float2>(D == 128 ? T * HV : 0);
   float* rk = c.take<float>(T * H);
   E* w = c.take<E>(T * HV * D);
   E* u = c.take<E>(T * HV * D);
@@ -51,6 +52,7 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
     b->l2norm = p.use_qk_l2norm;
     b->rk = rk;
     b->Gt = Gt;
+    b->eg = eg;
     b->w = w;
     b->u = u;
     b->v_new = v_new;

@@ -60,12 +60,16 @@ struct FastBufs {
   bool l2norm;
   float* rk;   // [H, T] inverse l2 norms of k's rows (written by fwd_prep or kkt_solve; 1 without l2norm)
   double* Gt;  // [HV, T] chunk-local cumsum (fp64), head-major (contiguous per chunk)
-  E* w;        // [T, HV, D]: D = 64: w; D = 128: A_s = (I + L)^-1 diag(beta), row i of each chunk
-               // = [hi (64) | lo (64)] in E (the chain applies it: fwd_h_wgmma.cuh)
-  E* u;        // [T, HV, D]: D = 64: u; D = 128: the copy of v when its rows are not aligned
-  E* v_new;    // D = 64: [T, HV, D]; D = 128: images [max_chunks, HV, 2, 64, 64] (fwd_v_image)
-  E* h;        // D = 64: [max_chunks, HV, D, D] state at each chunk start, K-major;
-               // D = 128: images [max_chunks, HV, 2, 128, 64] (fwd_h_image)
+  // D = 128 (kkt_solve writes it for the wgmma chain): [HV, T] (exp(G_i), exp(G_last - G_i)) of
+  // token i, G_last its chunk's last G, from fp64 G: the chain's decays without fp64 or an
+  // exponential in its loop (the o warpgroup's gates: exp(G_i - G_j) = e.y_j / e.y_i).
+  float2* eg;
+  E* w;      // [T, HV, D]: D = 64: w; D = 128: A_s = (I + L)^-1 diag(beta), row i of each chunk
+             // = [hi (64) | lo (64)] in E (the chain applies it: fwd_h_wgmma.cuh)
+  E* u;      // [T, HV, D]: D = 64: u; D = 128: the copy of v when its rows are not aligned
+  E* v_new;  // D = 64: [T, HV, D]; D = 128: images [max_chunks, HV, 2, 64, 64] (fwd_v_image)
+  E* h;      // D = 64: [max_chunks, HV, D, D] state at each chunk start, K-major;
+             // D = 128: images [max_chunks, HV, 2, 128, 64] (fwd_h_image)
   // Chunk-level hand-off from fwd_h to fwd_o, which then run at the same time (fwd_o launched
   // with programmatic dependent launch): ready[gc * HV + hv] counts the V slices of (chunk gc, head
   // hv) whose h and v_new fwd_h has stored; fwd_o's block waits for ready_count. The prep kernel zeroes

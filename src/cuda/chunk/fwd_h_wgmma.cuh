@@ -240,16 +240,17 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     // While the tensor cores run (ptxas keeps this source order: the row scalings, v^T, the
     // state's decay, the h store; then the wait):
     // sc[j][e]: exp(G_i) r_i of column token i = 8 j + 2 t + e of U^T (0 past len). Each lane
-    // computes tokens 2 lane, 2 lane + 1, the others come by shuffles (16 exp per warp instead of
-    // 16 per thread on the MUFU and fp64 pipes); the same for the update's decays below.
-    const double* Gs = sm.G[s];
+    // forms tokens 2 lane, 2 lane + 1, the others come by shuffles; the same for the update's
+    // decays below. The exponentials come from kkt_solve (b.eg, from fp64 G): none in this loop,
+    // and no fp64 (ncu: the fp64 / conversion pipe throttled the fused chain, docs/perf.md).
+    const float2* eg = sm.eg[s];
     float sc[8][2];
     {
       float s2[2];
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int i = 2 * lane + e;
-        const float x = __expf(float(Gs[i])) * (b.l2norm ? sm.rk[s][i] : 1.f);
+        const float x = eg[i].x * (b.l2norm ? sm.rk[s][i] : 1.f);
         s2[e] = i < len ? x : 0.f;
       }
 #pragma unroll
@@ -272,8 +273,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
       for (int p = 0; p < 4; ++p)
         ldsm_x4_t(vsm + sw128(16 * p + lrow, lch), vx[4 * p], vx[4 * p + 1], vx[4 * p + 2], vx[4 * p + 3]);
     }
-    const double g_last = Gs[len - 1];
-    const float dl = __expf(float(g_last));
+    const float dl = eg[len - 1].x;  // exp(G_last)
 #pragma unroll
     for (int i = 0; i < 64; ++i) st[i] *= dl;
     // h_c -> workspace: the staging's image (fwd_h_image).
@@ -338,7 +338,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int i = 2 * lane + e;
-        const float x = __expf(float(g_last - Gs[i])) * (b.l2norm ? sm.rk[s][i] : 1.f);
+        const float x = eg[i].y * (b.l2norm ? sm.rk[s][i] : 1.f);  // exp(G_last - G_i) r_i
         d2[e] = i < len ? x : 0.f;
       }
 #pragma unroll

@@ -20,7 +20,7 @@ void launch_fwd_h_wgmma(const FastBufs<E>& b, const SplitBufs& sp, const Forward
     chain::launch_fused(b, sp, f, s);
     return;
   }
-  // 4 stages (188 KB, one block per SM) or 2 (106.5 KB, two per SM): chunk_forward_heuristics.
+  // 4 stages (190 KB, one block per SM) or 2 (107.5 KB, two per SM): chunk_forward_heuristics.
   if (cfg.fwd_h_stages == 4)
     launch_wg<4, ChainMode::kStore>(b, sp, f, s);
   else

@@ -64,7 +64,7 @@ inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const Devic
   ChunkForwardConfig cfg;
   const int64_t chains = p.num_seqs * p.num_v_heads;  // (sequence, value head) pairs
   if (p.head_k == 128) {
-    // Blocks that fit one per SM: the deepest ring (4 stages, 188 KB); more: 2 stages (106.5 KB),
+    // Blocks that fit one per SM: the deepest ring (4 stages, 190 KB); more: 2 stages (107.5 KB),
     // two blocks per SM, each hiding the other's latency.
     cfg.fwd_h_slice_width = 64;
     cfg.fwd_h_stages = chains * 2 <= dev.sms ? 4 : 2;

@@ -121,7 +121,11 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
   chunk_gates_cumsum(ga, t0, len, hv, sm.G, sm.beta, tid, sync);
   cp_async_wait<0>();
   sync();
-  if (tid < len) b.Gt[int64_t(hv) * b.T + t0 + tid] = sm.G[tid];
+  if (tid < len) {
+    b.Gt[int64_t(hv) * b.T + t0 + tid] = sm.G[tid];
+    b.eg[int64_t(hv) * b.T + t0 + tid] =
+        make_float2(__expf(float(sm.G[tid])), __expf(float(sm.G[len - 1] - sm.G[tid])));
+  }
 
   // 1. Gram blocks (m, j), j <= m: k_m k_j^T.
   float acc[4][2][4];
