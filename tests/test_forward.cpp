@@ -343,6 +343,21 @@ std::vector<Case> forward_cases() {
     c.initial_state = false;
     c.lens = {3000};
   });
+  // Where only two parts fit (64 chain blocks on 132 SMs): Qwen3-Next's 32 value heads on one
+  // sequence, cut into 2 parts of 33 chunks (the second ends mid-chunk); and 8 value heads over a
+  // ragged batch (parts of 32 chunks: 5 for the longest, 1 for the shortest) with g = 0 and a pool.
+  add([](Case& c) {
+    c.H = 16, c.HV = 32, c.K = c.V = 128;
+    c.dtype = DType::kBFloat16;
+    c.lens = {4200};
+  });
+  add([](Case& c) {
+    c.H = 4, c.HV = 8, c.K = c.V = 128;
+    c.dtype = DType::kBFloat16;
+    c.gate = GateKind::kZero;
+    c.pool = true;
+    c.lens = {9000, 6000, 1000, 1};
+  });
   return cs;
 }
 

@@ -34,13 +34,30 @@ int64_t parts_of(const cuda::ChunkForwardConfig& cfg, int64_t len) {
 }
 
 TEST(Heuristics, SplitOnlyWhenChainsLeaveSMsIdle) {
-  // SPEC cases at H = 16, HV = 32: 64+ chain blocks; a split would not pay.
-  for (int64_t N : {1, 4, 8, 64, 256})
+  // SPEC batches at H = 16, HV = 32: 256+ chain blocks; a split would not pay.
+  for (int64_t N : {4, 8, 64, 256})
     EXPECT_EQ(0, cuda::chunk_forward_heuristics(problem(16, 32, 32768, N), h200()).split_chunks_per_part) << N;
   // D = 64 has no split (mma.sync fwd_h).
   EXPECT_EQ(0, cuda::chunk_forward_heuristics(problem(2, 4, 32768, 1, 64), h200()).split_chunks_per_part);
   // Short sequences: fewer than 3 parts of 8 chunks.
   EXPECT_EQ(0, cuda::chunk_forward_heuristics(problem(1, 2, 1400, 1), h200()).split_chunks_per_part);
+  // 64 chain blocks (HV = 32, one sequence): two parts where they hold 32+ chunks each, o fused.
+  const auto one_32k = cuda::chunk_forward_heuristics(problem(16, 32, 32768, 1), h200());
+  EXPECT_EQ(256, one_32k.split_chunks_per_part);
+  EXPECT_EQ(2, one_32k.split_max_parts);
+  EXPECT_EQ(4, one_32k.split_summary_stages);  // 64 summary blocks: part 0's
+  EXPECT_TRUE(one_32k.fuse_o);
+  EXPECT_EQ(32, cuda::chunk_forward_heuristics(problem(16, 32, 4096, 1), h200()).split_chunks_per_part);
+  EXPECT_EQ(0, cuda::chunk_forward_heuristics(problem(16, 32, 3072, 1), h200()).split_chunks_per_part);
+  EXPECT_EQ(0, cuda::chunk_forward_heuristics(problem(16, 32, 65536, 2), h200()).split_chunks_per_part);
+  // test_forward's two-part cases.
+  const auto one_4200 = cuda::chunk_forward_heuristics(problem(16, 32, 4200, 1), h200());
+  EXPECT_EQ(2, parts_of(one_4200, 4200));
+  const auto ragged8 = cuda::chunk_forward_heuristics(problem(4, 8, 16001, 4), h200());
+  EXPECT_EQ(32, ragged8.split_chunks_per_part);
+  EXPECT_EQ(5, parts_of(ragged8, 9000));
+  EXPECT_EQ(1, parts_of(ragged8, 1000));
+  EXPECT_TRUE(ragged8.fuse_o);
 }
 
 TEST(Heuristics, TensorParallelSlicesSplit) {
@@ -63,10 +80,10 @@ TEST(Heuristics, FusedOWhereFwdOCannotOverlap) {
   const auto tp4_8x4k = cuda::chunk_forward_heuristics(problem(4, 8, 32768, 8), h200());
   EXPECT_TRUE(tp4_8x4k.fuse_o);
   EXPECT_FALSE(tp4_8x4k.overlap_o);
-  const auto one_4k = cuda::chunk_forward_heuristics(problem(16, 32, 4096, 1), h200());
-  EXPECT_FALSE(one_4k.fuse_o);
-  EXPECT_TRUE(one_4k.overlap_o);
-  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(16, 32, 32768, 1), h200()).fuse_o);    // 64 blocks
+  const auto one_3k = cuda::chunk_forward_heuristics(problem(16, 32, 3072, 1), h200());  // no split
+  EXPECT_FALSE(one_3k.fuse_o);
+  EXPECT_TRUE(one_3k.overlap_o);
+  EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 32768, 1), h200()).fuse_o);     // 2 parts: 128 blocks
   EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(4, 8, 131072, 1), h200()).fuse_o);      // 8 parts: 128 blocks
   EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 32768, 4), h200()).fuse_o);     // 4x8k: 2 waves
   EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 8192, 8), h200()).fuse_o);      // 8x1k

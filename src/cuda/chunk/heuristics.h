@@ -36,20 +36,28 @@ inline int64_t average_chunks(const Problem& p) {
   return p.num_seqs > 0 ? (p.num_tokens + p.num_seqs * kChunkSize - 1) / (p.num_seqs * kChunkSize) : 0;
 }
 
-// The split: worth it when the (sequence, head) chains leave at least 3 parts' worth of SMs idle
-// (the summary pass doubles the chain work of all parts but the last, so the chain's latency
-// shrinks by about parts / 2), with parts of at least 8 chunks (a part's fixed cost: loading and
-// storing its state, the ring's fill) and at most 16 parts (the scan over the parts is serial).
+// The split: worth it when the (sequence, head) chains leave SMs idle (the summary pass doubles
+// the chain work of all parts but the last, so the chain's latency shrinks by about parts / 2),
+// with at least 3 parts of at least 8 chunks (a part's fixed cost: loading and storing its state,
+// the ring's fill) and at most 16 parts (the scan over the parts is serial), or exactly 2 parts
+// of at least 32 chunks where only 2 fit.
 inline void choose_split(const Problem& p, const DeviceProps& dev, ChunkForwardConfig& cfg) {
   const int64_t blocks = p.num_seqs * p.num_v_heads * 2;  // chain blocks without a split
   if (p.head_k != 128 || p.num_seqs <= 0 || blocks <= 0) return;
   const int64_t parts_fit = dev.sms / blocks;
-  if (parts_fit < 3) return;
+  if (parts_fit < 2) return;
   const int64_t parts = parts_fit < 16 ? parts_fit : 16;
   const int64_t avg_chunks = average_chunks(p);
   int64_t q = (avg_chunks + parts - 1) / parts;
-  if (q < 8) q = 8;
-  if (avg_chunks < 3 * q) return;  // fewer than 3 parts: the summary pass would cost what it saves
+  if (parts == 2) {
+    // Two parts (H200, HV = 32, one sequence; o fused): 1x4k 0.175 -> 0.173 ms, 1x32k 1.184 ->
+    // 1.111, 1x128k 4.696 -> 4.312. Only for parts of at least 32 chunks: the summary pass runs
+    // the first part's chain on its own first, and a short part cannot repay it.
+    if (q < 32) return;
+  } else {
+    if (q < 8) q = 8;
+    if (avg_chunks < 3 * q) return;  // fewer than 3 parts: the summary pass would cost what it saves
+  }
   // Any one sequence has at most ceil(T / 64) chunks.
   const int64_t max_chunks = (p.num_tokens + kChunkSize - 1) / kChunkSize;
   cfg.split_chunks_per_part = static_cast<int>(q);
@@ -57,7 +65,9 @@ inline void choose_split(const Problem& p, const DeviceProps& dev, ChunkForwardC
   const int64_t full_blocks = blocks * cfg.split_max_parts;
   cfg.fwd_h_stages = full_blocks <= dev.sms ? 4 : 2;
   cfg.overlap_o = full_blocks <= dev.sms;
-  cfg.split_summary_stages = full_blocks * 2 <= dev.sms ? 4 : 2;
+  // The summary pass's live blocks: part 0's chains (S_1) and two per middle part (M_p, B_p).
+  const int64_t summary_blocks = blocks * (2 * cfg.split_max_parts - 3);
+  cfg.split_summary_stages = summary_blocks <= dev.sms ? 4 : 2;
 }
 
 inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const DeviceProps& dev) {
