@@ -104,7 +104,7 @@ struct BenchOptions {
 // or the library's choices with the D = 128 chain on its 2-stage ring ("NAME/st2": 107.5 KB, so that
 // an fwd_o block fits beside each chain block where fwd_o overlaps the chain), or the exact split
 // into two parts of the average sequence's chunks with o fused ("NAME/split2": one long sequence
-// at H = 16, HV = 32 fills 128 SMs that way; the heuristics split only into 3 or more parts).
+// at H = 16, HV = 32 fills 128 SMs that way, as the heuristics now split it by default).
 enum class PrefillVariant { kDefault, kOAfter, kFusedO, kCheckpoints, kStages2, kSplit2 };
 void bench_prefill(const tools::PrefillCase& c, const std::string& label, PrefillVariant variant, BenchOptions& o);
 // The decode step for N sequences (one token each) of the benchmark shape, against the copy rate,
