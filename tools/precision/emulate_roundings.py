@@ -17,6 +17,8 @@ kernel, beta = sigmoid(randn), g = logsigmoid(randn) ("normal") or 0 ("zero"), S
 
     python3 tools/precision/emulate_roundings.py [--tokens 4096] [--gates zero,normal]
         [--set W=hilo,vs=hilo ...]     (each --set one variant; none: the main variants)
+        [--adaptive A]                 (the variants only on chunks whose decay G_last > -A)
+    --gates: zero, normal, or xF (the normal gates times F, e.g. x0.1)
 Session 16's table (T = 4096 and 32768): docs/perf.md.
 """
 from __future__ import annotations
@@ -67,13 +69,18 @@ def make_inputs(T, gates, seed):
     beta = (1 / (1 + np.exp(-rng.standard_normal(T)))).astype(np.float32)
     x = rng.standard_normal(T)
     g = np.zeros(T, np.float32) if gates == "zero" else (-np.log1p(np.exp(-x))).astype(np.float32)
+    if gates.startswith("x"):  # "x0.1": the normal gates times 0.1
+        g = (float(gates[1:]) * -np.log1p(np.exp(-x))).astype(np.float32)
     S0 = (0.1 * rng.standard_normal((K, V))).astype(np.float32)
     return q, k, v, g, beta, S0
 
 
-def emulate(q, k, v, g, beta, S0, modes):
-    m = dict.fromkeys(ROUNDINGS, "bf16")
-    m.update(modes)
+def emulate(q, k, v, g, beta, S0, modes, adaptive=None):
+    """modes apply to every chunk, or with `adaptive` = a only to chunks whose decay G_last > -a
+    (the others as the kernels: all bf16)."""
+    m0 = dict.fromkeys(ROUNDINGS, "bf16")
+    m1 = dict(m0)
+    m1.update(modes)
     T = len(q)
     f32 = np.float32
     S = S0.copy()
@@ -88,6 +95,7 @@ def emulate(q, k, v, g, beta, S0, modes):
         n = sl.stop - sl.start
         kr, qr, vv, b, rk, rq = k[sl], q[sl], v[sl], beta[sl], rk_all[sl], rq_all[sl]
         G = np.cumsum(g[sl], dtype=f32)
+        m = m1 if adaptive is None or G[-1] > -adaptive else m0
         kn, qn = kr * rk[:, None], qr * rq[:, None]
         gated = np.where(incl[:n, :n], np.exp(np.where(incl[:n, :n], G[:, None] - G[None, :], 0)), 0).astype(f32)
         L = np.where(strict[:n, :n], b[:, None] * (kn @ kn.T) * gated, 0)
@@ -117,6 +125,8 @@ def main():
     ap.add_argument("--tokens", type=int, default=4096)
     ap.add_argument("--gates", default="zero,normal")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--adaptive", type=float, default=None,
+                    help="apply the --set modes only to chunks whose decay G_last > -ADAPTIVE")
     ap.add_argument("--set", action="append", default=[], help="one variant: NAME=MODE[,NAME=MODE...]")
     args = ap.parse_args()
     variants = MAIN_VARIANTS
@@ -128,7 +138,7 @@ def main():
                                           initial_state=S0[None, None], use_qk_l2norm=True)
         print(f"T = {args.tokens}, gates {gates}")
         for name, modes in variants.items():
-            o, S = emulate(q, k, v, g, beta, S0, modes)
+            o, S = emulate(q, k, v, g, beta, S0, modes, args.adaptive)
             print(f"  {name:28s} err_o {gdn_ref.rel_err(o, o_ref[:, 0]):.3e}  "
                   f"err_state {gdn_ref.rel_err(S, S_ref[0, 0]):.3e}", flush=True)
 
