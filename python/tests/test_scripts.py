@@ -59,3 +59,20 @@ def test_readme_torch_examples_run():
     ns = {}
     for b in blocks:  # later blocks use the names of the first
         exec(compile(b, "python/README.md", "exec"), ns)
+
+
+def test_precision_emulation_adaptive():
+    """tools/precision/emulate_roundings.py (docs/perf.md, g = 0 accuracy): without roundings its
+    model meets the float64 recurrence; with --adaptive the variant applies only to weakly decaying
+    chunks (g = 0: every chunk; the normal gates, G_last ~ -50 per chunk: none)."""
+    pytest.importorskip("numpy")
+    exact = "h_U=fp32,h_o=fp32,W=fp32,vs=fp32,vnew_o=fp32,o=fp32"
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "precision", "emulate_roundings.py"), "--tokens",
+                        "256", "--gates", "zero,normal", "--adaptive", "32", "--set", exact, "--set", "W=bf16"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    errs = [float(line.split("err_o")[1].split()[0]) for line in r.stdout.splitlines() if "err_o" in line]
+    assert len(errs) == 4, r.stdout
+    zero_exact, zero_bf16, normal_exact, normal_bf16 = errs
+    assert zero_exact < 2e-5 and 1e-3 < zero_bf16 < 6e-3, r.stdout
+    assert normal_exact == normal_bf16 and 1e-3 < normal_bf16 < 6e-3, r.stdout
