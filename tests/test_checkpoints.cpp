@@ -310,6 +310,28 @@ TEST(CUDACheckpoints, SplitLongSequence) {
     }
 }
 
+// Two parts of one sequence (H = 16, HV = 32: 64 chain blocks on 132 SMs; 4200 tokens = 66 chunks
+// in a first part of 47 and a second of 19, heuristics.h): part 0 of the chain runs beside the
+// summary pass. Boundaries every 10 chunks fall in both parts (the one after chunk 49 is part 1's
+// third); every 47, exactly on the seam (after part 0's last chunk).
+TEST(CUDACheckpoints, SplitTwoUnequalParts) {
+  GDN_SKIP_IF_UNAVAILABLE(Backend::kCUDA);
+  uint64_t seed = test_seed() ^ 0x2u;
+  for (StateLayout layout : {StateLayout::kKMajor, StateLayout::kVMajor}) {
+    CkCase k;
+    k.c.lens = {4200};
+    k.c.H = 16, k.c.HV = 32;
+    k.c.K = k.c.V = 128;
+    k.c.dtype = DType::kBFloat16;
+    k.c.layout = layout;
+    k.c.state_dtype = layout == StateLayout::kKMajor ? DType::kFloat32 : DType::kBFloat16;
+    k.every = layout == StateLayout::kKMajor ? 10 : 47;
+    k.max_ck = 7;
+    k.bitwise = false;
+    run_case(k, seed++, Backend::kCUDA);
+  }
+}
+
 // Runs a small call with checkpoints on host buffers, edited by `edit`, and returns the error
 // message ("" if accepted). On the CUDA backend only for calls that validation rejects.
 std::string error_of(const std::function<void(ForwardArgs&, std::vector<int64_t>&)>& edit,

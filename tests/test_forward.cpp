@@ -344,12 +344,22 @@ std::vector<Case> forward_cases() {
     c.lens = {3000};
   });
   // Where only two parts fit (64 chain blocks on 132 SMs): Qwen3-Next's 32 value heads on one
-  // sequence, cut into 2 parts of 33 chunks (the second ends mid-chunk); and 8 value heads over a
-  // ragged batch (parts of 32 chunks: 5 for the longest, 1 for the shortest) with g = 0 and a pool.
+  // sequence, cut into a first part of 47 chunks, which runs beside the summary pass, and a second
+  // of 19 ending mid-chunk (also in fp16 at g = 0 with a V-major pool: 5000 tokens, 57 + 22
+  // chunks); and 8 value heads over a ragged batch (equal parts of 32 chunks, a scan: 5 for the
+  // longest, 1 for the shortest) with g = 0 and a pool.
   add([](Case& c) {
     c.H = 16, c.HV = 32, c.K = c.V = 128;
     c.dtype = DType::kBFloat16;
     c.lens = {4200};
+  });
+  add([](Case& c) {
+    c.H = 16, c.HV = 32, c.K = c.V = 128;
+    c.dtype = DType::kFloat16;
+    c.gate = GateKind::kZero;
+    c.pool = true;
+    c.layout = StateLayout::kVMajor;
+    c.lens = {5000};
   });
   add([](Case& c) {
     c.H = 4, c.HV = 8, c.K = c.V = 128;

@@ -30,7 +30,8 @@ Problem problem(int H, int HV, int64_t T, int64_t N, int D = 128) {
 }
 
 int64_t parts_of(const cuda::ChunkForwardConfig& cfg, int64_t len) {
-  return cuda::split_parts_of((len + kChunkSize - 1) / kChunkSize, cfg.split_chunks_per_part, cfg.split_max_parts);
+  return cuda::split_parts_of((len + kChunkSize - 1) / kChunkSize, cfg.split_chunks_per_part, cfg.split_max_parts,
+                              cfg.split_first_part_chunks);
 }
 
 TEST(Heuristics, SplitOnlyWhenChainsLeaveSMsIdle) {
@@ -41,20 +42,29 @@ TEST(Heuristics, SplitOnlyWhenChainsLeaveSMsIdle) {
   EXPECT_EQ(0, cuda::chunk_forward_heuristics(problem(2, 4, 32768, 1, 64), h200()).split_chunks_per_part);
   // Short sequences: fewer than 3 parts of 8 chunks.
   EXPECT_EQ(0, cuda::chunk_forward_heuristics(problem(1, 2, 1400, 1), h200()).split_chunks_per_part);
-  // 64 chain blocks (HV = 32, one sequence): two parts where they hold 32+ chunks each, o fused.
+  // 64 chain blocks (HV = 32, one sequence): two parts where halves hold 32+ chunks each, o fused;
+  // part 0 (beside the summary pass) ~0.71 of the chunks.
   const auto one_32k = cuda::chunk_forward_heuristics(problem(16, 32, 32768, 1), h200());
-  EXPECT_EQ(256, one_32k.split_chunks_per_part);
+  EXPECT_EQ(364, one_32k.split_first_part_chunks);
+  EXPECT_EQ(148, one_32k.split_chunks_per_part);
   EXPECT_EQ(2, one_32k.split_max_parts);
+  EXPECT_EQ(2, parts_of(one_32k, 32768));
   EXPECT_EQ(4, one_32k.split_summary_stages);  // 64 summary blocks: part 0's
   EXPECT_TRUE(one_32k.fuse_o);
-  EXPECT_EQ(32, cuda::chunk_forward_heuristics(problem(16, 32, 4096, 1), h200()).split_chunks_per_part);
+  const auto one_4k = cuda::chunk_forward_heuristics(problem(16, 32, 4096, 1), h200());
+  EXPECT_EQ(46, one_4k.split_first_part_chunks);
+  EXPECT_EQ(18, one_4k.split_chunks_per_part);
+  EXPECT_EQ(2, one_4k.split_max_parts);
   EXPECT_EQ(0, cuda::chunk_forward_heuristics(problem(16, 32, 3072, 1), h200()).split_chunks_per_part);
   EXPECT_EQ(0, cuda::chunk_forward_heuristics(problem(16, 32, 65536, 2), h200()).split_chunks_per_part);
   // test_forward's two-part cases.
   const auto one_4200 = cuda::chunk_forward_heuristics(problem(16, 32, 4200, 1), h200());
   EXPECT_EQ(2, parts_of(one_4200, 4200));
+  EXPECT_EQ(47, one_4200.split_first_part_chunks);
+  EXPECT_EQ(19, one_4200.split_chunks_per_part);
   const auto ragged8 = cuda::chunk_forward_heuristics(problem(4, 8, 16001, 4), h200());
   EXPECT_EQ(32, ragged8.split_chunks_per_part);
+  EXPECT_EQ(0, ragged8.split_first_part_chunks);  // several sequences: equal parts (a scan follows)
   EXPECT_EQ(5, parts_of(ragged8, 9000));
   EXPECT_EQ(1, parts_of(ragged8, 1000));
   EXPECT_TRUE(ragged8.fuse_o);
@@ -114,13 +124,15 @@ TEST(Heuristics, PartsOfTheSplitTestCases) {
 }
 
 TEST(Heuristics, GridsCoverTheLongestSequence) {
-  for (int HV : {2, 4, 8, 16})
+  for (int HV : {2, 4, 8, 16, 32})
     for (int64_t N : {1, 2, 3})
       for (int64_t T : {1536, 5000, 32768, 131072, 1000003}) {
         const auto cfg = cuda::chunk_forward_heuristics(problem(1, HV, T, N), h200());
         if (cfg.split_chunks_per_part == 0) continue;
         const int64_t max_chunks = (T + kChunkSize - 1) / kChunkSize;  // one sequence holding all tokens
-        EXPECT_GE(int64_t(cfg.split_max_parts) * cfg.split_chunks_per_part, max_chunks);
+        const int64_t first = cfg.split_first_part_chunks > 0 ? cfg.split_first_part_chunks : cfg.split_chunks_per_part;
+        EXPECT_GE(first + int64_t(cfg.split_max_parts - 1) * cfg.split_chunks_per_part, max_chunks);
+        EXPECT_EQ(cfg.split_max_parts, parts_of(cfg, T));
         EXPECT_GE(cfg.split_chunks_per_part, 8);
       }
 }

@@ -107,6 +107,14 @@ std::vector<Case> correctness_cases(bool quick) {
     cases.push_back(c);
   }
   {
+    Case c;  // two unequal parts (47 + 19 chunks at HV = 32): part 0 runs beside the summary pass
+    c.name = "fast bf16 128 split 2 parts";
+    c.lens = {4200};
+    c.H = 16;
+    c.HV = 32;
+    cases.push_back(c);
+  }
+  {
     Case c;
     c.name = "fast fp16 128 split vmajor";
     c.lens = {1600};

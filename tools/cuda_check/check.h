@@ -103,8 +103,9 @@ struct BenchOptions {
 // library's choices storing a prefill checkpoint every 16 chunks (a dense fp32 buffer: "NAME/ckpt"),
 // or the library's choices with the D = 128 chain on its 2-stage ring ("NAME/st2": 107.5 KB, so that
 // an fwd_o block fits beside each chain block where fwd_o overlaps the chain), or the exact split
-// into two parts of the average sequence's chunks with o fused ("NAME/split2": one long sequence
-// at H = 16, HV = 32 fills 128 SMs that way, as the heuristics now split it by default).
+// into two equal parts of the average sequence's chunks with o fused ("NAME/split2": one long
+// sequence at H = 16, HV = 32 fills 128 SMs that way; the heuristics make part 0 the longer there,
+// since it runs beside the summary pass).
 enum class PrefillVariant { kDefault, kOAfter, kFusedO, kCheckpoints, kStages2, kSplit2 };
 void bench_prefill(const tools::PrefillCase& c, const std::string& label, PrefillVariant variant, BenchOptions& o);
 // The decode step for N sequences (one token each) of the benchmark shape, against the copy rate,

@@ -35,6 +35,7 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
   float* summary_m = c.take<float>(part_elems);
   if (sp) {
     sp->chunks_per_part = cfg.split_chunks_per_part;
+    sp->first_part_chunks = cfg.split_first_part_chunks > 0 ? cfg.split_first_part_chunks : cfg.split_chunks_per_part;
     sp->max_parts = cfg.split_chunks_per_part > 0 ? cfg.split_max_parts : 1;
     sp->part_state = part_state;
     sp->summary_b = summary_b;
@@ -89,12 +90,16 @@ void check_config(const Problem& p, const ChunkForwardConfig& cfg) {
                 std::to_string(cfg.split_chunks_per_part));
   if (cfg.split_chunks_per_part > 0) {
     const int64_t max_chunks = (p.num_tokens + kChunkSize - 1) / kChunkSize;
-    if (int64_t(cfg.split_max_parts) * cfg.split_chunks_per_part < max_chunks ||
+    const int64_t first = cfg.split_first_part_chunks > 0 ? cfg.split_first_part_chunks : cfg.split_chunks_per_part;
+    if (cfg.split_max_parts < 1 || cfg.split_first_part_chunks < 0 ||
+        first + int64_t(cfg.split_max_parts - 1) * cfg.split_chunks_per_part < max_chunks ||
         (cfg.split_summary_stages != 2 && cfg.split_summary_stages != 4))
-      throw Error("fast_forward: split_max_parts x split_chunks_per_part must cover ceil(T / 64) = " +
-                  std::to_string(max_chunks) + " chunks and split_summary_stages be 2 or 4; got " +
-                  std::to_string(cfg.split_max_parts) + " x " + std::to_string(cfg.split_chunks_per_part) + ", " +
-                  std::to_string(cfg.split_summary_stages));
+      throw Error(
+          "fast_forward: a first part of split_first_part_chunks (0: split_chunks_per_part) and "
+          "split_max_parts - 1 parts of split_chunks_per_part must cover ceil(T / 64) = " +
+          std::to_string(max_chunks) + " chunks and split_summary_stages be 2 or 4; got " +
+          std::to_string(cfg.split_first_part_chunks) + " + (" + std::to_string(cfg.split_max_parts) + " - 1) x " +
+          std::to_string(cfg.split_chunks_per_part) + ", " + std::to_string(cfg.split_summary_stages));
   }
 }
 
@@ -149,11 +154,12 @@ void run(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg, 
   if (D == 128) {
     launch_kkt_solve(b, f, s);
     mark(phases, 3, s);
-    if (sp.chunks_per_part > 0) {  // the exact split: summaries, scan, then the chains per part
-      launch_fwd_h_wgmma_summary(b, sp, f, cfg, s);
-      launch_split_scan(b.pl, sp, p.num_seqs, b.HV, s);
-    }
-    launch_fwd_h_wgmma(b, sp, f, cfg, s);  // with cfg.fuse_o: o too
+    // The exact split: summaries, the scan (3+ parts), then the chains per part; with at most 2
+    // parts the chains' part 0 runs beside the summary pass (split.cuh).
+    const bool split = sp.chunks_per_part > 0, scan = split && sp.max_parts > 2;
+    if (split) launch_fwd_h_wgmma_summary(b, sp, f, cfg, s);
+    if (scan) launch_split_scan(b.pl, sp, p.num_seqs, b.HV, s);
+    launch_fwd_h_wgmma(b, sp, f, cfg, s, split && !scan);  // with cfg.fuse_o: o too
     mark(phases, 4, s);
     if (!cfg.fuse_o) launch_fwd_o<128>(b, f, s);
   } else {

@@ -111,10 +111,11 @@ template <typename E>
 void launch_fwd_h_mma(const FastBufs<E>& b, const ForwardArgs& f, const ChunkForwardConfig& cfg, cudaStream_t s);
 // fwd_h for D = 128 on wgmma: one warpgroup per (sequence, part, value head, 64-wide V slice);
 // one part per sequence without a split (sp.chunks_per_part = 0). It signals b.ready per chunk
-// when b.ready is set (fwd_o then overlaps it).
+// when b.ready is set (fwd_o then overlaps it). `after_summary`: launched right after the split's
+// summary pass as its programmatic dependent (no scan between them: split.cuh).
 template <typename E>
 void launch_fwd_h_wgmma(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, const ChunkForwardConfig& cfg,
-                        cudaStream_t s);
+                        cudaStream_t s, bool after_summary);
 // The split's scan (split_scan.cu): every part's exact initial state from the summaries.
 void launch_split_scan(const Plan& pl, const SplitBufs& sp, int64_t num_seqs, int HV, cudaStream_t s);
 // The split's summary pass (split.cuh): the same chain per (sequence, part, head, slice of V + K).

@@ -92,6 +92,10 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
   }
   // fwd_o may start now: its blocks wait for b.ready per chunk (this kernel never waits for it).
   pdl_launch_dependents();
+  // Launched beside the split's summary pass, the grid's last block waits for it too (part >= 1
+  // blocks do below): then this kernel ends after the summary pass whatever the parts, and the
+  // next kernel in the stream may reuse what it reads. (A no-op in stream order.)
+  if (block_index_here() == gridDim.x - 1) pdl_wait();
   const int HV = b.HV;
   constexpr int kSlices = kSummary ? 4 : 2;  // 64-wide column slices per (part, head)
   const int64_t item = blockIdx.x;
@@ -101,7 +105,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
   const int64_t n = item / (kSlices * int64_t(HV) * sp.max_parts);
   const int hk = hv / (HV / b.H);
   const SeqChunks sc = seq_chunks(b.pl, n);
-  const int64_t parts = split_parts_of(sc.count, sp.chunks_per_part, sp.max_parts);
+  const int64_t parts = split_parts_of(sc.count, sp.chunks_per_part, sp.max_parts, sp.first_part_chunks);
   // The sequence, recomputed at the end from the block index: the chain loop runs at 255
   // registers, and keeping n live across it spills.
   auto seq_of_block = [&]() { return int64_t(blockIdx.x) / (kSlices * int64_t(HV) * sp.max_parts); };
@@ -118,9 +122,11 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
   const int lrow = 8 * ((lane / 8) / 2) + lane % 8, lch = 2 * warp + (lane / 8) % 2;
   const int64_t DD = int64_t(kD) * kD;
 
-  // The part's chunks: [part Q, (part + 1) Q) of the sequence's, the last part up to its end.
-  const int64_t cb = part * sp.chunks_per_part;
-  const int64_t c0 = sc.c0 + cb, nch = (part == parts - 1 ? sc.count : cb + sp.chunks_per_part) - cb;
+  // The part's chunks (split.cuh), the last part up to the sequence's end.
+  const int64_t cb = split_part_begin(part, sp.chunks_per_part, sp.first_part_chunks);
+  const int64_t ce =
+      part == parts - 1 ? sc.count : split_part_begin(part + 1, sp.chunks_per_part, sp.first_part_chunks);
+  const int64_t c0 = sc.c0 + cb, nch = ce - cb;
   const int64_t tb = sc.tb + cb * kC, te = sc.te;
   if constexpr (kFused) {
     if (threadIdx.x >= 128) {  // the o warpgroup; the rest of this kernel is the chain's
@@ -140,6 +146,10 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
       const int64_t r = state_row(init, n);
       if (r >= 0) base = static_cast<const float*>(init.data) + state_offset(init, r, hv, HV, DD);
     } else if (!kSummary) {
+      // S_p comes from the summary pass (and the scan). Launched as a programmatic dependent of
+      // the summary pass (no scan), this kernel's part 0 blocks run beside it; the others wait
+      // here for it to complete. (A no-op when launched in stream order.)
+      pdl_wait();
       base = sp.part_state + ((n * sp.max_parts + part) * HV + hv) * DD;
       base_kmajor = true;
     }
@@ -192,14 +202,16 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     if (kSummary || ck.ck.pool.data == nullptr || ck.ck.every_chunks < 1 || ck.ck.every_chunks > (1 << 30))
       return false;
     const int part_b = static_cast<int>(block_index_here() / (kSlices * b.HV)) % sp.max_parts;
-    return (part_b * sp.chunks_per_part + static_cast<int>(c) + 1) % static_cast<int>(ck.ck.every_chunks) == 0;
+    const int begin = part_b == 0 ? 0 : sp.first_part_chunks + (part_b - 1) * sp.chunks_per_part;
+    return (begin + static_cast<int>(c) + 1) % static_cast<int>(ck.ck.every_chunks) == 0;
   };
   // The state registers (after chunk c's update) -> the checkpoint's pool row, rounded once; the
   // sequence and the part recomputed here for the same reason, the sequence's length from the part's
   // token range (no load: the one global read is the slot map's index).
   auto store_checkpoint = [&](int64_t c) {
     const int64_t bi = block_index_here(), ns = bi / (kSlices * int64_t(b.HV) * sp.max_parts);
-    const int64_t part_start = bi / (kSlices * int64_t(b.HV)) % sp.max_parts * sp.chunks_per_part;
+    const int64_t part_start =
+        split_part_begin(bi / (kSlices * int64_t(b.HV)) % sp.max_parts, sp.chunks_per_part, sp.first_part_chunks);
     const int64_t r = checkpoint_row_after(ck.ck, ns, part_start + c, te - tb + part_start * kC);
     if (r < 0) return;
     // This thread's first element (kk = 2 t, vv = v0 + 16 warp + g); the rest at constant offsets.
@@ -467,8 +479,10 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
 #endif
 }
 
+// `after_summary`: launched as a programmatic dependent of the split's summary pass (split.cuh).
 template <int ST, ChainMode kMode, typename E>
-void launch_wg(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s) {
+void launch_wg(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s,
+               bool after_summary = false) {
   constexpr bool kFused = kMode == ChainMode::kFusedO;
   const size_t smem = sizeof(WgSmem<ST, kFused, E>) + 1024;  // + alignment slack
   const int64_t blocks = f.problem.num_seqs * sp.max_parts * b.HV * (kMode == ChainMode::kSummary ? 4 : 2);
@@ -476,11 +490,12 @@ void launch_wg(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, 
   const OutRef out = {f.o.data, f.o.stride_token, f.o.stride_head, rows_in_16_byte_pieces(f.o)};
   auto k = chunk_fwd_h_wgmma_kernel<ST, kMode, E>;
   allow_smem(k, smem);
-  k<<<grid_1d(blocks, 1), kFused ? 256 : 128, smem, s>>>(
-      b, sp, f.initial_state, f.final_state, f.problem.state_layout == StateLayout::kKMajor, out, checkpoint_out(f));
-  GDN_CUDA_LAUNCH_CHECK(kMode == ChainMode::kSummary ? "chunk_fwd_h_wgmma_kernel (split summary)"
-                        : kFused                     ? "chunk_fwd_h_wgmma_kernel (fused o)"
-                                                     : "chunk_fwd_h_wgmma_kernel");
+  const LaunchConfig lc(dim3(grid_1d(blocks, 1)), dim3(kFused ? 256 : 128), smem, s, after_summary);
+  check(cudaLaunchKernelEx(&lc.cfg, k, b, sp, f.initial_state, f.final_state,
+                           f.problem.state_layout == StateLayout::kKMajor, out, checkpoint_out(f)),
+        kMode == ChainMode::kSummary ? "chunk_fwd_h_wgmma_kernel (split summary)"
+        : kFused                     ? "chunk_fwd_h_wgmma_kernel (fused o)"
+                                     : "chunk_fwd_h_wgmma_kernel");
 }
 
 }  // namespace
@@ -490,7 +505,7 @@ namespace chain {
 // launch_fwd_h_wgmma's fused branch (fwd_h_wgmma_fused.cu): kFusedO with 3 stages and the o
 // warpgroup (~211 KB, one block per SM; o in E). Instantiated for E = __nv_bfloat16 and __half.
 template <typename E>
-void launch_fused(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s);
+void launch_fused(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s, bool after_summary);
 
 }  // namespace chain
 }  // namespace cuda

@@ -7,12 +7,13 @@ namespace cuda {
 namespace chain {
 
 template <typename E>
-void launch_fused(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s) {
-  launch_wg<3, ChainMode::kFusedO>(b, sp, f, s);  // 3 stages and the o warpgroup: ~211 KB, one block per SM
+void launch_fused(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s, bool after_summary) {
+  launch_wg<3, ChainMode::kFusedO>(b, sp, f, s,
+                                   after_summary);  // 3 stages and the o warpgroup: ~211 KB, one block per SM
 }
 
-template void launch_fused(const FastBufs<__nv_bfloat16>&, const SplitBufs&, const ForwardArgs&, cudaStream_t);
-template void launch_fused(const FastBufs<__half>&, const SplitBufs&, const ForwardArgs&, cudaStream_t);
+template void launch_fused(const FastBufs<__nv_bfloat16>&, const SplitBufs&, const ForwardArgs&, cudaStream_t, bool);
+template void launch_fused(const FastBufs<__half>&, const SplitBufs&, const ForwardArgs&, cudaStream_t, bool);
 
 }  // namespace chain
 }  // namespace cuda

@@ -8,29 +8,29 @@ namespace cuda {
 
 template <typename E>
 void launch_fwd_h_wgmma(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, const ChunkForwardConfig& cfg,
-                        cudaStream_t s) {
+                        cudaStream_t s, bool after_summary) {
   if (!cfg.fuse_o && !b.ready) {  // fwd_o after this kernel: h and v_new leave by bulk copies
     if (cfg.fwd_h_stages == 4)
-      launch_wg<4, ChainMode::kStoreBulk>(b, sp, f, s);
+      launch_wg<4, ChainMode::kStoreBulk>(b, sp, f, s, after_summary);
     else
-      launch_wg<2, ChainMode::kStoreBulk>(b, sp, f, s);
+      launch_wg<2, ChainMode::kStoreBulk>(b, sp, f, s, after_summary);
     return;
   }
   if (cfg.fuse_o) {
-    chain::launch_fused(b, sp, f, s);
+    chain::launch_fused(b, sp, f, s, after_summary);
     return;
   }
   // 4 stages (190 KB, one block per SM) or 2 (107.5 KB, two per SM): chunk_forward_heuristics.
   if (cfg.fwd_h_stages == 4)
-    launch_wg<4, ChainMode::kStore>(b, sp, f, s);
+    launch_wg<4, ChainMode::kStore>(b, sp, f, s, after_summary);
   else
-    launch_wg<2, ChainMode::kStore>(b, sp, f, s);
+    launch_wg<2, ChainMode::kStore>(b, sp, f, s, after_summary);
 }
 
 template void launch_fwd_h_wgmma(const FastBufs<__nv_bfloat16>&, const SplitBufs&, const ForwardArgs&,
-                                 const ChunkForwardConfig&, cudaStream_t);
+                                 const ChunkForwardConfig&, cudaStream_t, bool);
 template void launch_fwd_h_wgmma(const FastBufs<__half>&, const SplitBufs&, const ForwardArgs&,
-                                 const ChunkForwardConfig&, cudaStream_t);
+                                 const ChunkForwardConfig&, cudaStream_t, bool);
 
 }  // namespace cuda
 }  // namespace gdn

@@ -24,6 +24,9 @@ struct ChunkForwardConfig {
   // its chains with split_summary_stages ring stages.
   int split_chunks_per_part = 0;
   int split_max_parts = 1;
+  // The first part's chunks (0: split_chunks_per_part): longer for two parts of one sequence,
+  // where part 0 of the chain runs beside the summary pass (split.cuh).
+  int split_first_part_chunks = 0;
   int split_summary_stages = 2;
   // D = 128: o computed inside the chain kernel by a second warpgroup (chain_o.cuh) instead of by
   // fwd_o: h and v_new never reach global memory. The chain then runs 3 ring stages whatever
@@ -49,11 +52,21 @@ inline void choose_split(const Problem& p, const DeviceProps& dev, ChunkForwardC
   const int64_t parts = parts_fit < 16 ? parts_fit : 16;
   const int64_t avg_chunks = average_chunks(p);
   int64_t q = (avg_chunks + parts - 1) / parts;
+  int64_t first = 0;
   if (parts == 2) {
     // Two parts (H200, HV = 32, one sequence; o fused): 1x4k 0.175 -> 0.173 ms, 1x32k 1.184 ->
     // 1.111, 1x128k 4.696 -> 4.312. Only for parts of at least 32 chunks: the summary pass runs
     // the first part's chain on its own first, and a short part cannot repay it.
     if (q < 32) return;
+    // One sequence: no scan, so part 0 of the chain runs beside the summary pass, and part 1
+    // starts when that ends. Part 0 of a chunks then ends at r_f a, part 1 at r_s a + r_f (n - a)
+    // (r_f ~2.2 us per chunk for the fused chain, r_s ~1.3 for the store-free summary: H200,
+    // sessions 18-19); equal at a = n r_f / (2 r_f - r_s) ~ 0.71 n: 1x32k ~0.80 ms of chain
+    // instead of 256 x 3.5 us = 0.90. (NOT MEASURED: predicted.)
+    if (p.num_seqs == 1) {
+      first = (avg_chunks * 71 + 99) / 100;
+      q = avg_chunks - first;
+    }
   } else {
     if (q < 8) q = 8;
     if (avg_chunks < 3 * q) return;  // fewer than 3 parts: the summary pass would cost what it saves
@@ -61,7 +74,9 @@ inline void choose_split(const Problem& p, const DeviceProps& dev, ChunkForwardC
   // Any one sequence has at most ceil(T / 64) chunks.
   const int64_t max_chunks = (p.num_tokens + kChunkSize - 1) / kChunkSize;
   cfg.split_chunks_per_part = static_cast<int>(q);
-  cfg.split_max_parts = static_cast<int>((max_chunks + q - 1) / q);
+  cfg.split_first_part_chunks = static_cast<int>(first);
+  const int64_t q0 = first > 0 ? first : q;
+  cfg.split_max_parts = static_cast<int>(max_chunks <= q0 ? 1 : 1 + (max_chunks - q0 + q - 1) / q);
   const int64_t full_blocks = blocks * cfg.split_max_parts;
   cfg.fwd_h_stages = full_blocks <= dev.sms ? 4 : 2;
   cfg.overlap_o = full_blocks <= dev.sms;

@@ -2,8 +2,10 @@
 // the state"). Chosen by the chunk forward's heuristics when the (sequence, value head) chains
 // would leave most SMs idle; D = K = V = 128 (the wgmma chain) only.
 //
-// A sequence of `count` chunks is cut into parts of Q = chunks_per_part chunks (the last part
-// shorter); part p covers its chunks [p Q, min((p + 1) Q, count)). Each chunk maps the state
+// A sequence of `count` chunks is cut into a first part of Q0 = first_part_chunks chunks and
+// parts of Q = chunks_per_part after it (the last part shorter): part p >= 1 covers its chunks
+// [Q0 + (p - 1) Q, min(Q0 + p Q, count)). Q0 = Q but for two parts of one sequence, where part 0
+// runs beside the summary pass (it needs no summary) and is the longer for it (heuristics.h). Each chunk maps the state
 // S [K x V] as S -> M_c S + B_c with M_c = e^{G_last} I - k~^T w [K x K] and B_c = k~^T u [K x V]
 // (k~_i = e^{G_last - G_i} k_i); a part composes its chunks' maps into (M_p, B_p). Three passes:
 //   1. summary (the wgmma chain kernel, summary mode; parts run in parallel): part 0 runs from
@@ -13,6 +15,8 @@
 //   2. scan (split_scan.cu): S_{p+1} = M_p S_p + B_p in fp32, sequential over the parts.
 //   3. the chain kernel as without the split, one block per (part, head, slice), each part from
 //      its exact initial state S_p; h, v_new per chunk and, from the last part, the final state.
+//      Without a scan (2 parts at most) it is a programmatic dependent of the summary pass: its
+//      part 0 blocks start at once, the others wait for the summary (griddepcontrol.wait).
 // Nothing is truncated: the result equals the unsplit chain up to rounding for any gates
 // (also g = 0, where nothing decays). No atomics: bitwise deterministic.
 // Host-compatible (the heuristics' tests include it); the scan's launcher is in fwd_fast.cuh.
@@ -26,18 +30,26 @@ namespace cuda {
 
 struct SplitBufs {
   int chunks_per_part = 0;      // Q; 0: no split
+  int first_part_chunks = 0;    // Q0 (= Q unless the heuristics make part 0 longer)
   int max_parts = 1;            // parts per sequence that the grids cover (P_max)
   float* part_state = nullptr;  // [N, P_max, HV, K, V] fp32 K-major: exact state at part p's start (p >= 1)
   float* summary_b = nullptr;   // [N, P_max, HV, K, V] fp32 K-major: part p's end state from zero
   float* summary_m = nullptr;   // [N, P_max, HV, K, K] fp32: part p's transition M_p
 };
 
-// Parts of a sequence of `count` chunks (at least 1: an empty sequence is one empty part).
-GDN_HOST_DEVICE inline int64_t split_parts_of(int64_t count, int chunks_per_part, int max_parts) {
+// Parts of a sequence of `count` chunks (at least 1: an empty sequence is one empty part), with
+// parts of chunks_per_part chunks after a first one of first_part_chunks (<= 0: chunks_per_part).
+GDN_HOST_DEVICE inline int64_t split_parts_of(int64_t count, int chunks_per_part, int max_parts,
+                                              int first_part_chunks = 0) {
   if (chunks_per_part <= 0) return 1;
-  int64_t p = (count + chunks_per_part - 1) / chunks_per_part;
-  if (p < 1) p = 1;
+  const int64_t first = first_part_chunks > 0 ? first_part_chunks : chunks_per_part;
+  const int64_t p = count <= first ? 1 : 1 + (count - first + chunks_per_part - 1) / chunks_per_part;
   return p < max_parts ? p : max_parts;
+}
+// The sequence's chunk where part `part` begins (first_part_chunks <= 0: chunks_per_part).
+GDN_HOST_DEVICE inline int64_t split_part_begin(int64_t part, int chunks_per_part, int first_part_chunks) {
+  const int64_t first = first_part_chunks > 0 ? first_part_chunks : chunks_per_part;
+  return part == 0 ? 0 : first + (part - 1) * int64_t(chunks_per_part);
 }
 
 }  // namespace cuda

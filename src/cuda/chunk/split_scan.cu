@@ -29,7 +29,7 @@ __global__ void __launch_bounds__(256) chunk_split_scan_kernel(Plan pl, SplitBuf
   const int hv = static_cast<int>((item / slices) % HV);
   const int64_t n = item / (int64_t(slices) * HV);
   const int64_t count = seq_chunks(pl, n).count;
-  const int64_t parts = split_parts_of(count, sp.chunks_per_part, sp.max_parts);
+  const int64_t parts = split_parts_of(count, sp.chunks_per_part, sp.max_parts, sp.first_part_chunks);
   const int tid = threadIdx.x, row = tid / 2, half = tid % 2;
   const int64_t DD = int64_t(kD) * kD;
   auto part_base = [&](float* a, int64_t p) { return a + ((n * sp.max_parts + p) * HV + hv) * DD; };
