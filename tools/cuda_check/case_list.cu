@@ -320,6 +320,35 @@ std::vector<Case> correctness_cases(bool quick) {
     c.fuse_o = true;
     cases.push_back(c);
   }
+  // (Last in the list: every case before draws the same random inputs as without these two.)
+  Case g0_long;
+  {
+    // g = 0 without the resets above (the state remembers every token, as in the bench's
+    // g0-1x32k), o fused (on an H200 the heuristics split this sequence in 6 parts: the summary
+    // pass, then the fused chain): issue 11's bf16 target, which only the extra precision on
+    // weakly decaying chunks (chunk/chain_precise.cuh) reaches. CPU model
+    // (tools/precision/emulate_roundings.py, T = 3008): 3.79e-3 all bf16, 2.60e-3 with W and vs
+    // hi + lo (the unfused o), 2.16e-3 with q h_lo too.
+    Case c;
+    c.name = "fast bf16 128 g=0 long";
+    c.lens = {3000};
+    c.H = 1;
+    c.HV = 2;
+    c.fused = false;
+    c.gscale = 0.f;
+    c.gate_extremes = false;
+    c.fuse_o = true;
+    c.tol = 2.4e-3;
+    cases.push_back(c);
+    g0_long = c;
+  }
+  // g = 0 long with the library's choices (the split, the chain storing h and v_new, fwd_o
+  // overlapping it): W and vs hi + lo, but fwd_o's q h from the bf16 h image (model: 2.60e-3;
+  // all bf16 3.79e-3, so this bound fails without the chain's two passes).
+  g0_long.name += " unfused";
+  g0_long.fuse_o = false;
+  g0_long.tol = 3.0e-3;
+  cases.push_back(g0_long);
   return cases;
 }
 

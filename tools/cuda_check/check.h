@@ -75,6 +75,9 @@ struct Case {
   int rows_shape = -1;
   double tol = 5e-3;
   float gscale = 1.f;
+  // Unfused gates (fused = false): also the rare extremes among them (g = 0 and g = -1e4 resets,
+  // beta = 0 and beta = 2), which keep a state from remembering for long.
+  bool gate_extremes = true;
   // > 0: every head's keys drawn from key_set random vectors (+ key_noise x randn per element),
   // before the l2 norm: repeated tokens, where (I + L)^-1 and v - k S cancel the most.
   int key_set = 0;

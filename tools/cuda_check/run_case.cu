@@ -72,12 +72,12 @@ Data make_data(const Case& c, std::mt19937& rng) {
     } else {
       const float ls = -std::log1p(std::exp(-x));  // logsigmoid
       float g = c.gscale * ls;
-      if (i % 97 == 5) g = 0.f;
-      if (i % 89 == 7) g = -1e4f;
+      if (c.gate_extremes && i % 97 == 5) g = 0.f;
+      if (c.gate_extremes && i % 89 == 7) g = -1e4f;
       d.g[i] = round_to(gdt, g);
       float be = 1.f / (1.f + std::exp(-y));
-      if (i % 83 == 3) be = 0.f;
-      if (i % 79 == 2) be = 2.f;
+      if (c.gate_extremes && i % 83 == 3) be = 0.f;
+      if (c.gate_extremes && i % 79 == 2) be = 2.f;
       d.b[i] = round_to(gdt, be);
     }
   }

@@ -7,11 +7,13 @@
 //                 MN-major for vs^T k; a: A_s's rows, atom 0 its hi part, atom 1 its lo part
 //   vin[ST]:      [64 tokens][64 vv] of v, 128-byte rows, same swizzle (conflict-free ldmatrix.trans)
 //   h:            [128 kk][64 vv] staging of h_c (stmatrix.trans from the A fragments of S^T)
+//   h_lo:         kFusedO: the same for the residual S - h (the o warpgroup's q h_lo on weakly
+//                 decaying chunks, chain_precise.cuh)
 //   v:            [64 tokens][64 vv] staging of v_new (stmatrix.trans), 16-byte global stores
 //   eg[ST] ((exp(G_i), exp(G_last - G_i)) from kkt_solve), G[ST] (fp64, kFusedO only: the o
 //   warpgroup's fallback), rk[ST] (inverse norms of k's rows, with l2norm)
 // ST = 2: 107.5 KB (two blocks per SM, for many chains); ST = 4: 190 KB (one block per SM: the
-// deepest prefetch for few long chains).
+// deepest prefetch for few long chains); kFusedO, ST = 3: ~221 KiB (226,064 B + 1 KB alignment slack).
 //
 // Synchronization per chunk c (stage s = c % ST), two block barriers, both overlapped with wgmma:
 //   wait for chunk c's cp.async group; fence.proxy.async (cp.async writes are generic-proxy
@@ -21,7 +23,9 @@
 //   meanwhile: decays, prefetch chunk c + ST - 1 into stage (c - 1) % ST (freed by B1); wait;
 //   A fragments of vs^T; issue the 4 update wgmmas; meanwhile: v_new -> v staging, barrier B2
 //   (v staging complete, every read of the h staging done), v_new -> global;
-//   wait; E(S^T) -> A fragments (next chunk's k S) and -> h staging.
+//   wait; E(S^T) -> A fragments (next chunk's k S) and -> h staging (kFusedO, bf16: and its
+//   residual -> h_lo staging). A weakly decaying chunk (bf16) adds a lo pass after the v_new
+//   wait and one before the update's hi pass, each waited for at once (chain_precise.cuh).
 // Rows past len: A_s, k, v are zero-filled, their decays are 0, and they are never stored.
 // kStore: after B2 of chunk c + 4 (and after the loop for the last chunks) one thread adds 1 to
 // b.ready[chunk c][hv] (one release fence per 4 chunks): fwd_o, launched as a programmatic
@@ -31,7 +35,8 @@
 
 #include <cstdint>
 
-#include "cuda/chunk/chain_o.cuh"  // kChainOStride
+#include "cuda/chunk/chain_o.cuh"        // kChainOStride
+#include "cuda/chunk/chain_precise.cuh"  // stage_lo_x4
 
 namespace gdn {
 namespace cuda {
@@ -56,6 +61,7 @@ enum class ChainMode { kStore, kStoreBulk, kSummary, kFusedO };
 template <int ST, bool kFused, typename E>
 struct WgFusedSmem {
   E q[ST][kC * kD];               // 16 KB per stage, SW128 like w and k
+  E h_lo[kD * kBV];               // 16 KB: the h staging's residual (chain_precise.cuh), as h
   E o_stage[kC * kChainOStride];  // 9 KB
 };
 template <int ST, typename E>
@@ -74,6 +80,36 @@ struct WgSmem : WgFusedSmem<ST, kFused, E> {  // (an empty base takes no space: 
   uint64_t bar[2];  // kFusedO: the block barriers B1 and B2 (mbarrier_block_sync)
 };
 static_assert(sizeof(__nv_bfloat16) * kC * kD % 1024 == 0, "stages stay 1024-aligned");
+static_assert(sizeof(WgFusedSmem<3, true, __nv_bfloat16>) % 1024 == 0, "a, k and h_lo stay 1024-aligned");
+
+// The state slice's registers (S^T as an m64n128 wgmma accumulator) and the elements they hold:
+// f(i, kk, vv) for st[i] = S[kk][vv], i = 4 j + 2 hh + e, kk = 8 j + 2 t + e, vv = vv0 + 8 hh
+// (vv0 = v0 + 16 warp + g: this thread's first row of S^T; t = lane % 4).
+template <typename F>
+__device__ __forceinline__ void for_each_state_elem(int vv0, int t, F&& f) {
+#pragma unroll
+  for (int j = 0; j < 16; ++j)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) f(4 * j + 2 * hh + e, 8 * j + 2 * t + e, vv0 + 8 * hh);
+}
+
+// E(S^T) as the A fragments of w h (ha[4 ks + q]: kk in [16 ks, 16 ks + 16)) and, kStageH, into
+// the h staging at hs ([kk][vv], transposed by stmatrix; lrow, lch: this lane's row and 16-byte
+// chunk of a 16 x 16 tile); kStageLo: also the residual S^T - E(S^T) into the h_lo staging at hls.
+template <typename E, bool kStageH, bool kStageLo>
+__device__ __forceinline__ void stage_state_fragments(uint32_t (&ha)[32], const float (&st)[64], uint32_t hs,
+                                                      uint32_t hls, int lrow, int lch) {
+#pragma unroll
+  for (int ks = 0; ks < 8; ++ks) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) ha[4 * ks + q] = pack2<E>(st[8 * ks + 2 * q], st[8 * ks + 2 * q + 1]);
+    const int kk = 16 * ks + lrow;
+    if constexpr (kStageH) stsm_x4_t(hs + sw128(kk, lch), ha[4 * ks], ha[4 * ks + 1], ha[4 * ks + 2], ha[4 * ks + 3]);
+    if constexpr (kStageLo) stage_lo_x4<E>(hls + sw128(kk, lch), &st[8 * ks], &ha[4 * ks]);
+  }
+}
 
 // Ring stage s <- the chunk at tokens t0 .. t0 + len - 1 (len = min(te - t0, kC)) of (value head hv,
 // key head hk) by cp.async (the caller commits one group per chunk): A_s (hi | lo) and k in rows

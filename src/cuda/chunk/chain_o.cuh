@@ -7,15 +7,17 @@
 //   o_i  = scale (exp(G_i) rq_i q_i h_c + sum_j P_ij v_new_j)  (q h_c: x 8 from the h staging;
 //                                                              P v_new: P hi + lo from registers,
 //                                                              x 2 x 4 from the v staging)
-// The same two roundings to E as fwd_o (h_c and v_new as stored there, P split into hi + lo).
+// The same two roundings to E as fwd_o (h_c and v_new as stored there, P split into hi + lo),
+// but on weakly decaying chunks (bf16) h_c as hi + lo: q h_c + q h_lo (chain_precise.cuh).
 //
 // Schedule (the block's two barriers per chunk, B1 and B2, are shared with the chain warpgroup; they
 // are mbarriers, which both warpgroups may reach from their own code, and this warpgroup arrives
 // at each as soon as the chain may go past it, and waits only where it needs the chain's work:
 // ptx/sync.cuh):
 //   after B1(c): issue o_c = q_c h_c (h staging, written by the chain before B1(c)) and
-//   P_c = q_c k_c^T; q's norms meanwhile; once o_c is complete, arrive at B2(c) (the chain
-//   overwrites the h staging after B2(c)); P_c -> hi/lo A fragments; the row scales of o_c.
+//   P_c = q_c k_c^T; q's norms meanwhile; once o_c is complete (on weakly decaying chunks
+//   after o_c += q_c h_lo too), arrive at B2(c) (the chain overwrites the h and h_lo staging
+//   after B2(c)); P_c -> hi/lo A fragments; the row scales of o_c.
 //   wait for B2(c): o_c += P_c v_new_c (v staging, written by the chain before B2(c)); once that
 //   is complete, arrive at B1(c + 1) (the chain refills stage c's ring slot and rewrites the v
 //   staging after it), then o_c -> out through this warpgroup's own o staging.
@@ -25,6 +27,7 @@
 // not overlap the chain anyway.
 #pragma once
 
+#include "cuda/chunk/chain_precise.cuh"
 #include "cuda/chunk/fwd_fast.cuh"
 
 namespace gdn {
@@ -146,6 +149,14 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
     wgmma_wait<1>();  // o_c = q h_c complete
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(o[i]);
+    // A weakly decaying chunk (the chain's decision, from the same eg: chain_precise.cuh): o_c +=
+    // q h_lo from the chain's h_lo staging, a group complete within the branch (as the chain's lo
+    // passes), before B2(c) (the chain rewrites h_lo after it). Its wait takes P_c's product too.
+    if (precise_chunk<E>(sm.eg[s][len - 1].x)) {
+      qh_lo_pass<E>(o, qs, smem_u32(sm.h_lo));
+#pragma unroll
+      for (int i = 0; i < 32; ++i) pin(o[i]);
+    }
     mbarrier_arrive(&sm.bar[1]);  // B2(c): this warpgroup's reads of the h staging are done
     wgmma_wait<0>();
 #pragma unroll

@@ -40,10 +40,12 @@
 // only the kernels it launches), instantiated by mode, each in one file: fwd_h_wgmma_store.cu
 // (kStore, kStoreBulk; launch_fwd_h_wgmma), fwd_h_wgmma_fused.cu (kFusedO; chain::launch_fused),
 // fwd_h_wgmma_summary.cu (kSummary; launch_fwd_h_wgmma_summary).
+// On chunks that decay weakly (bf16), W, vs and the fused o's h also as hi + lo: chain_precise.cuh.
 #pragma once
 
 #include "cuda/chunk/chain_layout.cuh"
 #include "cuda/chunk/chain_o.cuh"
+#include "cuda/chunk/chain_precise.cuh"
 
 #include "cuda/chunk/fwd_fast.cuh"
 #include "cuda/core/checkpoints.cuh"
@@ -153,17 +155,11 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
       base = sp.part_state + ((n * sp.max_parts + part) * HV + hv) * DD;
       base_kmajor = true;
     }
-#pragma unroll
-    for (int j = 0; j < 16; ++j)
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int kk = 8 * j + 2 * t + e, vv = v0 + 16 * warp + g + 8 * hh;
-          float x = base ? base[base_kmajor ? int64_t(kk) * kD + vv : int64_t(vv) * kD + kk] : 0.f;
-          if (transition) x = kk == vv ? 1.f : 0.f;
-          st[4 * j + 2 * hh + e] = x;
-        }
+    for_each_state_elem(v0 + 16 * warp + g, t, [&](int i, int kk, int vv) {
+      float x = base ? base[base_kmajor ? int64_t(kk) * kD + vv : int64_t(vv) * kD + kk] : 0.f;
+      if (transition) x = kk == vv ? 1.f : 0.f;
+      st[i] = x;
+    });
   }
 
   // Chunk c into ring stage s (chain_layout.cuh).
@@ -171,19 +167,14 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     chain_prefetch<kFused>(sm, b, tb + c * kC, te, s, HV, hv, hk, v0, transition, tid);
   };
 
-  // E(S^T) as the A fragments of w h (ha[4 ks + q]: kk in [16 ks, 16 ks + 16)), and into the
-  // h staging [kk][vv] (transposed by stmatrix).
+  // E(S^T) as the A fragments of w h and into the h staging (the summary pass stores no h);
+  // kFusedO (bf16): the residual into the h_lo staging too, for the o warpgroup's q h_lo on
+  // weakly decaying chunks; after every update, since the next chunk's decay is not known here.
   uint32_t ha[32];
   auto stage_state = [&]() {
-    const uint32_t hs = smem_u32(sm.h);
-#pragma unroll
-    for (int ks = 0; ks < 8; ++ks) {
-#pragma unroll
-      for (int q = 0; q < 4; ++q) ha[4 * ks + q] = pack2<E>(st[8 * ks + 2 * q], st[8 * ks + 2 * q + 1]);
-      const int kk = 16 * ks + lrow;
-      if (!kSummary)  // the summary pass stores no h
-        stsm_x4_t(hs + sw128(kk, lch), ha[4 * ks], ha[4 * ks + 1], ha[4 * ks + 2], ha[4 * ks + 3]);
-    }
+    uint32_t hls = 0;
+    if constexpr (kFused) hls = smem_u32(sm.h_lo);
+    stage_state_fragments<E, !kSummary, kFused && kHiLoOperands<E>>(ha, st, smem_u32(sm.h), hls, lrow, lch);
   };
 
   // Chunks 0 .. ST - 2 in flight before the loop; chunk c + ST - 1 is issued in iteration c into
@@ -286,6 +277,8 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
         ldsm_x4_t(vsm + sw128(16 * p + lrow, lch), vx[4 * p], vx[4 * p + 1], vx[4 * p + 2], vx[4 * p + 3]);
     }
     const float dl = eg[len - 1].x;  // exp(G_last)
+    // A weakly decaying chunk: W and vs also as hi + lo parts below (chain_precise.cuh).
+    const bool precise = precise_chunk<E>(dl);
 #pragma unroll
     for (int i = 0; i < 64; ++i) st[i] *= dl;
     // h_c -> workspace: the staging's image (fwd_h_image).
@@ -308,18 +301,22 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     //    v_new^T = W^T A_s^T with A_s = (I + L)^-1 diag(beta) (fwd_prep) as hi + lo parts:
     //    8 x m64n64k16, B = A_s [i][j] rows (K-major, SW128): atom 0 the hi part, atom 1 the lo.
     //    W is rounded to E once, after the cancellation v - k S, never its terms.
-    uint32_t wa[16];
+    //    A weakly decaying chunk also takes W's residual wl = E(W - E(W)) times A_s's hi part.
+    float wf[32];  // W^T in fp32 (acc's layout)
+    uint32_t wa[16], wl[16];
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks)
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         const int j = 2 * ks + q / 2;
         const uint32_t x = vx[4 * ks + q];
-        wa[4 * ks + q] = pack2<E>(fmaf(acc[8 * ks + 2 * q], sc[j][0], lo_f<E>(x)),
-                                  fmaf(acc[8 * ks + 2 * q + 1], sc[j][1], hi_f<E>(x)));
+        wf[8 * ks + 2 * q] = fmaf(acc[8 * ks + 2 * q], sc[j][0], lo_f<E>(x));
+        wf[8 * ks + 2 * q + 1] = fmaf(acc[8 * ks + 2 * q + 1], sc[j][1], hi_f<E>(x));
+        wa[4 * ks + q] = pack2<E>(wf[8 * ks + 2 * q], wf[8 * ks + 2 * q + 1]);
       }
 #pragma unroll
     for (int i = 0; i < 16; ++i) pin(wa[i]);
+    if (precise) lo_parts<E>(wl, wf, wa);
     float left[16], right[16];  // v_new^T's columns i < 32 and i >= 32 (acc after the wait)
     wgmma_fence();
     {
@@ -369,6 +366,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
       cp_async_commit();
     }
     wgmma_wait<0>();
+    if (precise) w_lo_pass<E>(left, right, wl, smem_u32(sm.a[s]));  // after the hi pass (chain_precise.cuh)
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
       acc[i] = left[i];
@@ -377,15 +375,26 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(acc[i]);
 
-    // vs^T = v_new^T diag(decay) -> A fragments (va[4 ks + q]: tokens [16 ks, 16 ks + 16)).
-    uint32_t va[16];
+    // vs^T = v_new^T diag(decay) -> A fragments (va[4 ks + q]: tokens [16 ks, 16 ks + 16)); a
+    // weakly decaying chunk also its residual vl = E(vs - E(vs)).
+    float vf[32];  // vs^T in fp32
+    uint32_t va[16], vl[16];
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         const int j = 2 * ks + q / 2;
-        va[4 * ks + q] = pack2<E>(acc[8 * ks + 2 * q] * dec[j][0], acc[8 * ks + 2 * q + 1] * dec[j][1]);
+        vf[8 * ks + 2 * q] = acc[8 * ks + 2 * q] * dec[j][0];
+        vf[8 * ks + 2 * q + 1] = acc[8 * ks + 2 * q + 1] * dec[j][1];
+        va[4 * ks + q] = pack2<E>(vf[8 * ks + 2 * q], vf[8 * ks + 2 * q + 1]);
       }
+    }
+    // A weakly decaying chunk: S^T += vs_lo^T k first, waited for (chain_precise.cuh), so that vl
+    // is dead while the update's hi pass, the v_new stores and B2 run (with vl live there, the kStore
+    // chain spilled once the split-overlap patch added its registers).
+    if (precise) {
+      lo_parts<E>(vl, vf, va);
+      vs_lo_pass<E>(st, vl, smem_u32(sm.k[s]));
     }
     // S^T += vs^T k. B = k [token][kk] read MN-major (SW128): k-step ks starts at token 16 ks
     // (2048 bytes); kk atoms of 64 are 8192 bytes apart (LBO), 8-token groups 1024 (SBO).
@@ -465,17 +474,10 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     const int64_t r = last_part_flag ? state_row(fin, seq_of_block()) : -1;
     if (r >= 0) base = static_cast<float*>(fin.data) + state_offset(fin, r, hv, HV, DD);
   }
-  if (base) {
-#pragma unroll
-    for (int j = 0; j < 16; ++j)
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int kk = 8 * j + 2 * t + e, vv = v0 + 16 * warp + g + 8 * hh;
-          base[out_kmajor ? int64_t(kk) * kD + vv : int64_t(vv) * kD + kk] = st[4 * j + 2 * hh + e];
-        }
-  }
+  if (base)
+    for_each_state_elem(v0 + 16 * warp + g, t, [&](int i, int kk, int vv) {
+      base[out_kmajor ? int64_t(kk) * kD + vv : int64_t(vv) * kD + kk] = st[i];
+    });
 #endif
 }
 
