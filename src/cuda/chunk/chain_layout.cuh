@@ -23,9 +23,10 @@
 //   meanwhile: decays, prefetch chunk c + ST - 1 into stage (c - 1) % ST (freed by B1); wait;
 //   A fragments of vs^T; issue the 4 update wgmmas; meanwhile: v_new -> v staging, barrier B2
 //   (v staging complete, every read of the h staging done), v_new -> global;
-//   wait; E(S^T) -> A fragments (next chunk's k S) and -> h staging (kFusedO, bf16: and its
-//   residual -> h_lo staging). A weakly decaying chunk (bf16) adds a lo pass after the v_new
-//   wait and one before the update's hi pass, each waited for at once (chain_precise.cuh).
+//   wait; E(S^T) -> A fragments (next chunk's k S) and -> h staging (kFusedO, bf16, after a
+//   weakly decaying chunk: its residual -> h_lo staging too). A weakly decaying chunk (bf16)
+//   adds a lo pass after the v_new wait and one before the update's hi pass, each waited for at once
+//   (chain_precise.cuh).
 // Rows past len: A_s, k, v are zero-filled, their decays are 0, and they are never stored.
 // kStore: after B2 of chunk c + 4 (and after the loop for the last chunks) one thread adds 1 to
 // b.ready[chunk c][hv] (one release fence per 4 chunks): fwd_o, launched as a programmatic
@@ -97,17 +98,23 @@ __device__ __forceinline__ void for_each_state_elem(int vv0, int t, F&& f) {
 
 // E(S^T) as the A fragments of w h (ha[4 ks + q]: kk in [16 ks, 16 ks + 16)) and, kStageH, into
 // the h staging at hs ([kk][vv], transposed by stmatrix; lrow, lch: this lane's row and 16-byte
-// chunk of a 16 x 16 tile); kStageLo: also the residual S^T - E(S^T) into the h_lo staging at hls.
+// chunk of a 16 x 16 tile); kStageLo and with_lo: also the residual S^T - E(S^T) into the h_lo
+// staging at hls.
 template <typename E, bool kStageH, bool kStageLo>
 __device__ __forceinline__ void stage_state_fragments(uint32_t (&ha)[32], const float (&st)[64], uint32_t hs,
-                                                      uint32_t hls, int lrow, int lch) {
+                                                      uint32_t hls, int lrow, int lch, bool with_lo) {
 #pragma unroll
   for (int ks = 0; ks < 8; ++ks) {
 #pragma unroll
     for (int q = 0; q < 4; ++q) ha[4 * ks + q] = pack2<E>(st[8 * ks + 2 * q], st[8 * ks + 2 * q + 1]);
-    const int kk = 16 * ks + lrow;
-    if constexpr (kStageH) stsm_x4_t(hs + sw128(kk, lch), ha[4 * ks], ha[4 * ks + 1], ha[4 * ks + 2], ha[4 * ks + 3]);
-    if constexpr (kStageLo) stage_lo_x4<E>(hls + sw128(kk, lch), &st[8 * ks], &ha[4 * ks]);
+    if constexpr (kStageH)
+      stsm_x4_t(hs + sw128(16 * ks + lrow, lch), ha[4 * ks], ha[4 * ks + 1], ha[4 * ks + 2], ha[4 * ks + 3]);
+  }
+  if constexpr (kStageLo) {
+    if (with_lo) {
+#pragma unroll
+      for (int ks = 0; ks < 8; ++ks) stage_lo_x4<E>(hls + sw128(16 * ks + lrow, lch), &st[8 * ks], &ha[4 * ks]);
+    }
   }
 }
 

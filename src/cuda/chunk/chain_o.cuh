@@ -8,7 +8,8 @@
 //                                                              P v_new: P hi + lo from registers,
 //                                                              x 2 x 4 from the v staging)
 // The same two roundings to E as fwd_o (h_c and v_new as stored there, P split into hi + lo),
-// but on weakly decaying chunks (bf16) h_c as hi + lo: q h_c + q h_lo (chain_precise.cuh).
+// but on weakly decaying chunks after another (bf16) h_c as hi + lo: q h_c + q h_lo
+// (chain_precise.cuh).
 //
 // Schedule (the block's two barriers per chunk, B1 and B2, are shared with the chain warpgroup; they
 // are mbarriers, which both warpgroups may reach from their own code, and this warpgroup arrives
@@ -88,6 +89,7 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
   };
 
   int s = 0;
+  bool lo_staged = true;        // the h_lo staging holds h_c's lo part (chunk c - 1 decayed weakly, or c = 0)
   mbarrier_arrive(&sm.bar[0]);  // B1(0): nothing of this warpgroup's to wait for
   for (int64_t c = 0; c < nch; ++c) {
     mbarrier_wait(&sm.bar[0], c & 1);  // B1(c): stage s holds chunk c's q, k, G, rk; the h staging holds h_c
@@ -149,14 +151,17 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
     wgmma_wait<1>();  // o_c = q h_c complete
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(o[i]);
-    // A weakly decaying chunk (the chain's decision, from the same eg: chain_precise.cuh): o_c +=
-    // q h_lo from the chain's h_lo staging, a group complete within the branch (as the chain's lo
-    // passes), before B2(c) (the chain rewrites h_lo after it). Its wait takes P_c's product too.
-    if (precise_chunk<E>(sm.eg[s][len - 1].x)) {
+    // A weakly decaying chunk (the chain's decision, from the same eg: chain_precise.cuh) after
+    // another (the chain stages h_c's lo part only then): o_c += q h_lo from the h_lo staging, a
+    // group complete within the branch (as the chain's lo passes), before B2(c) (the chain
+    // rewrites h_lo after it). Its wait takes P_c's product too.
+    const bool precise = precise_chunk<E>(sm.eg[s][len - 1].x);
+    if (precise && lo_staged) {
       qh_lo_pass<E>(o, qs, smem_u32(sm.h_lo));
 #pragma unroll
       for (int i = 0; i < 32; ++i) pin(o[i]);
     }
+    lo_staged = precise;
     mbarrier_arrive(&sm.bar[1]);  // B2(c): this warpgroup's reads of the h staging are done
     wgmma_wait<0>();
 #pragma unroll

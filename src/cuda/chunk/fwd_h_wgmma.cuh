@@ -168,13 +168,12 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
   };
 
   // E(S^T) as the A fragments of w h and into the h staging (the summary pass stores no h);
-  // kFusedO (bf16): the residual into the h_lo staging too, for the o warpgroup's q h_lo on
-  // weakly decaying chunks; after every update, since the next chunk's decay is not known here.
+  // kFusedO (bf16), with_lo: the residual into the h_lo staging too, for the o warpgroup's q h_lo.
   uint32_t ha[32];
-  auto stage_state = [&]() {
+  auto stage_state = [&](bool with_lo) {
     uint32_t hls = 0;
     if constexpr (kFused) hls = smem_u32(sm.h_lo);
-    stage_state_fragments<E, !kSummary, kFused && kHiLoOperands<E>>(ha, st, smem_u32(sm.h), hls, lrow, lch);
+    stage_state_fragments<E, !kSummary, kFused && kHiLoOperands<E>>(ha, st, smem_u32(sm.h), hls, lrow, lch, with_lo);
   };
 
   // Chunks 0 .. ST - 2 in flight before the loop; chunk c + ST - 1 is issued in iteration c into
@@ -209,7 +208,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     store_chain_checkpoint<kD>(ck, state_elem(ck.ck.pool, r, hv, b.HV, kD, kD, kmajor, 2 * t, v0 + 16 * warp + g),
                                kmajor, st);
   };
-  stage_state();
+  stage_state(true);  // (h_0's lo part: the o warpgroup counts chunk -1 as weakly decaying)
   int s = 0;
   for (int64_t c = 0; c < nch; ++c) {
     const int64_t gc = c0 + c;
@@ -446,7 +445,9 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < 64; ++i) pin(st[i]);
-    stage_state();  // h_{c+1}: A fragments and staging (read after the next B1)
+    // h_{c+1}: A fragments and staging (read after the next B1); its lo part only after a weakly
+    // decaying chunk (the o warpgroup takes q h_lo on chunk c + 1 only then: chain_o.cuh).
+    stage_state(precise);
     // A checkpoint boundary: stores only (nothing waits for them; st is not changed until the next
     // chunk's update).
     if (at_boundary(c)) store_checkpoint(c);
