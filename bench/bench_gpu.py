@@ -2,8 +2,9 @@
 """GPU benchmark: gdn against flash-linear-attention (fla) and FlashQLA on the cases of bench/cases.txt.
 
 Prefill: the cases of bench/cases.txt (the one case list; heads H / HV, the gate kind and the
-lengths come from it; K=V=128), bf16 q/k/v, fp32 g and beta (g = 0 exactly for "zero" gates), qk
-l2-norm in the kernel, fp32 initial state given, final state returned; gdn.chunk_gated_delta_rule,
+lengths come from it; K=V=128), bf16 q/k/v, fp32 g and beta (g = 0 exactly for "zero" gates,
+Qwen3-Next's gate per head for "model": gdn_ref.model_gate_params), qk l2-norm in the kernel, fp32
+initial state given, final state returned; gdn.chunk_gated_delta_rule,
 fla's chunk_gated_delta_rule (run with FLA_FLASH_QLA=0, so that fla does not dispatch to FlashQLA)
 and, when the flash_qla package imports, FlashQLA's chunk_gated_delta_rule, on the same inputs. Decode: N sequences of one token, states in a pool of
 2N slots (V-major and K-major), gdn.decode_ (in place, by index) against fla's
@@ -48,7 +49,8 @@ import bench_serving  # noqa: E402
 import timing  # noqa: E402
 from report import serving_markdown  # noqa: E402
 import gdn  # noqa: E402
-from gdn_ref import BENCH_CASES, torch_chunked_reference, torch_recurrence, torch_rel_err  # noqa: E402
+from gdn_ref import (BENCH_CASES, model_gate_params, torch_chunked_reference, torch_recurrence,  # noqa: E402
+                     torch_rel_err)
 
 try:
     import fla
@@ -102,9 +104,13 @@ def make_prefill(lens, h, hv, k, v, gates, seed):
     q = r(1, T, h, k)
     kk = r(1, T, h, k)
     vv = r(1, T, hv, v)
-    g = torch.nn.functional.logsigmoid(r(1, T, hv, dt=torch.float32))
+    x = r(1, T, hv, dt=torch.float32)
+    g = torch.nn.functional.logsigmoid(x)
     if gates == "zero":  # nothing decays: exactly 0
         g = torch.zeros_like(g)
+    elif gates == "model":  # a model's heads (gdn_ref.model_gate_params)
+        A, bias = (torch.tensor(p, device=DEV, dtype=torch.float32) for p in model_gate_params(hv))
+        g = -A * torch.nn.functional.softplus(x + bias)
     beta = r(1, T, hv, dt=torch.float32).sigmoid()
     h0 = r(N, hv, k, v, dt=torch.float32)
     cu_cpu = torch.tensor([0] + list(_cumsum(lens)), dtype=torch.int64)

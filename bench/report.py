@@ -101,7 +101,8 @@ def markdown(res, png_rel):
                    + (f"; skipped: {', '.join(res['skipped'])}" if res.get("skipped") else ""))
     sh = res.get("shape", {})
     out.append(f"- prefill: the cases of bench/cases.txt (heads H/HV per case), K=V={sh.get('K')}, {sh.get('dtype')} "
-               "q/k/v, fp32 g and beta (g = 0 exactly for the 'zero' gates), qk l2-norm in the kernel, fp32 initial "
+               "q/k/v, fp32 g and beta (g = 0 exactly for the 'zero' gates; 'model': Qwen3-Next's gate, "
+               "per-token decays from 1e-3 to 1.35 by head), qk l2-norm in the kernel, fp32 initial "
                "state given, final state returned; `gdn.chunk_gated_delta_rule` vs fla's and FlashQLA's "
                "`chunk_gated_delta_rule` on the same inputs")
     out.append("- decode: N sequences of one token, states in a pool of 2N slots updated in place by index "

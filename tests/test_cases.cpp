@@ -48,8 +48,25 @@ TEST(Cases, OtherSetsCarryTheirHeadsAndGates) {
   EXPECT_EQ(found[0].tokens(), 32768);
   EXPECT_EQ(found[1].set, "exact");
   EXPECT_EQ(found[1].gates, CaseGates::kZero);
+  ASSERT_TRUE(find_cases({"model-1x32k"}, &found, &error)) << error;
+  EXPECT_EQ(found.back().set, "model");
+  EXPECT_EQ(found.back().gates, CaseGates::kModel);
+  EXPECT_STREQ(gates_name(CaseGates::kModel), "model");
   EXPECT_FALSE(cases_in_set("tp").empty());
   EXPECT_TRUE(cases_in_set("nonsense").empty());
+}
+
+// The "model" gates: the formula the Python benchmark shares (gdn_ref.model_gate_params; the same
+// three values are checked in python/tests/test_cases.py).
+TEST(Cases, ModelGatesAreQwen3NextsGate) {
+  EXPECT_NEAR(model_gate(0.0, 0, 32), -0.0010374662975845823, 1e-9);
+  EXPECT_NEAR(model_gate(1.5, 17, 32), -1.565097529905131, 1e-6);
+  EXPECT_NEAR(model_gate(-2.0, 31, 32), -0.018469456358129188, 1e-8);
+  for (int64_t h = 0; h < 32; ++h)
+    for (double x : {-6.0, 0.0, 6.0, 40.0}) {
+      const float g = model_gate(x, h, 32);
+      EXPECT_TRUE(std::isfinite(g) && g < 0.f) << h << " " << x;
+    }
 }
 
 TEST(Cases, UnknownNameIsReported) {
@@ -64,7 +81,7 @@ TEST(Cases, MalformedLinesAreRejected) {
       {"a spec 16 32 normal\n", "line 1: expected 6 columns"},
       {"# c\na spec 16 32 normal 0\n", "line 2: '0' is not a positive whole number"},
       {"a spec 16 30 normal 64\n", "HV (30) is not a multiple of H (16)"},
-      {"a spec 16 32 wild 64\n", "gates 'wild'; expected normal or zero"},
+      {"a spec 16 32 wild 64\n", "gates 'wild'; expected normal, zero or model"},
       {"a spec 16 32 normal 2x\n", "'' is not a positive whole number"},
       {"a spec 16 32 normal 64 extra\n", "unexpected 'extra'"},
       {"a spec 16 32 normal 64\na tp 4 8 zero 64\n", "line 2: case 'a' is listed twice"},

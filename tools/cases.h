@@ -4,6 +4,7 @@
 // Link the CMake target gdn_cases for the include paths.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <sstream>
 #include <stdexcept>
@@ -15,15 +16,32 @@
 namespace gdn {
 namespace tools {
 
-// g per token and value head: logsigmoid of a random draw (as models produce it), or exactly 0.
-enum class CaseGates { kNormal, kZero };
-inline const char* gates_name(CaseGates g) { return g == CaseGates::kZero ? "zero" : "normal"; }
+// g per token and value head: logsigmoid of a random draw, exactly 0, or a model's gates (below).
+enum class CaseGates { kNormal, kZero, kModel };
+inline const char* gates_name(CaseGates g) {
+  return g == CaseGates::kZero ? "zero" : g == CaseGates::kModel ? "model" : "normal";
+}
+
+// "model" gates: Qwen3-Next's g = -exp(A_log) softplus(a + dt_bias) with its initialization's
+// parameter ranges (A ~ U(0, 16), dt ~ logU(1e-3, 0.1), dt_bias = softplus^-1(dt)), spread
+// deterministically over the value heads (A by head index, dt by a golden-ratio sequence), and
+// `a` = x, the token's random draw. Per-token decays at a = 0 from 1e-3 to 1.35 by head (median
+// 0.07), most far slower than the "normal" gates' ~0.8: the decays a model's heads have. python/tests/gdn_ref.py's
+// model_gate_params is the same formula for the Python benchmark.
+inline float model_gate(double x, int64_t head, int64_t heads) {
+  const double hx = static_cast<double>(head) + 0.5;
+  const double A = 16.0 * hx / static_cast<double>(heads);
+  const double dt = 1e-3 * std::pow(100.0, std::fmod(hx * 0.6180339887498949, 1.0));
+  const double dt_bias = dt + std::log(-std::expm1(-dt));
+  const double z = x + dt_bias;
+  return static_cast<float>(-A * (z > 20.0 ? z : std::log1p(std::exp(z))));
+}
 
 // One line of bench/cases.txt. K = V = 128, bf16, qk l2-norm and fp32 states for all of them.
 struct PrefillCase {
   std::string name;
   std::vector<int64_t> lens;  // sequence lengths
-  std::string set;            // "spec" (SPEC's main table), "tp" (tensor-parallel slices), "exact"
+  std::string set;            // "spec" (SPEC's main table), "tp" (tensor-parallel slices), "exact", "model"
   int H = 16;                 // q/k heads
   int HV = 32;                // value heads
   CaseGates gates = CaseGates::kNormal;
@@ -94,8 +112,10 @@ inline std::vector<PrefillCase> parse_cases(const std::string& text) {
       c.gates = CaseGates::kNormal;
     else if (gates == "zero")
       c.gates = CaseGates::kZero;
+    else if (gates == "model")
+      c.gates = CaseGates::kModel;
     else
-      bad_line(line_no, "gates '" + gates + "'; expected normal or zero");
+      bad_line(line_no, "gates '" + gates + "'; expected normal, zero or model");
     c.lens = parse_lengths(lengths, line_no);
     for (const PrefillCase& other : cases)
       if (other.name == c.name) bad_line(line_no, "case '" + name + "' is listed twice");
@@ -112,7 +132,7 @@ inline const std::vector<PrefillCase>& all_cases() {
   return cases;
 }
 
-// The cases of one set ("spec", "tp", "exact"), in file order.
+// The cases of one set ("spec", "tp", "exact", "model"), in file order.
 inline std::vector<PrefillCase> cases_in_set(const std::string& set) {
   std::vector<PrefillCase> out;
   for (const PrefillCase& c : all_cases())

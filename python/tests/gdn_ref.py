@@ -3,6 +3,7 @@ the tests share. Framework-free: torch tensors are converted by the callers."""
 
 from __future__ import annotations
 
+import math
 import os
 from typing import NamedTuple
 
@@ -16,10 +17,10 @@ CASES_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.pat
 
 class BenchCase(NamedTuple):
     name: str
-    set: str  # "spec" (SPEC section 6's table), "tp" (tensor-parallel slices), "exact"
+    set: str  # "spec" (SPEC section 6's table), "tp" (tensor-parallel slices), "exact", "model"
     H: int  # q/k heads
     HV: int  # value heads
-    gates: str  # "normal": logsigmoid(randn); "zero": g = 0 exactly
+    gates: str  # "normal": logsigmoid(randn); "zero": g = 0 exactly; "model": model_gate_params
     lengths: list  # sequence lengths
 
 
@@ -50,8 +51,8 @@ def load_cases(path: str = CASES_FILE) -> dict:
                 if len(fields) != 6:
                     raise ValueError(f"{len(fields)} fields; expected name set H HV gates lengths")
                 name, set_, h, hv, gates, lengths = fields
-                if gates not in ("normal", "zero"):
-                    raise ValueError(f"gates {gates!r}; expected normal or zero")
+                if gates not in ("normal", "zero", "model"):
+                    raise ValueError(f"gates {gates!r}; expected normal, zero or model")
                 if name in cases:
                     raise ValueError(f"case {name!r} appears twice")
                 case = BenchCase(name, set_, int(h), int(hv), gates, parse_lengths(lengths))
@@ -64,6 +65,20 @@ def load_cases(path: str = CASES_FILE) -> dict:
 
 
 BENCH_CASES = load_cases()
+
+
+def model_gate_params(hv: int):
+    """The "model" gates' per-head (A, dt_bias), hv value heads: g = -A softplus(x + dt_bias) for a
+    token's random draw x. Qwen3-Next's gate with its initialization's ranges (A ~ U(0, 16), dt ~
+    logU(1e-3, 0.1), dt_bias = softplus^-1(dt)), spread deterministically over the heads: the same
+    formula as tools/cases.h's model_gate (the CLI and the CUDA check)."""
+    A, bias = [], []
+    for h in range(hv):
+        hx = h + 0.5
+        dt = 1e-3 * 100.0 ** math.fmod(hx * 0.6180339887498949, 1.0)
+        A.append(16.0 * hx / hv)
+        bias.append(dt + math.log(-math.expm1(-dt)))
+    return A, bias
 
 # SPEC section 6 prefill cases: name -> sequence lengths (the benchmark and the fla tests).
 SPEC_PREFILL_CASES = {c.name: c.lengths for c in BENCH_CASES.values() if c.set == "spec"}

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gdn_ref import BENCH_CASES, SPEC_PREFILL_CASES, load_cases, parse_lengths, spec_mixed_lengths
+import math
+
+from gdn_ref import BENCH_CASES, SPEC_PREFILL_CASES, load_cases, model_gate_params, parse_lengths, spec_mixed_lengths
 
 
 def test_the_case_list():
@@ -16,7 +18,26 @@ def test_the_case_list():
     assert (tp4.H, tp4.HV, tp4.gates, tp4.lengths) == (4, 8, "normal", [4096] * 8)
     g0 = BENCH_CASES["g0-1x32k"]
     assert (g0.H, g0.HV, g0.gates, g0.lengths) == (16, 32, "zero", [32768])
+    model = BENCH_CASES["model-1x32k"]
+    assert (model.set, model.H, model.HV, model.gates, model.lengths) == ("model", 16, 32, "model", [32768])
     assert all(c.HV % c.H == 0 for c in BENCH_CASES.values())
+
+
+def test_model_gates_span_a_models_decays():
+    # g = -A softplus(x + dt_bias): at x = 0 exactly -A dt (dt_bias = softplus^-1(dt)), with
+    # A in (0, 16) and dt in [1e-3, 0.1] per head; the heads' decays span three decades.
+    for hv in (4, 8, 32):
+        A, bias = model_gate_params(hv)
+        decay = [a * math.log1p(math.exp(b)) for a, b in zip(A, bias)]
+        dts = [math.log1p(math.exp(b)) for b in bias]
+        assert all(0 < a < 16 for a in A) and all(1e-3 <= dt <= 0.1 * (1 + 1e-12) for dt in dts)
+        assert all(d > 0 for d in decay)
+    A, bias = model_gate_params(32)
+    decay = sorted(a * math.log1p(math.exp(b)) for a, b in zip(A, bias))
+    assert decay[0] < 2e-3 and decay[-1] > 1.0 and decay[len(decay) // 2] < 0.1
+    # The values tests/test_cases.cpp checks for tools/cases.h's model_gate (the same formula).
+    for h, x, g in ((0, 0.0, -0.0010374662975845823), (17, 1.5, -1.565097529905131), (31, -2.0, -0.018469456358129188)):
+        assert -A[h] * math.log1p(math.exp(x + bias[h])) == pytest.approx(g, rel=1e-12)
 
 
 def test_parse_lengths():

@@ -155,9 +155,13 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
   std::vector<float> g(T * HV), b(T * HV);
-  const bool zero_gates = c.gates == tools::CaseGates::kZero;
-  for (int64_t i = 0; i < T * HV; ++i)
-    g[i] = zero_gates ? 0.f : -std::log1p(std::exp(-nd(rng))), b[i] = 1.f / (1.f + std::exp(-nd(rng)));
+  for (int64_t i = 0; i < T * HV; ++i) {
+    const float x = nd(rng);
+    g[i] = c.gates == tools::CaseGates::kZero    ? 0.f
+           : c.gates == tools::CaseGates::kModel ? tools::model_gate(x, i % HV, HV)
+                                                 : -std::log1p(std::exp(-x));
+    b[i] = 1.f / (1.f + std::exp(-nd(rng)));
+  }
   BenchInputs in(T, N, c.H, HV, rng, nd, g, b);
   void* cu_d = upload_indices(cu, IndexType::kInt64);
   in.p.cu_seqlens = cu_d;
