@@ -133,13 +133,24 @@ inline void chunk_cumsum(const float* g, int rows, double* G) {
   }
 }
 
+// exp(x) for a decay factor inside a chunk, or 0 where it would be subnormal (x < ln 2^-126). A
+// fast-decaying head's factors (a model's: ~1.3 per token, -86 over a chunk) reach the subnormal
+// range, and every product that then reads them (w = A kb, the update's vd, o's scaled q S) takes
+// an x86 microcode assist per subnormal operand: the forward ran 3x slower on a model's gates
+// (bench/cases.txt "model"). Dropped terms are below 2^-126 of their row's own: far under its
+// rounding. The state's decay exp(G_last) keeps its subnormals (a state may decay that low).
+inline float decay_factor(double x) {
+  constexpr double kMinNormalLog = -69.31471805599453094;  // ln(2^-100)
+  return x < kMinNormalLog ? 0.0f : std::exp(static_cast<float>(x));
+}
+
 // X[i, j] <- coef_i X[i, j] exp(G_i - G_j) for j < i (strict) or j <= i, else 0.
 // Masked before exponentiating: exp(G_i - G_j) overflows for j > i.
 inline void gate_lower(float* X, const double* G, const float* coef, bool strict) {
   for (int i = 0; i < C; ++i) {
     const int last = strict ? i : i + 1;
     const float c = coef ? coef[i] : 1.0f;
-    for (int j = 0; j < last; ++j) X[i * C + j] *= c * std::exp(static_cast<float>(G[i] - G[j]));
+    for (int j = 0; j < last; ++j) X[i * C + j] *= c * decay_factor(G[i] - G[j]);
     for (int j = last; j < C; ++j) X[i * C + j] = 0.0f;
   }
 }
@@ -150,7 +161,7 @@ inline void gate_lower_into(const float* X, float* out, const double* G, const f
   for (int i = 0; i < C; ++i) {
     const int last = strict ? i : i + 1;
     const float c = coef ? coef[i] : 1.0f;
-    for (int j = 0; j < last; ++j) out[i * C + j] = X[i * C + j] * c * std::exp(static_cast<float>(G[i] - G[j]));
+    for (int j = 0; j < last; ++j) out[i * C + j] = X[i * C + j] * c * decay_factor(G[i] - G[j]);
     for (int j = last; j < C; ++j) out[i * C + j] = 0.0f;
   }
 }
@@ -167,6 +178,11 @@ inline void invert_unit_lower(const float* L, float* A) {
       for (int v = 0; v < vecs; ++v) acc[v] -= l * load16(A + j * C + 16 * v);
     }
     for (int v = 0; v < kVecs; ++v) store16(A + i * C + 16 * v, acc[v]);
+    // Entries below 2^-100 (products of a fast head's decays, headed for the subnormal range
+    // where w = A kb and u = A vb would take a microcode assist per operand) become 0: against
+    // the row's diagonal 1 they are far under its rounding (decay_factor).
+    for (int j = 0; j < i; ++j)
+      if (std::fabs(A[i * C + j]) < 0x1p-100f) A[i * C + j] = 0.0f;
     A[i * C + i] = 1.0f;
   }
 }
@@ -174,7 +190,7 @@ inline void invert_unit_lower(const float* L, float* A) {
 // kb_j = beta_j exp(G_j) k_j; vb_j = beta_j v_j (vb holds v on entry). K, V: row widths.
 inline void scale_rows_for_w_u(const float* k, const double* G, const float* beta, int K, int V, float* kb, float* vb) {
   for (int j = 0; j < C; ++j) {
-    const float fk = beta[j] * std::exp(static_cast<float>(G[j]));
+    const float fk = beta[j] * decay_factor(G[j]);
     for (int x = 0; x < K; ++x) kb[j * K + x] = fk * k[j * K + x];
     for (int x = 0; x < V; ++x) vb[j * V + x] *= beta[j];
   }
@@ -184,6 +200,10 @@ inline void scale_rows_for_w_u(const float* k, const double* G, const float* bet
 inline void chunk_w_u(const float* A, const float* kb, const float* vb, int K, int V, float* w, float* u) {
   gemm<Shape::kLowerA>(C, K, C, A, C, kb, K, w, K, false);
   gemm<Shape::kLowerA>(C, V, C, A, C, vb, V, u, V, false);
+  // w_i carries exp(G_i): a fast head's late rows fall below 2^-100 (and on into the subnormals
+  // w S would read); against u_i in v_new_i = u_i - w_i S they are far under its rounding.
+  for (int64_t i = 0; i < int64_t{C} * K; ++i)
+    if (std::fabs(w[i]) < 0x1p-100f) w[i] = 0.0f;
 }
 
 // S <- exp(G_last) S + sum_i exp(G_last - G_i) k_i v_new_i^T  (kT: [K, C], v_new: [C, V]; K, V:
@@ -192,7 +212,7 @@ inline void chunk_state_update(float* S, const float* kT, const float* v_new, co
                                float* vd) {
   const double G_last = G[C - 1];
   for (int i = 0; i < C; ++i) {
-    const float f = std::exp(static_cast<float>(G_last - G[i]));
+    const float f = decay_factor(G_last - G[i]);
     for (int x = 0; x < V; ++x) vd[i * V + x] = f * v_new[i * V + x];
   }
   const float decay = std::exp(static_cast<float>(G_last));

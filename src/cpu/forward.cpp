@@ -97,7 +97,7 @@ void forward_task(const ForwardArgs& a, const Sequences& seqs, int64_t n, int hk
       float* P = s.KQ + C * C;
       gate_lower_into(s.KQraw + C * C, P, s.G, nullptr, false);
       for (int i = 0; i < C; ++i) {
-        const float f = std::exp(static_cast<float>(s.G[i]));
+        const float f = decay_factor(s.G[i]);
         for (int x = 0; x < Vp; ++x) qS[i * Vp + x] *= f;
       }
       gemm<Shape::kLowerA>(C, Vp, C, P, C, s.u, Vp, qS, Vp, true);

@@ -196,7 +196,7 @@ void chunk_fwd_o(const Problem& p, const StageBuffers& b, const Exec& exec) {
       }
       gemm(C, Vp, Kp, q, Kp, h, Vp, s.QW, Vp, false);
       for (int i = 0; i < C; ++i) {
-        const float f = std::exp(static_cast<float>(s.G[i]));
+        const float f = decay_factor(s.G[i]);
         for (int x = 0; x < Vp; ++x) s.QW[i * Vp + x] *= f;
       }
       gemm<Shape::kLowerA>(C, Vp, C, s.KQ, C, s.u, Vp, s.QW, Vp, true);
