@@ -361,7 +361,8 @@ def main():
         PREFILL_CASES.clear()
         PREFILL_CASES.update({"dry_2x100": ([100, 100], H, HV, K, V, "normal"),
                               "dry_mixed": ([70, 0, 130, 1], H, HV, K, V, "normal"),
-                              "dry_1x64": ([64], 1, 2, K, V, "zero")})
+                              "dry_1x64": ([64], 1, 2, K, V, "zero"),
+                              "dry_model": ([130], H, HV, K, V, "model")})
         QUICK_CASES.clear()
         QUICK_CASES.update(PREFILL_CASES)
     elif not torch.cuda.is_available() or not gdn.cuda_available():
