@@ -21,7 +21,8 @@ def test_bench_dry_run_and_report(tmp_path):
                        capture_output=True, text=True, timeout=600, cwd=str(tmp_path))
     assert r.returncode == 0, r.stdout + r.stderr
     res = json.loads(out.read_text())
-    assert res["complete"] and len(res["prefill"]) == 3 and len(res["decode"]) == 4
+    assert res["complete"] and len(res["prefill"]) == 4 and len(res["decode"]) == 4
+    assert [row["gates"] for row in res["prefill"]] == ["normal", "normal", "zero", "model"]
     for row in res["prefill"]:
         assert row["gdn_err"] <= 5e-3 and row["gdn_ms"] > 0
         for key in ("name", "tokens", "gdn_ms", "fla_ms", "gdn_err", "fla_err"):
