@@ -49,7 +49,7 @@ import bench_serving  # noqa: E402
 import timing  # noqa: E402
 from report import serving_markdown  # noqa: E402
 import gdn  # noqa: E402
-from gdn_ref import (BENCH_CASES, model_gate_params, torch_chunked_reference, torch_recurrence,  # noqa: E402
+from gdn_ref import (BENCH_CASES, torch_case_gates, torch_chunked_reference, torch_recurrence,  # noqa: E402
                      torch_rel_err)
 
 try:
@@ -104,13 +104,7 @@ def make_prefill(lens, h, hv, k, v, gates, seed):
     q = r(1, T, h, k)
     kk = r(1, T, h, k)
     vv = r(1, T, hv, v)
-    x = r(1, T, hv, dt=torch.float32)
-    g = torch.nn.functional.logsigmoid(x)
-    if gates == "zero":  # nothing decays: exactly 0
-        g = torch.zeros_like(g)
-    elif gates == "model":  # a model's heads (gdn_ref.model_gate_params)
-        A, bias = (torch.tensor(p, device=DEV, dtype=torch.float32) for p in model_gate_params(hv))
-        g = -A * torch.nn.functional.softplus(x + bias)
+    g = torch_case_gates(gates, r(1, T, hv, dt=torch.float32))
     beta = r(1, T, hv, dt=torch.float32).sigmoid()
     h0 = r(N, hv, k, v, dt=torch.float32)
     cu_cpu = torch.tensor([0] + list(_cumsum(lens)), dtype=torch.int64)

@@ -10,13 +10,12 @@ import sys
 from collections import defaultdict
 
 import torch
-import torch.nn.functional as F
 
 os.environ["FLA_FLASH_QLA"] = "0"  # fla's own kernels, not its dispatch to FlashQLA
 from fla.ops.gated_delta_rule import chunk_gated_delta_rule  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python", "tests"))
-from gdn_ref import BENCH_CASES, model_gate_params  # noqa: E402  (the parser of bench/cases.txt)
+from gdn_ref import BENCH_CASES, torch_case_gates  # noqa: E402  (the parser of bench/cases.txt)
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--case", default=None, help="a case of bench/cases.txt (its lengths, heads and gates)")
@@ -37,13 +36,7 @@ torch.manual_seed(0)
 q = torch.randn(1, T, H, D, device=dev, dtype=torch.bfloat16)
 k = torch.randn(1, T, H, D, device=dev, dtype=torch.bfloat16)
 v = torch.randn(1, T, HV, D, device=dev, dtype=torch.bfloat16)
-x = torch.randn(1, T, HV, device=dev, dtype=torch.float32)
-g = F.logsigmoid(x)
-if gates == "zero":
-    g = torch.zeros_like(g)
-elif gates == "model":
-    A, bias = (torch.tensor(p, device=dev) for p in model_gate_params(HV))
-    g = -A * F.softplus(x + bias)
+g = torch_case_gates(gates, torch.randn(1, T, HV, device=dev, dtype=torch.float32))
 beta = torch.rand(1, T, HV, device=dev, dtype=torch.float32)
 h0 = torch.randn(N, HV, D, D, device=dev, dtype=torch.float32) * 0.1
 cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), device=dev, dtype=torch.int32)

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python", "tests"))
-from gdn_ref import BENCH_CASES, model_gate_params  # noqa: E402  (the parser of bench/cases.txt)
+from gdn_ref import BENCH_CASES, torch_case_gates  # noqa: E402  (the parser of bench/cases.txt)
 
 os.environ["FLA_FLASH_QLA"] = "0"  # fla's own kernels, not its dispatch to FlashQLA
 H, HV, K, V = 16, 32, 128, 128  # the decode shape; prefill heads come per case from cases.txt
@@ -101,13 +101,7 @@ def main():
         cu = torch.tensor(bounds, dtype=torch.int32, device=dev)
         q, k = u(1, T, h, K).bfloat16(), u(1, T, h, K).bfloat16()
         v = u(1, T, hv, V).bfloat16()
-        x = 3 * u(1, T, hv)
-        g = F.logsigmoid(x)
-        if case.gates == "zero":
-            g = torch.zeros_like(g)
-        elif case.gates == "model":
-            A, bias = (torch.tensor(p, device=dev) for p in model_gate_params(hv))
-            g = -A * F.softplus(x + bias)
+        g = torch_case_gates(case.gates, 3 * u(1, T, hv))
         beta = torch.sigmoid(3 * u(1, T, hv))
         h0 = 0.1 * u(len(lens), hv, K, V)
         call = lambda: chunk_gated_delta_rule(q, k, v, g, beta, initial_state=h0, output_final_state=True,  # noqa

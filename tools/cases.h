@@ -37,6 +37,14 @@ inline float model_gate(double x, int64_t head, int64_t heads) {
   return static_cast<float>(-A * (z > 20.0 ? z : std::log1p(std::exp(z))));
 }
 
+// The gate of one (token, value head) from the token's random draw x: logsigmoid(x), 0, or
+// model_gate (the CLI and the CUDA check draw x each their own way).
+inline float case_gate(CaseGates gates, double x, int64_t head, int64_t heads) {
+  if (gates == CaseGates::kZero) return 0.0f;
+  if (gates == CaseGates::kModel) return model_gate(x, head, heads);
+  return static_cast<float>(-std::log1p(std::exp(-x)));
+}
+
 // One line of bench/cases.txt. K = V = 128, bf16, qk l2-norm and fp32 states for all of them.
 struct PrefillCase {
   std::string name;

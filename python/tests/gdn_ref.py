@@ -80,6 +80,20 @@ def model_gate_params(hv: int):
         bias.append(dt + math.log(-math.expm1(-dt)))
     return A, bias
 
+
+def torch_case_gates(gates: str, x):
+    """A case's gates g [..., HV] from the draws x [..., HV] (a torch tensor): "normal" logsigmoid(x),
+    "zero" 0, "model" -A softplus(x + dt_bias) per head (model_gate_params)."""
+    import torch
+    import torch.nn.functional as F
+
+    if gates == "zero":
+        return torch.zeros_like(x)
+    if gates == "model":
+        A, bias = (torch.tensor(p, device=x.device, dtype=x.dtype) for p in model_gate_params(x.shape[-1]))
+        return -A * F.softplus(x + bias)
+    return F.logsigmoid(x)
+
 # SPEC section 6 prefill cases: name -> sequence lengths (the benchmark and the fla tests).
 SPEC_PREFILL_CASES = {c.name: c.lengths for c in BENCH_CASES.values() if c.set == "spec"}
 

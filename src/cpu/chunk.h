@@ -133,15 +133,22 @@ inline void chunk_cumsum(const float* g, int rows, double* G) {
   }
 }
 
-// exp(x) for a decay factor inside a chunk, or 0 where it would be subnormal (x < ln 2^-126). A
-// fast-decaying head's factors (a model's: ~1.3 per token, -86 over a chunk) reach the subnormal
-// range, and every product that then reads them (w = A kb, the update's vd, o's scaled q S) takes
-// an x86 microcode assist per subnormal operand: the forward ran 3x slower on a model's gates
-// (bench/cases.txt "model"). Dropped terms are below 2^-126 of their row's own: far under its
-// rounding. The state's decay exp(G_last) keeps its subnormals (a state may decay that low).
-inline float decay_factor(double x) {
-  constexpr double kMinNormalLog = -69.31471805599453094;  // ln(2^-100)
-  return x < kMinNormalLog ? 0.0f : std::exp(static_cast<float>(x));
+// In-chunk values below kNegligible become 0. A fast-decaying head's factors (a model's: ~1.3 per
+// token, -86 over a chunk) and the products they scale reach the subnormal range, and every x86
+// FMA that then reads one (w = A kb, w S, the update's vd, o's scaled q S) takes a microcode assist:
+// the forward ran 3x slower on a model's gates (bench/cases.txt "model"). 2^-100 leaves their
+// products with O(2^-20) values normal, and against their rows' O(1) terms such values are far
+// under the rounding. The state's decay exp(G_last) keeps its subnormals (a state may decay that low).
+constexpr float kNegligible = 0x1p-100f;
+constexpr double kNegligibleLog = -69.31471805599453094;  // ln(2^-100)
+
+// exp(x) for a decay factor inside a chunk, or 0 below kNegligible.
+inline float decay_factor(double x) { return x < kNegligibleLog ? 0.0f : std::exp(static_cast<float>(x)); }
+
+// x[0 .. n) below kNegligible in magnitude -> 0.
+inline void flush_negligible(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (std::fabs(x[i]) < kNegligible) x[i] = 0.0f;
 }
 
 // X[i, j] <- coef_i X[i, j] exp(G_i - G_j) for j < i (strict) or j <= i, else 0.
@@ -178,11 +185,7 @@ inline void invert_unit_lower(const float* L, float* A) {
       for (int v = 0; v < vecs; ++v) acc[v] -= l * load16(A + j * C + 16 * v);
     }
     for (int v = 0; v < kVecs; ++v) store16(A + i * C + 16 * v, acc[v]);
-    // Entries below 2^-100 (products of a fast head's decays, headed for the subnormal range
-    // where w = A kb and u = A vb would take a microcode assist per operand) become 0: against
-    // the row's diagonal 1 they are far under its rounding (decay_factor).
-    for (int j = 0; j < i; ++j)
-      if (std::fabs(A[i * C + j]) < 0x1p-100f) A[i * C + j] = 0.0f;
+    flush_negligible(A + i * C, i);  // products of a fast head's decays, against the diagonal 1
     A[i * C + i] = 1.0f;
   }
 }
@@ -200,10 +203,8 @@ inline void scale_rows_for_w_u(const float* k, const double* G, const float* bet
 inline void chunk_w_u(const float* A, const float* kb, const float* vb, int K, int V, float* w, float* u) {
   gemm<Shape::kLowerA>(C, K, C, A, C, kb, K, w, K, false);
   gemm<Shape::kLowerA>(C, V, C, A, C, vb, V, u, V, false);
-  // w_i carries exp(G_i): a fast head's late rows fall below 2^-100 (and on into the subnormals
-  // w S would read); against u_i in v_new_i = u_i - w_i S they are far under its rounding.
-  for (int64_t i = 0; i < int64_t{C} * K; ++i)
-    if (std::fabs(w[i]) < 0x1p-100f) w[i] = 0.0f;
+  // w_i carries exp(G_i): a fast head's late rows, against u_i in v_new_i = u_i - w_i S.
+  flush_negligible(w, int64_t{C} * K);
 }
 
 // S <- exp(G_last) S + sum_i exp(G_last - G_i) k_i v_new_i^T  (kT: [K, C], v_new: [C, V]; K, V:

@@ -36,9 +36,7 @@ HostProblem make_problem(const std::vector<int64_t>& lens, int H, int HV, tools:
   for (size_t i = 0; i < hp.g.size(); ++i) {
     // logsigmoid of a spread-out draw, and a sigmoid for beta, as models produce them.
     const double x = 3.0 * rng.symmetric();
-    hp.g[i] = gates == tools::CaseGates::kZero    ? 0.0f
-              : gates == tools::CaseGates::kModel ? tools::model_gate(x, int64_t(i % size_t(HV)), HV)
-                                                  : float(-std::log1p(std::exp(-x)));
+    hp.g[i] = tools::case_gate(gates, x, int64_t(i % size_t(HV)), HV);
     hp.beta[i] = float(1.0 / (1.0 + std::exp(-3.0 * rng.symmetric())));
   }
   hp.h0.resize(size_t(hp.N) * HV * K * V);

@@ -156,10 +156,7 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   std::normal_distribution<float> nd;
   std::vector<float> g(T * HV), b(T * HV);
   for (int64_t i = 0; i < T * HV; ++i) {
-    const float x = nd(rng);
-    g[i] = c.gates == tools::CaseGates::kZero    ? 0.f
-           : c.gates == tools::CaseGates::kModel ? tools::model_gate(x, i % HV, HV)
-                                                 : -std::log1p(std::exp(-x));
+    g[i] = tools::case_gate(c.gates, nd(rng), i % HV, HV);
     b[i] = 1.f / (1.f + std::exp(-nd(rng)));
   }
   BenchInputs in(T, N, c.H, HV, rng, nd, g, b);

@@ -90,9 +90,8 @@ void check_config(const Problem& p, const ChunkForwardConfig& cfg) {
                 std::to_string(cfg.split_chunks_per_part));
   if (cfg.split_chunks_per_part > 0) {
     const int64_t max_chunks = (p.num_tokens + kChunkSize - 1) / kChunkSize;
-    const int64_t first = cfg.split_first_part_chunks > 0 ? cfg.split_first_part_chunks : cfg.split_chunks_per_part;
     if (cfg.split_max_parts < 1 || cfg.split_first_part_chunks < 0 ||
-        first + int64_t(cfg.split_max_parts - 1) * cfg.split_chunks_per_part < max_chunks ||
+        split_part_begin(cfg.split_max_parts, cfg.split_chunks_per_part, cfg.split_first_part_chunks) < max_chunks ||
         (cfg.split_summary_stages != 2 && cfg.split_summary_stages != 4))
       throw Error(
           "fast_forward: a first part of split_first_part_chunks (0: split_chunks_per_part) and "

@@ -192,7 +192,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     if (kSummary || ck.ck.pool.data == nullptr || ck.ck.every_chunks < 1 || ck.ck.every_chunks > (1 << 30))
       return false;
     const int part_b = static_cast<int>(block_index_here() / (kSlices * b.HV)) % sp.max_parts;
-    const int begin = part_b == 0 ? 0 : sp.first_part_chunks + (part_b - 1) * sp.chunks_per_part;
+    const int begin = static_cast<int>(split_part_begin(part_b, sp.chunks_per_part, sp.first_part_chunks));
     return (begin + static_cast<int>(c) + 1) % static_cast<int>(ck.ck.every_chunks) == 0;
   };
   // The state registers (after chunk c's update) -> the checkpoint's pool row, rounded once; the

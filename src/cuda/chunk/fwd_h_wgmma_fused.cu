@@ -8,8 +8,8 @@ namespace chain {
 
 template <typename E>
 void launch_fused(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s, bool after_summary) {
-  launch_wg<3, ChainMode::kFusedO>(b, sp, f, s,
-                                   after_summary);  // 3 stages and the o warpgroup: ~221 KiB, one block per SM
+  // 3 stages and the o warpgroup: ~221 KiB, one block per SM.
+  launch_wg<3, ChainMode::kFusedO>(b, sp, f, s, after_summary);
 }
 
 template void launch_fused(const FastBufs<__nv_bfloat16>&, const SplitBufs&, const ForwardArgs&, cudaStream_t, bool);

@@ -3,6 +3,9 @@
 // pass their own ChunkForwardConfig to fast_forward instead (fast_forward checks it).
 #pragma once
 
+#include <cstdint>
+
+#include "cuda/chunk/split.cuh"
 #include "cuda/core/device.h"
 #include "gdn/gdn.h"
 
@@ -75,8 +78,8 @@ inline void choose_split(const Problem& p, const DeviceProps& dev, ChunkForwardC
   const int64_t max_chunks = (p.num_tokens + kChunkSize - 1) / kChunkSize;
   cfg.split_chunks_per_part = static_cast<int>(q);
   cfg.split_first_part_chunks = static_cast<int>(first);
-  const int64_t q0 = first > 0 ? first : q;
-  cfg.split_max_parts = static_cast<int>(max_chunks <= q0 ? 1 : 1 + (max_chunks - q0 + q - 1) / q);
+  cfg.split_max_parts =
+      static_cast<int>(split_parts_of(max_chunks, cfg.split_chunks_per_part, INT32_MAX, cfg.split_first_part_chunks));
   const int64_t full_blocks = blocks * cfg.split_max_parts;
   cfg.fwd_h_stages = full_blocks <= dev.sms ? 4 : 2;
   cfg.overlap_o = full_blocks <= dev.sms;
