@@ -370,6 +370,14 @@ std::vector<Case> forward_cases() {
     c.pool = true;
     c.lens = {9000, 6000, 1000, 1};
   });
+  // The scan's three column widths (test_heuristics): 8 above (2 to 8 chains: 1 to 4 sequences), 32
+  // for the ragged batch at 8 value heads, 16 for two sequences at 8 value heads (parts of 22
+  // chunks: 6 for the longer, 3 for the shorter, its last of 3 chunks ending mid-chunk).
+  add([](Case& c) {
+    c.H = 4, c.HV = 8, c.K = c.V = 128;
+    c.dtype = DType::kBFloat16;
+    c.lens = {8000, 3000};
+  });
   return cs;
 }
 

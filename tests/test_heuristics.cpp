@@ -68,6 +68,12 @@ TEST(Heuristics, SplitOnlyWhenChainsLeaveSMsIdle) {
   EXPECT_EQ(5, parts_of(ragged8, 9000));
   EXPECT_EQ(1, parts_of(ragged8, 1000));
   EXPECT_TRUE(ragged8.fuse_o);
+  EXPECT_EQ(32, ragged8.split_scan_cols);  // 32 chains: 4 scan blocks each
+  const auto two8 = cuda::chunk_forward_heuristics(problem(4, 8, 11000, 2), h200());
+  EXPECT_EQ(22, two8.split_chunks_per_part);
+  EXPECT_EQ(6, parts_of(two8, 8000));  // parts sized by the average sequence
+  EXPECT_EQ(3, parts_of(two8, 3000));
+  EXPECT_EQ(16, two8.split_scan_cols);  // 16 chains: 8 scan blocks each
 }
 
 TEST(Heuristics, TensorParallelSlicesSplit) {
@@ -82,6 +88,9 @@ TEST(Heuristics, TensorParallelSlicesSplit) {
   EXPECT_EQ(32, tp8.split_chunks_per_part);
   EXPECT_EQ(16, tp8.split_max_parts);
   EXPECT_TRUE(tp8.fuse_o);
+  // The scan in slices of 8 columns: 128 and 64 blocks.
+  EXPECT_EQ(8, tp4.split_scan_cols);
+  EXPECT_EQ(8, tp8.split_scan_cols);
 }
 
 TEST(Heuristics, FusedOWhereFwdOCannotOverlap) {

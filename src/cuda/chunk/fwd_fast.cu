@@ -92,13 +92,15 @@ void check_config(const Problem& p, const ChunkForwardConfig& cfg) {
     const int64_t max_chunks = (p.num_tokens + kChunkSize - 1) / kChunkSize;
     if (cfg.split_max_parts < 1 || cfg.split_first_part_chunks < 0 ||
         split_part_begin(cfg.split_max_parts, cfg.split_chunks_per_part, cfg.split_first_part_chunks) < max_chunks ||
-        (cfg.split_summary_stages != 2 && cfg.split_summary_stages != 4))
+        (cfg.split_summary_stages != 2 && cfg.split_summary_stages != 4) ||
+        (cfg.split_scan_cols != 8 && cfg.split_scan_cols != 16 && cfg.split_scan_cols != 32))
       throw Error(
           "fast_forward: a first part of split_first_part_chunks (0: split_chunks_per_part) and "
           "split_max_parts - 1 parts of split_chunks_per_part must cover ceil(T / 64) = " +
-          std::to_string(max_chunks) + " chunks and split_summary_stages be 2 or 4; got " +
+          std::to_string(max_chunks) + " chunks, split_summary_stages be 2 or 4 and split_scan_cols 8, 16 or 32; got " +
           std::to_string(cfg.split_first_part_chunks) + " + (" + std::to_string(cfg.split_max_parts) + " - 1) x " +
-          std::to_string(cfg.split_chunks_per_part) + ", " + std::to_string(cfg.split_summary_stages));
+          std::to_string(cfg.split_chunks_per_part) + ", " + std::to_string(cfg.split_summary_stages) + ", " +
+          std::to_string(cfg.split_scan_cols));
   }
 }
 
@@ -157,7 +159,7 @@ void run(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg, 
     // parts the chains' part 0 runs beside the summary pass (split.cuh).
     const bool split = sp.chunks_per_part > 0, scan = split && sp.max_parts > 2;
     if (split) launch_fwd_h_wgmma_summary(b, sp, f, cfg, s);
-    if (scan) launch_split_scan(b.pl, sp, p.num_seqs, b.HV, s);
+    if (scan) launch_split_scan(b.pl, sp, p.num_seqs, b.HV, cfg.split_scan_cols, s);
     launch_fwd_h_wgmma(b, sp, f, cfg, s, split && !scan);  // with cfg.fuse_o: o too
     mark(phases, 4, s);
     if (!cfg.fuse_o) launch_fwd_o<128>(b, f, s);

@@ -116,8 +116,9 @@ void launch_fwd_h_mma(const FastBufs<E>& b, const ForwardArgs& f, const ChunkFor
 template <typename E>
 void launch_fwd_h_wgmma(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, const ChunkForwardConfig& cfg,
                         cudaStream_t s, bool after_summary);
-// The split's scan (split_scan.cu): every part's exact initial state from the summaries.
-void launch_split_scan(const Plan& pl, const SplitBufs& sp, int64_t num_seqs, int HV, cudaStream_t s);
+// The split's scan (split_scan.cu): every part's exact initial state from the summaries, in blocks
+// of `cols` (8, 16 or 32: ChunkForwardConfig::split_scan_cols) columns of V.
+void launch_split_scan(const Plan& pl, const SplitBufs& sp, int64_t num_seqs, int HV, int cols, cudaStream_t s);
 // The split's summary pass (split.cuh): the same chain per (sequence, part, head, slice of V + K).
 template <typename E>
 void launch_fwd_h_wgmma_summary(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f,

@@ -31,6 +31,8 @@ struct ChunkForwardConfig {
   // where part 0 of the chain runs beside the summary pass (split.cuh).
   int split_first_part_chunks = 0;
   int split_summary_stages = 2;
+  // The scan's blocks (split_scan.cu) each carry split_scan_cols (8, 16 or 32) columns of V.
+  int split_scan_cols = 16;
   // D = 128: o computed inside the chain kernel by a second warpgroup (chain_o.cuh) instead of by
   // fwd_o: h and v_new never reach global memory. The chain then runs 3 ring stages whatever
   // fwd_h_stages says (one block of two warpgroups per SM); overlap_o must be off.
@@ -86,6 +88,11 @@ inline void choose_split(const Problem& p, const DeviceProps& dev, ChunkForwardC
   // The summary pass's live blocks: part 0's chains (S_1) and two per middle part (M_p, B_p).
   const int64_t summary_blocks = blocks * (2 * cfg.split_max_parts - 3);
   cfg.split_summary_stages = summary_blocks <= dev.sms ? 4 : 2;
+  // The scan (3+ parts): the narrowest column slices that still fit one block per SM; its steps
+  // are serial, each 128 x cols x 128 fma per block (H200, 16 columns instead of 32: tp8-1x32k's
+  // scan 135 -> 61 us, 14 steps).
+  const int64_t chains = p.num_seqs * p.num_v_heads;
+  cfg.split_scan_cols = chains * (128 / 8) <= dev.sms ? 8 : chains * (128 / 16) <= dev.sms ? 16 : 32;
 }
 
 inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const DeviceProps& dev) {

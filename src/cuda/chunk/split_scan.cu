@@ -4,15 +4,17 @@
 //   S_{p+1} = M_p S_p + B_p,  p = 1 .. parts - 2
 // in fp32 (M_p [K x K] and B_p [K x V] come from the wgmma chain's fp32 accumulators).
 //
-// One block of 256 threads per (sequence, value head, 16 columns of V): 8 blocks per head, so that
-// the tensor-parallel slices (4 or 8 value heads, 8-16 parts) still spread over 32-64 SMs; the scan
-// is a serial chain of small products, latency-bound. M_p (64 KB) does not depend on the scan, so
-// the block copies M_{p+1} into the second of two shared buffers (cp.async) while it multiplies by
-// M_p. Rows are padded by 4 floats: 16-byte aligned for cp.async, and the float4 reads of a
-// quarter warp (4 rows, 2 threads per row) fall in 16 distinct banks. Thread (row = tid / 2,
-// half = tid % 2) accumulates 8 columns of row `row` over the 128 terms in order (j = 0 .. 127,
-// one fma each, from B_p): the same sums in the same order for every column slicing. S_{p+1} goes
-// to global memory (the chain's initial state of part p + 1) and replaces S_p in shared memory.
+// One block of 256 threads per (sequence, value head, kCols columns of V), kCols = 8, 16 or 32
+// (ChunkForwardConfig::split_scan_cols: the narrowest that still fits one block per SM). The scan
+// is a serial chain of small products, latency-bound: per step a block's fma work is 128 x kCols x
+// 128, so narrow slices shorten every step (the tensor-parallel slices, 4 or 8 value heads, run 64
+// or 128 blocks). M_p (64 KB) and B_p's slice do not depend on the scan, so the block copies those
+// of part p + 1 into the second of two shared stages (cp.async) while it multiplies by M_p. Rows of
+// M are padded by 4 floats: 16-byte aligned for cp.async, and the float4 reads of a quarter warp (4
+// rows, 2 threads per row) fall in 16 distinct banks. Thread (row = tid / 2, half = tid % 2)
+// accumulates kCols / 2 columns of row `row` over the 128 terms in order (j = 0 .. 127, one fma
+// each, from B_p): the same sums in the same order for every kCols. S_{p+1} goes to global memory
+// (the chain's initial state of part p + 1) and replaces S_p in shared memory.
 #include "cuda/chunk/fwd_fast.cuh"
 #include "cuda/ptx/copy.cuh"
 
@@ -20,17 +22,27 @@ namespace gdn {
 namespace cuda {
 namespace {
 
-constexpr int kD = 128;                                                    // K = V
-constexpr int kCols = 16;                                                  // columns of V per block
-constexpr int kThreads = 256;                                              // 2 threads per row of S
-constexpr int kColsPerThread = kCols / 2;                                  // 8
-constexpr int kMStride = kD + 4;                                           // floats per row of M in shared memory
-constexpr int kMFloats = kD * kMStride;                                    // one M buffer
-constexpr size_t kScanSmem = sizeof(float) * (2 * kMFloats + kD * kCols);  // 143,360 B
+constexpr int kD = 128;           // K = V
+constexpr int kThreads = 256;     // 2 threads per row of S
+constexpr int kMStride = kD + 4;  // floats per row of M in shared memory
 
+// Shared memory (floats): two stages of [M_p [128][kMStride], B_p's slice [128][kCols]], then the
+// slice of S_p [128][kCols]. 147,456 / 159,744 / 184,320 B for kCols = 8 / 16 / 32.
+template <int kCols>
+constexpr int scan_stage_floats() {
+  return kD * kMStride + kD * kCols;
+}
+template <int kCols>
+constexpr size_t scan_smem_bytes() {
+  return sizeof(float) * (2 * scan_stage_floats<kCols>() + kD * kCols);
+}
+
+template <int kCols>
 __global__ void __launch_bounds__(kThreads) chunk_split_scan_kernel(Plan pl, SplitBufs sp, int HV) {
+  constexpr int kPer = kCols / 2;  // columns per thread
+  constexpr int kStage = scan_stage_floats<kCols>();
   extern __shared__ __align__(16) float scan_smem[];
-  float* Xs = scan_smem + 2 * kMFloats;  // [128][kCols]: the slice of S_p
+  float* Xs = scan_smem + 2 * kStage;  // [128][kCols]: the slice of S_p
   const int slices = kD / kCols;
   const int64_t item = blockIdx.x;
   const int c0 = static_cast<int>(item % slices) * kCols;
@@ -38,22 +50,29 @@ __global__ void __launch_bounds__(kThreads) chunk_split_scan_kernel(Plan pl, Spl
   const int64_t n = item / (int64_t(slices) * HV);
   const int64_t count = seq_chunks(pl, n).count;
   const int64_t parts = split_parts_of(count, sp.chunks_per_part, sp.max_parts, sp.first_part_chunks);
-  const int tid = threadIdx.x, row = tid / 2, col = kColsPerThread * (tid % 2);
+  const int tid = threadIdx.x, row = tid / 2, col = kPer * (tid % 2);
   const int64_t DD = int64_t(kD) * kD;
   auto part_base = [&](float* a, int64_t p) { return a + ((n * sp.max_parts + p) * HV + hv) * DD; };
-  // M_p [128, 128] -> buffer (p - 1) % 2, as this thread's cp.async group.
-  auto copy_m = [&](int64_t p) {
+  auto stage = [&](int64_t p) { return scan_smem + ((p - 1) & 1) * kStage; };
+  // M_p [128, 128] and B_p [128, c0 .. c0 + kCols) -> stage (p - 1) % 2, as this thread's group.
+  auto copy_part = [&](int64_t p) {
+    float* ms = stage(p);
+    float* bs = ms + kD * kMStride;
     const float* m = part_base(sp.summary_m, p);
-    float* dst = scan_smem + ((p - 1) & 1) * kMFloats;
+    const float* b = part_base(sp.summary_b, p) + c0;
     for (int i = tid; i < kD * kD / 4; i += kThreads) {
       const int r = i / (kD / 4), q = i % (kD / 4);
-      cp_async16(dst + r * kMStride + 4 * q, m + int64_t(r) * kD + 4 * q);
+      cp_async16(ms + r * kMStride + 4 * q, m + int64_t(r) * kD + 4 * q);
+    }
+    for (int i = tid; i < kD * kCols / 4; i += kThreads) {
+      const int r = i / (kCols / 4), q = i % (kCols / 4);
+      cp_async16(bs + r * kCols + 4 * q, b + int64_t(r) * kD + 4 * q);
     }
     cp_async_commit();
   };
 
   if (parts < 3) return;  // S_1 is written by the summary pass; nothing to chain
-  copy_m(1);
+  copy_part(1);
   // S_1's slice -> shared memory.
   {
     const float* x = part_base(sp.part_state, 1);
@@ -64,26 +83,24 @@ __global__ void __launch_bounds__(kThreads) chunk_split_scan_kernel(Plan pl, Spl
     }
   }
   for (int64_t p = 1; p + 1 < parts; ++p) {
-    float acc[kColsPerThread];  // B_p's 8 columns of `row`, read before waiting for M_p
-    {
-      const float* bp = part_base(sp.summary_b, p) + int64_t(row) * kD + c0 + col;
-#pragma unroll
-      for (int q = 0; q < kColsPerThread / 4; ++q) {
-        const float4 v = *reinterpret_cast<const float4*>(bp + 4 * q);
-        acc[4 * q] = v.x;
-        acc[4 * q + 1] = v.y;
-        acc[4 * q + 2] = v.z;
-        acc[4 * q + 3] = v.w;
-      }
-    }
     if (p + 2 < parts) {
-      copy_m(p + 1);  // into the buffer read in step p - 1 (every read of it ended at its barrier)
+      copy_part(p + 1);  // into the stage read in step p - 1 (every read of it ended at its barrier)
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
     }
-    __syncthreads();  // M_p (every thread's copies) and S_p complete
-    const float* mrow = scan_smem + ((p - 1) & 1) * kMFloats + row * kMStride;
+    __syncthreads();  // M_p, B_p (every thread's copies) and S_p complete
+    const float* ms = stage(p);
+    float acc[kPer];  // B_p's columns of `row`
+#pragma unroll
+    for (int q = 0; q < kPer / 4; ++q) {
+      const float4 v = *reinterpret_cast<const float4*>(ms + kD * kMStride + row * kCols + col + 4 * q);
+      acc[4 * q] = v.x;
+      acc[4 * q + 1] = v.y;
+      acc[4 * q + 2] = v.z;
+      acc[4 * q + 3] = v.w;
+    }
+    const float* mrow = ms + row * kMStride;
 #pragma unroll 2
     for (int j = 0; j < kD; j += 4) {
       const float4 m4 = *reinterpret_cast<const float4*>(mrow + j);
@@ -92,7 +109,7 @@ __global__ void __launch_bounds__(kThreads) chunk_split_scan_kernel(Plan pl, Spl
       for (int jj = 0; jj < 4; ++jj) {
         const float* xr = Xs + (j + jj) * kCols + col;
 #pragma unroll
-        for (int q = 0; q < kColsPerThread / 4; ++q) {
+        for (int q = 0; q < kPer / 4; ++q) {
           const float4 x = *reinterpret_cast<const float4*>(xr + 4 * q);
           acc[4 * q] = fmaf(mj[jj], x.x, acc[4 * q]);
           acc[4 * q + 1] = fmaf(mj[jj], x.y, acc[4 * q + 1]);
@@ -101,10 +118,10 @@ __global__ void __launch_bounds__(kThreads) chunk_split_scan_kernel(Plan pl, Spl
         }
       }
     }
-    __syncthreads();  // every read of M_p and S_p done
+    __syncthreads();  // every read of stage p and of S_p done
     float* out = part_base(sp.part_state, p + 1) + int64_t(row) * kD + c0 + col;
 #pragma unroll
-    for (int q = 0; q < kColsPerThread / 4; ++q) {
+    for (int q = 0; q < kPer / 4; ++q) {
       const float4 v = make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]);
       *reinterpret_cast<float4*>(out + 4 * q) = v;
       *reinterpret_cast<float4*>(Xs + row * kCols + col + 4 * q) = v;
@@ -112,13 +129,23 @@ __global__ void __launch_bounds__(kThreads) chunk_split_scan_kernel(Plan pl, Spl
   }
 }
 
+template <int kCols>
+void launch_scan(const Plan& pl, const SplitBufs& sp, int64_t num_seqs, int HV, cudaStream_t s) {
+  auto k = chunk_split_scan_kernel<kCols>;
+  allow_smem(k, scan_smem_bytes<kCols>());
+  k<<<grid_1d(num_seqs * HV * (kD / kCols), 1), kThreads, scan_smem_bytes<kCols>(), s>>>(pl, sp, HV);
+  GDN_CUDA_LAUNCH_CHECK("chunk_split_scan_kernel");
+}
+
 }  // namespace
 
-void launch_split_scan(const Plan& pl, const SplitBufs& sp, int64_t num_seqs, int HV, cudaStream_t s) {
-  auto k = chunk_split_scan_kernel;
-  allow_smem(k, kScanSmem);
-  k<<<grid_1d(num_seqs * HV * (kD / kCols), 1), kThreads, kScanSmem, s>>>(pl, sp, HV);
-  GDN_CUDA_LAUNCH_CHECK("chunk_split_scan_kernel");
+void launch_split_scan(const Plan& pl, const SplitBufs& sp, int64_t num_seqs, int HV, int cols, cudaStream_t s) {
+  if (cols == 8)
+    launch_scan<8>(pl, sp, num_seqs, HV, s);
+  else if (cols == 16)
+    launch_scan<16>(pl, sp, num_seqs, HV, s);
+  else
+    launch_scan<32>(pl, sp, num_seqs, HV, s);
 }
 
 }  // namespace cuda
