@@ -76,15 +76,6 @@ TEST(Heuristics, SplitOnlyWhenChainsLeaveSMsIdle) {
   EXPECT_EQ(16, two8.split_scan_cols);  // 16 chains: 8 scan blocks each
 }
 
-TEST(Heuristics, KktSolveSharesKAcrossValueHeads) {
-  // Two value heads per kkt_solve block where a q/k head has an even number of them (D = 128).
-  EXPECT_EQ(2, cuda::chunk_forward_heuristics(problem(16, 32, 32768, 1), h200()).kkt_heads_per_block);
-  EXPECT_EQ(2, cuda::chunk_forward_heuristics(problem(2, 4, 32768, 1), h200()).kkt_heads_per_block);
-  EXPECT_EQ(2, cuda::chunk_forward_heuristics(problem(1, 4, 4096, 2), h200()).kkt_heads_per_block);
-  EXPECT_EQ(1, cuda::chunk_forward_heuristics(problem(4, 4, 4096, 2), h200()).kkt_heads_per_block);
-  EXPECT_EQ(1, cuda::chunk_forward_heuristics(problem(2, 6, 4096, 2), h200()).kkt_heads_per_block);
-}
-
 TEST(Heuristics, TensorParallelSlicesSplit) {
   // TP4 (HV = 8) and TP8 (HV = 4) on one 32k sequence: 16 and 8 chain blocks.
   const auto tp4 = cuda::chunk_forward_heuristics(problem(4, 8, 32768, 1), h200());

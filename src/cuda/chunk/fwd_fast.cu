@@ -85,11 +85,6 @@ void check_config(const Problem& p, const ChunkForwardConfig& cfg) {
   if (cfg.fuse_o && (!wgmma || cfg.overlap_o))
     throw Error(
         "fast_forward: fuse_o needs the wgmma chain (D = 128) and overlap_o off (there is no fwd_o to overlap)");
-  const int ratio = p.num_qk_heads > 0 ? static_cast<int>(p.num_v_heads / p.num_qk_heads) : 1;
-  if ((cfg.kkt_heads_per_block != 1 && cfg.kkt_heads_per_block != 2) || ratio % cfg.kkt_heads_per_block != 0)
-    throw Error("fast_forward: kkt_heads_per_block must be 1 or 2 and divide num_v_heads / num_qk_heads = " +
-                std::to_string(ratio) + " (the value heads of one q/k head share a block); got " +
-                std::to_string(cfg.kkt_heads_per_block));
   if (cfg.split_chunks_per_part < 0 || (cfg.split_chunks_per_part > 0 && !wgmma))
     throw Error("fast_forward: split_chunks_per_part must be 0, or positive with the wgmma fwd_h (D = 128); got " +
                 std::to_string(cfg.split_chunks_per_part));
@@ -158,7 +153,7 @@ void run(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg, 
   if (!cfg.overlap_o || cfg.fuse_o) b.ready = nullptr;
   mark(phases, 2, s);
   if (D == 128) {
-    launch_kkt_solve(b, f, cfg.kkt_heads_per_block, s);
+    launch_kkt_solve(b, f, s);
     mark(phases, 3, s);
     // The exact split: summaries, the scan (3+ parts), then the chains per part; with at most 2
     // parts the chains' part 0 runs beside the summary pass (split.cuh).

@@ -100,10 +100,9 @@ inline bool rows_in_16_byte_pieces(const Tensor& t) {
 // The launchers, instantiated for E = __nv_bfloat16 and __half.
 template <int D, typename E>
 void launch_fwd_prep(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s);
-// fwd_prep for D = 128 on the tensor cores (kkt_solve.cu): G, r and A_s only; `heads` value heads
-// of one q/k head per block (ChunkForwardConfig::kkt_heads_per_block), sharing k's Gram matrix.
+// fwd_prep for D = 128 on the tensor cores (kkt_solve.cu): G, r and A_s only.
 template <typename E>
-void launch_kkt_solve(const FastBufs<E>& b, const ForwardArgs& f, int heads, cudaStream_t s);
+void launch_kkt_solve(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s);
 template <int D, typename E>
 void launch_fwd_o(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s);
 // fwd_h for D = 64 on mma.sync: one block per (sequence, value head, cfg.fwd_h_slice_width-wide V

@@ -37,9 +37,6 @@ struct ChunkForwardConfig {
   // fwd_o: h and v_new never reach global memory. The chain then runs 3 ring stages whatever
   // fwd_h_stages says (one block of two warpgroups per SM); overlap_o must be off.
   bool fuse_o = false;
-  // D = 128: value heads per kkt_solve block (1 or 2; it must divide HV / H): the value heads of one
-  // q/k head share k, so a block of two loads k and forms its Gram matrix once for both.
-  int kkt_heads_per_block = 1;
 };
 
 // Chunks per sequence on average, rounded up (0 without sequences).
@@ -102,9 +99,6 @@ inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const Devic
   ChunkForwardConfig cfg;
   const int64_t chains = p.num_seqs * p.num_v_heads;  // (sequence, value head) pairs
   if (p.head_k == 128) {
-    // Two value heads per kkt_solve block wherever they share a q/k head (GVA): half the k loads
-    // and Gram products (NOT MEASURED: predicted prep ~-15%).
-    cfg.kkt_heads_per_block = p.num_qk_heads > 0 && (p.num_v_heads / p.num_qk_heads) % 2 == 0 ? 2 : 1;
     // Blocks that fit one per SM: the deepest ring (4 stages, 190 KB); more: 2 stages (107.5 KB),
     // two blocks per SM, each hiding the other's latency.
     cfg.fwd_h_slice_width = 64;

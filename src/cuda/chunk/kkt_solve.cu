@@ -5,11 +5,8 @@
 // stored as hi + lo rows in E (b.w [T, HV, 128]: row i = [hi (64) | lo (64)]) for the wgmma chain,
 // which applies it to v - diag(exp(G) r) k S (fwd_h_wgmma.cuh). Writes G and r as fwd_prep.cu does.
 //
-// One block of 4 warps per (chunk, group of `heads` value heads of one q/k head: 1 or 2,
-// ChunkForwardConfig::kkt_heads_per_block). The value heads of a q/k head share k, so the block
-// loads k and forms its Gram matrix once and solves each value head from it (its gates and beta).
-// Warp m owns rows [16 m, 16 m + 16) of every 64 x 64 matrix, as 16 x 16 blocks: fp32 in mma
-// accumulator layout, or bf16 hi + lo operand fragments.
+// One block of 4 warps per (chunk, value head). Warp m owns rows [16 m, 16 m + 16) of every 64 x 64
+// matrix, as 16 x 16 blocks: fp32 in mma accumulator layout, or bf16 hi + lo operand fragments.
 //   1. the Gram blocks k_m k_j^T (j <= m) with mma.sync from k in shared memory; L's blocks scaled
 //      in registers;
 //   2. the diagonal blocks D_m = (I + L_mm)^-1 by forward substitution in fp32 (one column per
@@ -95,23 +92,18 @@ __device__ __forceinline__ void zero(float (&acc)[2][4]) {
     for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
 }
 
-template <typename E, class Sync>
-__device__ __forceinline__ void solve_head(const FastBufs<E>& b, SolveSmem<E>& sm, int64_t t0, int len, int hv,
-                                           const float (&gram)[4][2][4], int tid, Sync sync);
-
-// One item (chunk gc, value heads hv0 .. hv0 + kHeads - 1 of one q/k head), item = gc (HV /
-// kHeads) + hv0 / kHeads, by 128 threads tid = 0 .. 127 (the whole block) whose barrier is `sync`. Returns
-// whether the chunk exists; its A_s rows, G and r are then stored once every thread of the block
-// has passed its next barrier.
-template <typename E, int kHeads, typename Item, class Sync>
+// One item (chunk gc, value head hv), item = gc HV + hv, by 128 threads tid = 0 .. 127 (the whole
+// block) whose barrier is `sync`. Returns whether the chunk exists; its A_s rows, G and r are then
+// stored once every thread of the block has passed its next barrier.
+template <typename E, typename Item, class Sync>
 __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs& ga, SolveSmem<E>& sm, Item item,
                                            int tid, Sync sync) {
   using S = SolveSmem<E>;
-  constexpr int SK = S::SK;
-  const int HV = b.HV, groups = HV / kHeads;
-  const int64_t gc = item / groups;
-  const int hv0 = static_cast<int>(item % groups) * kHeads;
-  const int hk = hv0 / (HV / b.H);
+  constexpr int SK = S::SK, SX = S::SX, SD = S::SD;
+  const int HV = b.HV;
+  const int64_t gc = item / HV;
+  const int hv = item % HV;
+  const int hk = hv / (HV / b.H);
   int64_t n, t0;
   int len;
   if (!chunk_info(b.pl, gc, n, t0, len)) return false;
@@ -125,10 +117,15 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
   }
   cp_async_commit();
 
-  // The first value head's gates and their inclusive cumsum over the chunk, while k lands.
-  chunk_gates_cumsum(ga, t0, len, hv0, sm.G, sm.beta, tid, sync);
+  // Gates and the inclusive cumsum over the chunk.
+  chunk_gates_cumsum(ga, t0, len, hv, sm.G, sm.beta, tid, sync);
   cp_async_wait<0>();
   sync();
+  if (tid < len) {
+    b.Gt[int64_t(hv) * b.T + t0 + tid] = sm.G[tid];
+    b.eg[int64_t(hv) * b.T + t0 + tid] =
+        make_float2(__expf(float(sm.G[tid])), __expf(float(sm.G[len - 1] - sm.G[tid])));
+  }
 
   // 1. Gram blocks (m, j), j <= m: k_m k_j^T.
   float acc[4][2][4];
@@ -163,51 +160,13 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
       const float r1 = b.l2norm ? rsqrtf(d1 + float(spec::kL2NormEps)) : 1.f;
       sm.rk[i0] = r0;
       sm.rk[i1] = r1;
-      if (hv0 % (HV / b.H) == 0) {
+      if (hv % (HV / b.H) == 0) {
         if (i0 < len) b.rk[int64_t(hk) * b.T + t0 + i0] = r0;
         if (i1 < len) b.rk[int64_t(hk) * b.T + t0 + i1] = r1;
       }
     }
   }
   sync();  // S1: r complete; k dead (its space becomes x)
-
-  // acc keeps the Gram blocks for every value head of the group (unrolled: a run-time loop let the
-  // compiler hoist the heads' shared address arithmetic out of it, 250 registers; two copies take
-  // 157, three blocks per SM, each solving two heads).
-#pragma unroll
-  for (int hi = 0; hi < kHeads; ++hi) {
-    const int hv = hv0 + hi;
-    if (hi > 0) {
-      sync();  // the previous head's reads of G, beta and x are done (its rows copied out)
-      chunk_gates_cumsum(ga, t0, len, hv, sm.G, sm.beta, tid, sync);
-      sync();
-    }
-    if (tid < len) {
-      b.Gt[int64_t(hv) * b.T + t0 + tid] = sm.G[tid];
-      b.eg[int64_t(hv) * b.T + t0 + tid] =
-          make_float2(__expf(float(sm.G[tid])), __expf(float(sm.G[len - 1] - sm.G[tid])));
-    }
-    solve_head(b, sm, t0, len, hv, acc, tid, sync);
-  }
-  return true;
-}
-
-// One value head hv of an item (solve_item): L from the Gram blocks `gram` (warp m's row blocks
-// j <= m, mma accumulator layout), its gates G and beta in shared memory, then A_s -> b.w.
-template <typename E, class Sync>
-__device__ __forceinline__ void solve_head(const FastBufs<E>& b, SolveSmem<E>& sm, int64_t t0, int len, int hv,
-                                           const float (&gram)[4][2][4], int tid, Sync sync) {
-  using S = SolveSmem<E>;
-  constexpr int SX = S::SX, SD = S::SD;
-  const int HV = b.HV;
-  const int m = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-  float acc[4][2][4];  // L's blocks (the Gram blocks scaled; row blocks j <= m)
-#pragma unroll
-  for (int jb = 0; jb < 4; ++jb)
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[jb][nt][e] = gram[jb][nt][e];
 
   // L's blocks in registers: rows i = 16 m + g + 8 h, columns j = 16 jb + 8 nt + 2 t + e.
   const float* rk = sm.rk;
@@ -384,33 +343,29 @@ __device__ __forceinline__ void solve_head(const FastBufs<E>& b, SolveSmem<E>& s
       *reinterpret_cast<uint4*>(b.w + ((t0 + i) * HV + hv) * D + 8 * piece) =
           *reinterpret_cast<const uint4*>(&sm.u.x.out[i * S::SO + 8 * piece]);
   }
+  return true;
 }
 
-template <typename E, int kHeads>
+template <typename E>
 __global__ void __launch_bounds__(kThreads) chunk_kkt_solve_kernel(FastBufs<E> b, GateArgs ga) {
   extern __shared__ __align__(16) char smem_raw[];
-  if (b.ready && threadIdx.x < kHeads) b.ready[blockIdx.x * kHeads + threadIdx.x] = 0;  // fwd_h counts from here
-  solve_item<E, kHeads>(b, ga, *reinterpret_cast<SolveSmem<E>*>(smem_raw), blockIdx.x, static_cast<int>(threadIdx.x),
-                        [] { __syncthreads(); });
+  if (b.ready && threadIdx.x == 0) b.ready[blockIdx.x] = 0;  // fwd_h counts from here
+  solve_item(b, ga, *reinterpret_cast<SolveSmem<E>*>(smem_raw), blockIdx.x, static_cast<int>(threadIdx.x),
+             [] { __syncthreads(); });
 }
 
 }  // namespace
 
 template <typename E>
-void launch_kkt_solve(const FastBufs<E>& b, const ForwardArgs& f, int heads, cudaStream_t s) {
+void launch_kkt_solve(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s) {
   if (b.pl.max_chunks == 0) return;
-  // 41 KB: 5 blocks per SM with one head (94 registers), 3 with two (157 registers).
-  const size_t smem = sizeof(SolveSmem<E>);
-  const dim3 grid = grid_1d(b.pl.max_chunks * (b.HV / heads), 1);
-  if (heads == 2)
-    chunk_kkt_solve_kernel<E, 2><<<grid, kThreads, smem, s>>>(b, make_gates(f));
-  else
-    chunk_kkt_solve_kernel<E, 1><<<grid, kThreads, smem, s>>>(b, make_gates(f));
+  const size_t smem = sizeof(SolveSmem<E>);  // 41 KB: 5 blocks per SM (also by registers)
+  chunk_kkt_solve_kernel<E><<<grid_1d(b.pl.max_chunks * b.HV, 1), kThreads, smem, s>>>(b, make_gates(f));
   GDN_CUDA_LAUNCH_CHECK("chunk_kkt_solve_kernel");
 }
 
-template void launch_kkt_solve(const FastBufs<__nv_bfloat16>&, const ForwardArgs&, int, cudaStream_t);
-template void launch_kkt_solve(const FastBufs<__half>&, const ForwardArgs&, int, cudaStream_t);
+template void launch_kkt_solve(const FastBufs<__nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
+template void launch_kkt_solve(const FastBufs<__half>&, const ForwardArgs&, cudaStream_t);
 
 }  // namespace cuda
 }  // namespace gdn
