@@ -14,6 +14,6 @@ timeout $((400 - SECONDS)) python3 bench/bench_gpu.py --cases model-1x32k,g0-1x3
 echo "[$SECONDS s] bench rc=$?"; grep -E 'x32k' $OUT/bench.log | cut -c1-200
 for c in model-1x32k 1x32k; do
   [[ $SECONDS -gt 440 ]] && break
-  timeout 40 ncu --clock-control none -k regex:'chunk_' --section SpeedOfLight $B --bench --no-check --case $c 2>&1 |
+  timeout 40 ncu --clock-control none -k regex:'chunk_' -c 6 --section SpeedOfLight $B --bench --no-check --case $c 2>&1 |
     grep -E '^\s+[a-z_ ]*(void|unnamed)|    Duration' | sed 's/(FastBufs.*) (/ (/; s/Context.*//' | head -16 | tee -a $OUT/ncu.txt
 done
