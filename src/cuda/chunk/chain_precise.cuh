@@ -41,11 +41,9 @@
 namespace gdn {
 namespace cuda {
 
-// exp(G_last) above this (e^-2): the chunk takes the extra passes. The model's A = 2 (docs/perf.md,
-// session 20: g = 0 and per-token decays under ~0.03 at 2.1-2.2e-3; moderate decays, gates x0.1 to
-// x0.4, stay at 2.5-2.8e-3, under the peers'; A = 32 met 2.4e-3 at every scale but put most of a
-// model's heads (bench/cases.txt "model") on the extra passes, +34% of their chain).
-constexpr float kPreciseDecay = 0.135335283f;  // e^-2
+// exp(G_last) above this (e^-32): the chunk takes the extra passes. The model's A = 32 (docs/perf.md:
+// A = 16 misses at gates x0.4, 2.46e-3; A = 32 and 48 meet 2.4e-3 at every scale).
+constexpr float kPreciseDecay = 1.26641655e-14f;  // e^-32
 
 // Whether operands of type E take the hi + lo passes at all (bf16 only, above).
 template <typename E>
