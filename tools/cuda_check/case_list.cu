@@ -349,6 +349,22 @@ std::vector<Case> correctness_cases(bool quick) {
   g0_long.fuse_o = false;
   g0_long.tol = 3.0e-3;
   cases.push_back(g0_long);
+  // Gates x2 (~1.6 per token, a model's fast-decaying heads): a chunk's gates span ~100, past the
+  // e^+-80 of the factors about the chunk, so P's gates take the second form, about each warp's
+  // first row (kkt_solve, chain_o.cuh, fwd_o); the resets among the unfused gates the
+  // per-element form. o in the chain, then in fwd_o (the heuristics' choice here).
+  {
+    Case c;
+    c.name = "fast bf16 128 gates x2 fused";
+    c.lens = {300, 17, 130};
+    c.fused = false;
+    c.gscale = 2.f;
+    c.fuse_o = true;
+    cases.push_back(c);
+    c.name = "fast bf16 128 gates x2";
+    c.fuse_o = false;
+    cases.push_back(c);
+  }
   return cases;
 }
 

@@ -154,13 +154,14 @@ __global__ void __launch_bounds__(NW * 32)
     // P's gates: exp(G_i - G_j) = exp(G_i - G_m) exp(G_m - G_j), G_m the middle of the chunk's
     // gates: 2 row and 2 column exponentials per thread (the columns by lane, shuffled) instead of
     // one per element with an fp64 difference, and the causal mask a select (the fused o
-    // warpgroup's form, chain_o.cuh, v14). Where a factor leaves e^+-40 the warp takes the
-    // per-element form.
+    // warpgroup's form, chain_o.cuh, v14). Where a factor leaves e^+-40 (the chunk's gates span
+    // more than ~80) the warp factors about its own first row instead; where its 16 rows span more
+    // than 80 too, it takes the per-element form.
     const double Gm = 0.5 * (sm.G[0] + sm.G[len - 1]);
     constexpr double kSpan = 40.0;
     bool in_range = (i0 >= len || (Gi0 - Gm >= -kSpan && Gi0 - Gm <= kSpan)) &&
                     (i1 >= len || (Gi1 - Gm >= -kSpan && Gi1 - Gm <= kSpan));
-    const float rf0 = rq0 * __expf(float(Gi0 - Gm)), rf1 = rq1 * __expf(float(Gi1 - Gm));
+    float rf0 = rq0 * __expf(float(Gi0 - Gm)), rf1 = rq1 * __expf(float(Gi1 - Gm));
     float c2[2];  // rk_j exp(G_m - G_j) of columns j = 2 lane + e
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
@@ -169,7 +170,23 @@ __global__ void __launch_bounds__(NW * 32)
       in_range &= col >= len || (d >= -kSpan && d <= kSpan);
       c2[e] = rk_of(col) * __expf(float(d));
     }
-    const bool factored = __all_sync(0xffffffffu, in_range);
+    bool factored = __all_sync(0xffffffffu, in_range);
+    if (!factored) {  // the chain's o warpgroup's second form (chain_o.cuh): about the warp's first row
+      const int r0 = 16 * m;
+      const double Gr = sm.G[min(r0, len - 1)];
+      bool near = (i0 >= len || (Gi0 - Gr >= -2 * kSpan && Gi0 - Gr <= 2 * kSpan)) &&
+                  (i1 >= len || (Gi1 - Gr >= -2 * kSpan && Gi1 - Gr <= 2 * kSpan));
+      rf0 = rq0 * __expf(float(Gi0 - Gr));
+      rf1 = rq1 * __expf(float(Gi1 - Gr));
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int col = 2 * lane + e;
+        const double d = Gr - sm.G[col];
+        near &= col >= min(len, r0 + 16) || d <= 2 * kSpan;  // (underflow: the element is ~0 anyway)
+        c2[e] = rk_of(col) * __expf(float(d));
+      }
+      factored = __all_sync(0xffffffffu, near);
+    }
 #pragma unroll
     for (int jt = 0; jt < 2 * CP; ++jt) {
       const int nt = 2 * CP * half + jt;

@@ -175,7 +175,9 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
   // exp(G_i - G_j) = exp(G_i - G_m) exp(G_m - G_j), G_m the middle of the chunk's gates (G past
   // len repeats G[len - 1]): 2 row and 2 column exponentials per thread (the columns by lane,
   // shuffled) instead of one per element with an fp64 difference (the fused o warpgroup's form,
-  // v14). Where a factor leaves e^+-40 the warp takes the per-element form.
+  // v14). Where a factor leaves e^+-40 (the chunk's gates span more than ~80) the warp factors
+  // about its own first row instead; where its 16 rows span more than 80 too, it takes the
+  // per-element form.
   const double Gm = 0.5 * (sm.G[0] + sm.G[C - 1]);
   constexpr double kSpan = 40.0;
   bool in_range = true;
@@ -193,7 +195,26 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
     in_range &= d >= -kSpan && d <= kSpan;
     c2[e] = rk[2 * lane + e] * __expf(float(d));
   }
-  if (__all_sync(0xffffffffu, in_range)) {
+  bool factored = __all_sync(0xffffffffu, in_range);
+  if (!factored) {  // the chain's o warpgroup's second form (chain_o.cuh): about the warp's first row
+    const double Gr = sm.G[16 * m];
+    bool near = true;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const double d = Gi[h] - Gr;
+      near &= d >= -2 * kSpan && d <= 2 * kSpan;
+      rf[h] = bri[h] * __expf(float(d));
+    }
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int col = 2 * lane + e;
+      const double d = Gr - sm.G[col];
+      near &= col >= 16 * m + 16 || d <= 2 * kSpan;  // (underflow: the element is ~0 anyway)
+      c2[e] = rk[col] * __expf(float(d));
+    }
+    factored = __all_sync(0xffffffffu, near);
+  }
+  if (factored) {
 #pragma unroll
     for (int jb = 0; jb < 4; ++jb) {
       if (jb > m) break;  // (warp-uniform: the shuffles see every lane)
