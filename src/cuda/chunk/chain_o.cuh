@@ -30,6 +30,7 @@
 
 #include "cuda/chunk/chain_precise.cuh"
 #include "cuda/chunk/fwd_fast.cuh"
+#include "cuda/chunk/gate_factors.cuh"
 
 namespace gdn {
 namespace cuda {
@@ -172,18 +173,16 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
       const int row[2] = {i0, i1};
       // exp(G_i - G_j) = e_j / e_i with e = exp(G_last - G) (kkt_solve's, from fp64 G): one
       // reciprocal per row, no exponential and no fp64 here. Where some e_j of the chunk leaves
-      // [e^-80, e^80] (its gates span more than ~80: a model's fast-decaying heads, ~1.3 per token),
-      // the warp factors about its own first row r0 = 16 warp instead, from fp64 G:
-      // exp(G_i - G_r0) exp(G_r0 - G_j), both at most 1 except for the columns of the warp's own 16
-      // rows, which stay under exp(span of these rows). Only where that span passes 80 too (a
-      // g = -1e4 reset among them) the warp takes the per-element form (one fp64 difference and
-      // one exponential per element: the chunk's o part ~2x slower, measured in session 21).
+      // [e^-80, e^80] (its gates span more than ~80: a model's fast-decaying heads), the warp
+      // factors about its own first row from fp64 G instead, and only where its 16 rows span more
+      // than 80 too (a g = -1e4 reset among them) it takes the per-element form
+      // (gate_factors.cuh, forms 2 and 3).
       constexpr float kLo = 1.8e-35f, kHi = 5.5e34f;  // e^-80, e^80
       bool in_range = true;
-      float rf[2];  // rq_i / e_i (about the warp's first row: rq_i exp(G_i - G_r0))
+      float rf[2];  // rq_i / e_i (form 2: rq_i exp(G_i - G_r))
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) rf[hh] = __fdividef(rq[hh], eg[row[hh]].y);
-      float c2[2];  // rk_j e_j of columns j = 2 lane + e (about the warp's first row: rk_j exp(G_r0 - G_j))
+      float c2[2];  // rk_j e_j of columns j = 2 lane + e (form 2: rk_j exp(G_r - G_j))
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int col = 2 * lane + e;
@@ -195,23 +194,11 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
       if (!__all_sync(0xffffffffu, in_range)) {
         const double* Gs = sm.G[s];
         const int r0 = 16 * warp;
-        const double Gr = Gs[min(r0, len - 1)];
-        constexpr double kSpan = 80.0;
-        bool near = true;  // the factors of the rows and of the columns they reach within e^80
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          const double d = Gs[row[hh]] - Gr;
-          near &= row[hh] >= len || (d >= -kSpan && d <= kSpan);
-          rf[hh] = rq[hh] * __expf(float(d));
-        }
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int col = 2 * lane + e;  // (columns past the warp's rows: masked below, inf or not)
-          const double d = Gr - Gs[col];
-          near &= col >= min(len, r0 + 16) || d <= kSpan;  // (underflow: the element is ~0 anyway)
-          c2[e] = (b.l2norm ? sm.rk[s][col] : 1.f) * __expf(float(d));
-        }
-        factored = __all_sync(0xffffffffu, near);
+        const double g_row[2] = {Gs[i0], Gs[i1]};
+        const bool rows_on[2] = {i0 < len, i1 < len};
+        factored = gate_factors(
+            Gs[min(r0, len - 1)], kGateSpanRow, false, g_row, rows_on, rq, Gs, lane, min(len, r0 + 16),
+            [&](int j) { return b.l2norm ? sm.rk[s][j] : 1.f; }, rf, c2);
       }
       if (factored) {
 #pragma unroll

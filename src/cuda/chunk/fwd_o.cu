@@ -9,6 +9,7 @@
 // tiles w and 3 - w and one half of the columns each, so that the two warps of one SM
 // sub-partition (w % 4) carry equal triangular work.
 #include "cuda/chunk/fwd_fast.cuh"
+#include "cuda/chunk/gate_factors.cuh"
 
 namespace gdn {
 namespace cuda {
@@ -151,42 +152,17 @@ __global__ void __launch_bounds__(NW * 32)
         mma16<E>(acc[2 * jp + 1], a, bb[2], bb[3]);
       }
     }
-    // P's gates: exp(G_i - G_j) = exp(G_i - G_m) exp(G_m - G_j), G_m the middle of the chunk's
-    // gates: 2 row and 2 column exponentials per thread (the columns by lane, shuffled) instead of
-    // one per element with an fp64 difference, and the causal mask a select (the fused o
-    // warpgroup's form, chain_o.cuh, v14). Where a factor leaves e^+-40 (the chunk's gates span
-    // more than ~80) the warp factors about its own first row instead; where its 16 rows span more
-    // than 80 too, it takes the per-element form.
-    const double Gm = 0.5 * (sm.G[0] + sm.G[len - 1]);
-    constexpr double kSpan = 40.0;
-    bool in_range = (i0 >= len || (Gi0 - Gm >= -kSpan && Gi0 - Gm <= kSpan)) &&
-                    (i1 >= len || (Gi1 - Gm >= -kSpan && Gi1 - Gm <= kSpan));
-    float rf0 = rq0 * __expf(float(Gi0 - Gm)), rf1 = rq1 * __expf(float(Gi1 - Gm));
-    float c2[2];  // rk_j exp(G_m - G_j) of columns j = 2 lane + e
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int col = 2 * lane + e;
-      const double d = Gm - sm.G[col];
-      in_range &= col >= len || (d >= -kSpan && d <= kSpan);
-      c2[e] = rk_of(col) * __expf(float(d));
-    }
-    bool factored = __all_sync(0xffffffffu, in_range);
-    if (!factored) {  // the chain's o warpgroup's second form (chain_o.cuh): about the warp's first row
-      const int r0 = 16 * m;
-      const double Gr = sm.G[min(r0, len - 1)];
-      bool near = (i0 >= len || (Gi0 - Gr >= -2 * kSpan && Gi0 - Gr <= 2 * kSpan)) &&
-                  (i1 >= len || (Gi1 - Gr >= -2 * kSpan && Gi1 - Gr <= 2 * kSpan));
-      rf0 = rq0 * __expf(float(Gi0 - Gr));
-      rf1 = rq1 * __expf(float(Gi1 - Gr));
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int col = 2 * lane + e;
-        const double d = Gr - sm.G[col];
-        near &= col >= min(len, r0 + 16) || d <= 2 * kSpan;  // (underflow: the element is ~0 anyway)
-        c2[e] = rk_of(col) * __expf(float(d));
-      }
-      factored = __all_sync(0xffffffffu, near);
-    }
+    // P's gates: exp(G_i - G_j) as row x column factors about the chunk's middle, else about the
+    // warp's first row, else per element (gate_factors.cuh); the causal mask a select.
+    const double g_row[2] = {Gi0, Gi1};
+    const bool rows_on[2] = {i0 < len, i1 < len};
+    const float row_scale[2] = {rq0, rq1};
+    float rf[2], c2[2];  // rq_i exp(G_i - G_r); rk_j exp(G_r - G_j) of columns j = 2 lane + e
+    bool factored = gate_factors(0.5 * (sm.G[0] + sm.G[len - 1]), kGateSpanMiddle, true, g_row, rows_on, row_scale,
+                                 sm.G, lane, len, rk_of, rf, c2);
+    if (!factored)
+      factored = gate_factors(sm.G[min(16 * m, len - 1)], kGateSpanRow, false, g_row, rows_on, row_scale, sm.G, lane,
+                              min(len, 16 * m + 16), rk_of, rf, c2);
 #pragma unroll
     for (int jt = 0; jt < 2 * CP; ++jt) {
       const int nt = 2 * CP * half + jt;
@@ -196,8 +172,8 @@ __global__ void __launch_bounds__(NW * 32)
       if (factored) {
         const float cf0 = __shfl_sync(0xffffffffu, c2[0], 4 * nt + t);
         const float cf1 = __shfl_sync(0xffffffffu, c2[1], 4 * nt + t);
-        const float v00 = acc[jt][0] * rf0 * cf0, v01 = acc[jt][1] * rf0 * cf1;
-        const float v10 = acc[jt][2] * rf1 * cf0, v11 = acc[jt][3] * rf1 * cf1;
+        const float v00 = acc[jt][0] * rf[0] * cf0, v01 = acc[jt][1] * rf[0] * cf1;
+        const float v10 = acc[jt][2] * rf[1] * cf0, v11 = acc[jt][3] * rf[1] * cf1;
         p00 = j <= i0 && i0 < len ? v00 : 0.f;
         p01 = j + 1 <= i0 && i0 < len ? v01 : 0.f;
         p10 = j <= i1 && i1 < len ? v10 : 0.f;

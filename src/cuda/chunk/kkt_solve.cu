@@ -19,6 +19,7 @@
 // ~17 significand bits (hi + lo), so a product is good to ~2^-17 relative, the precision A_s is
 // stored with. fwd_prep.cu's scalar solve (D = 64) ran through shared memory and was L1-bound.
 #include "cuda/chunk/fwd_fast.cuh"
+#include "cuda/chunk/gate_factors.cuh"
 
 namespace gdn {
 namespace cuda {
@@ -172,48 +173,16 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
   const float* rk = sm.rk;
   const double Gi[2] = {sm.G[16 * m + g], sm.G[16 * m + g + 8]};
   const float bri[2] = {sm.beta[16 * m + g] * rk[16 * m + g], sm.beta[16 * m + g + 8] * rk[16 * m + g + 8]};
-  // exp(G_i - G_j) = exp(G_i - G_m) exp(G_m - G_j), G_m the middle of the chunk's gates (G past
-  // len repeats G[len - 1]): 2 row and 2 column exponentials per thread (the columns by lane,
-  // shuffled) instead of one per element with an fp64 difference (the fused o warpgroup's form,
-  // v14). Where a factor leaves e^+-40 (the chunk's gates span more than ~80) the warp factors
-  // about its own first row instead; where its 16 rows span more than 80 too, it takes the
-  // per-element form.
-  const double Gm = 0.5 * (sm.G[0] + sm.G[C - 1]);
-  constexpr double kSpan = 40.0;
-  bool in_range = true;
-  float rf[2];  // beta_i r_i exp(G_i - G_m)
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const double d = Gi[h] - Gm;
-    in_range &= d >= -kSpan && d <= kSpan;
-    rf[h] = bri[h] * __expf(float(d));
-  }
-  float c2[2];  // r_j exp(G_m - G_j) of columns j = 2 lane + e
-#pragma unroll
-  for (int e = 0; e < 2; ++e) {
-    const double d = Gm - sm.G[2 * lane + e];
-    in_range &= d >= -kSpan && d <= kSpan;
-    c2[e] = rk[2 * lane + e] * __expf(float(d));
-  }
-  bool factored = __all_sync(0xffffffffu, in_range);
-  if (!factored) {  // the chain's o warpgroup's second form (chain_o.cuh): about the warp's first row
-    const double Gr = sm.G[16 * m];
-    bool near = true;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const double d = Gi[h] - Gr;
-      near &= d >= -2 * kSpan && d <= 2 * kSpan;
-      rf[h] = bri[h] * __expf(float(d));
-    }
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int col = 2 * lane + e;
-      const double d = Gr - sm.G[col];
-      near &= col >= 16 * m + 16 || d <= 2 * kSpan;  // (underflow: the element is ~0 anyway)
-      c2[e] = rk[col] * __expf(float(d));
-    }
-    factored = __all_sync(0xffffffffu, near);
-  }
+  // exp(G_i - G_j) as row x column factors about the chunk's middle, else about the warp's first
+  // row, else per element (gate_factors.cuh; G past len repeats G[len - 1]).
+  const bool rows_on[2] = {true, true};
+  auto col_scale = [&](int j) { return rk[j]; };
+  float rf[2], c2[2];  // beta_i r_i exp(G_i - G_r); r_j exp(G_r - G_j) of columns j = 2 lane + e
+  bool factored = gate_factors(0.5 * (sm.G[0] + sm.G[C - 1]), kGateSpanMiddle, true, Gi, rows_on, bri, sm.G, lane, C,
+                               col_scale, rf, c2);
+  if (!factored)
+    factored =
+        gate_factors(sm.G[16 * m], kGateSpanRow, false, Gi, rows_on, bri, sm.G, lane, 16 * m + 16, col_scale, rf, c2);
   if (factored) {
 #pragma unroll
     for (int jb = 0; jb < 4; ++jb) {
