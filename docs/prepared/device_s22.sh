@@ -5,7 +5,7 @@
 #   scripts/ab_base.sh <main before both>
 # then run with carry .ab .deps as `bash docs/prepared/device_s22.sh <commit>`. Phases separate them: the two copies
 # touch only the fused o warpgroup (1x32k's h phase back from 0.819 to ~0.80?), the queued lo passes only chunks
-# that decay weakly (g0-1x32k, model-1x32k: h phase down, predicted -5 to -10%). Both keep every output bit: the
+# that decay weakly (g0-1x32k, model-1x32k: h phase down, predicted -10 to -20%). Both keep every output bit: the
 # quick check of base and new must match line for line. Revert whichever commit measures slower.
 set -u
 export GDN_COMMIT=$1
