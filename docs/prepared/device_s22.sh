@@ -1,24 +1,27 @@
 #!/usr/bin/env bash
-# Session 22, device call 1 (prepared in session 21): both s22 patches in one call. Here first, on main:
+# Session 22, device call 1 (prepared in session 21): the three s22 patches in one call. Here first, on main:
 #   git apply docs/prepared/s22_chain_o_two_copies.patch && git commit -qam "..." &&
 #   git apply docs/prepared/s22_precise_queued.patch && git commit -qam "..." &&
-#   scripts/ab_base.sh <main before both>
+#   git apply docs/prepared/s22_negligible_transitions.patch && git commit -qam "..." &&
+#   scripts/ab_base.sh <main before all three>
 # then run with carry .ab .deps as `bash docs/prepared/device_s22.sh <commit>`. Phases separate them: the two copies
 # touch only the fused o warpgroup (1x32k's h phase back from 0.819 to ~0.80?), the queued lo passes only chunks
-# that decay weakly (g0-1x32k, model-1x32k: h phase down, predicted -10 to -20%). Both keep every output bit: the
-# quick check of base and new must match line for line. Revert whichever commit measures slower.
+# that decay weakly (g0-1x32k, model-1x32k: h phase down, predicted -10 to -20%), the negligible transitions only
+# the split's summary pass with 3+ parts (the TP slices: tp8-1x32k ~-35 us, tp4-1x32k ~-60, tp4-1x128k ~-240). All
+# three should keep every output bit: the quick check of base and new should match line for line (the third may move
+# a split case's last bits if a computed M_p was not exactly 0). Revert whichever commit measures slower.
 set -u
 export GDN_COMMIT=$1
-GDN_AB_CASES="1x32k model-1x32k g0-1x32k 4x8k tp4-1x32k 8x1k" scripts/device.sh build,ab > /dev/null 2>&1
+GDN_AB_CASES="1x32k model-1x32k g0-1x32k 4x8k tp8-1x32k tp4-1x32k tp4-1x128k 8x1k" scripts/device.sh build,ab > /dev/null 2>&1
 cat $OUT/summary.txt 2>/dev/null | cut -c1-300
 tail -8 $OUT/ab.log
-grep -A1 -E '^bench' $OUT/ab.log | grep phases | head -12 | cut -c1-100
+grep -A1 -E '^bench' $OUT/ab.log | grep phases | head -16 | cut -c1-100
 B=build-device/tools/cuda_check/gdn_cuda_check
 BB=/tmp/ab-base/build/tools/cuda_check/gdn_cuda_check
 timeout 100 $B --quick > $OUT/quick.log 2>&1; echo "[$SECONDS s] quick: $(grep -E '^(PASSED|FAILED)' $OUT/quick.log)"; grep -E '^FAIL' $OUT/quick.log | head
 timeout 100 $BB --quick > /tmp/quick_base.log 2>&1
 diff <(grep -E '^(ok|FAIL)' /tmp/quick_base.log) <(grep -E '^(ok|FAIL)' $OUT/quick.log) > $OUT/extra.log; echo "[$SECONDS s] quick diff base/new: $(grep -c '^[<>]' $OUT/extra.log) lines (expect 0)"; head -6 $OUT/extra.log
-for spec in "memcheck:g=0,gates x" "racecheck:g=0 long" "synccheck:g=0 long"; do
+for spec in "memcheck:g=0,gates x,split" "racecheck:g=0 long,split 4" "synccheck:g=0 long,split 4"; do
   tool=${spec%%:*}; only=${spec#*:}; left=$((420 - SECONDS)); [[ $left -lt 15 ]] && break
   timeout $left compute-sanitizer --tool $tool --error-exitcode 9 $B --quick --only "$only" >> $OUT/extra.log 2>&1
   echo "[$SECONDS s] $tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $OUT/extra.log | tail -1)"
