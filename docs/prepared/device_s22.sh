@@ -6,16 +6,17 @@
 #   scripts/ab_base.sh <main before all three>
 # then run with carry .ab .deps as `bash docs/prepared/device_s22.sh <commit>`. Phases separate them: the two copies
 # touch only the fused o warpgroup (1x32k's h phase back from 0.819 to ~0.80?), the queued lo passes only chunks
-# that decay weakly (g0-1x32k, model-1x32k: h phase down, predicted -10 to -20%), the negligible transitions only
-# the split's summary pass with 3+ parts (the TP slices: tp8-1x32k ~-35 us, tp4-1x32k ~-60, tp4-1x128k ~-240). All
+# that decay weakly (g0-1x32k, model-1x32k: h phase down, predicted -10 to -20%), the negligible history only
+# the split's summary pass (the TP slices: tp8-1x32k ~0.18 ms, tp4-1x32k ~0.26, tp4-1x128k ~0.85; 1x32k/split2, equal
+# parts: what a per-head split ratio could win where S_1 comes almost free). All
 # three should keep every output bit: the quick check of base and new should match line for line (the third may move
 # a split case's last bits if a computed M_p was not exactly 0). Revert whichever commit measures slower.
 set -u
 export GDN_COMMIT=$1
-GDN_AB_CASES="1x32k model-1x32k g0-1x32k 4x8k tp8-1x32k tp4-1x32k tp4-1x128k 8x1k" scripts/device.sh build,ab > /dev/null 2>&1
+GDN_AB_CASES="1x32k 1x32k/split2 model-1x32k g0-1x32k g0-1x32k/split2 4x8k tp8-1x32k tp4-1x32k tp4-1x128k 8x1k" scripts/device.sh build,ab > /dev/null 2>&1
 cat $OUT/summary.txt 2>/dev/null | cut -c1-300
-tail -8 $OUT/ab.log
-grep -A1 -E '^bench' $OUT/ab.log | grep phases | head -16 | cut -c1-100
+tail -11 $OUT/ab.log
+grep -A1 -E '^bench' $OUT/ab.log | grep phases | head -20 | cut -c1-100
 B=build-device/tools/cuda_check/gdn_cuda_check
 BB=/tmp/ab-base/build/tools/cuda_check/gdn_cuda_check
 timeout 100 $B --quick > $OUT/quick.log 2>&1; echo "[$SECONDS s] quick: $(grep -E '^(PASSED|FAILED)' $OUT/quick.log)"; grep -E '^FAIL' $OUT/quick.log | head
