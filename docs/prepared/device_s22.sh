@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
-# Session 22, device call 1 (prepared in session 21): the three s22 patches in one call. Here first, on main:
+# Session 22, device call 1 (prepared in session 21): the four s22 patches in one call. Here first, on main:
 #   git apply docs/prepared/s22_chain_o_two_copies.patch && git commit -qam "..." &&
 #   git apply docs/prepared/s22_precise_queued.patch && git commit -qam "..." &&
 #   git apply docs/prepared/s22_negligible_transitions.patch && git commit -qam "..." &&
-#   scripts/ab_base.sh <main before all three>
+#   git apply docs/prepared/s22_even_split.patch && git commit -qam "..." &&
+#   scripts/ab_base.sh <main before all four>
 # then run with carry .ab .deps as `bash docs/prepared/device_s22.sh <commit>`. Phases separate them: the two copies
 # touch only the fused o warpgroup (1x32k's h phase back from 0.819 to ~0.80?), the queued lo passes only chunks
 # that decay weakly (g0-1x32k, model-1x32k: h phase down, predicted -10 to -20%), the negligible history only
 # the split's summary pass (the TP slices: tp8-1x32k ~0.18 ms, tp4-1x32k ~0.26, tp4-1x128k ~0.85; 1x32k/split2, equal
-# parts: what a per-head split ratio could win where S_1 comes almost free). All
+# parts, for comparison), the even split 1x32k / 1x4k on the bench's gates (h ~0.80 -> ~0.57 ms on 1x32k). All
 # three should keep every output bit: the quick check of base and new should match line for line (the third may move
 # a split case's last bits if a computed M_p was not exactly 0). Revert whichever commit measures slower.
 set -u
 export GDN_COMMIT=$1
-GDN_AB_CASES="1x32k 1x32k/split2 model-1x32k g0-1x32k g0-1x32k/split2 4x8k tp8-1x32k tp4-1x32k tp4-1x128k 8x1k" scripts/device.sh build,ab > /dev/null 2>&1
+GDN_AB_CASES="1x32k 1x4k 1x32k/split2 model-1x32k g0-1x32k 4x8k tp8-1x32k tp4-1x32k tp4-1x128k 8x1k" scripts/device.sh build,ab > /dev/null 2>&1
 cat $OUT/summary.txt 2>/dev/null | cut -c1-300
 tail -11 $OUT/ab.log
 grep -A1 -E '^bench' $OUT/ab.log | grep phases | head -20 | cut -c1-100
