@@ -8,7 +8,7 @@
 # then run with carry .ab .deps as `bash docs/prepared/device_s22.sh <commit>`. Phases separate them: the two copies
 # touch only the fused o warpgroup (1x32k's h phase back from 0.819 to ~0.80?), the queued lo passes only chunks
 # that decay weakly (g0-1x32k, model-1x32k: h phase down, predicted -10 to -20%), the negligible history only
-# the split's summary pass (the TP slices: tp8-1x32k ~0.18 ms, tp4-1x32k ~0.26, tp4-1x128k ~0.85; 1x32k/split2, equal
+# the split's summary pass and scan (the TP slices: tp8-1x32k ~0.15 ms, tp4-1x32k ~0.24, tp4-1x128k ~0.80; 1x32k/split2, equal
 # parts, for comparison), the even split 1x32k / 1x4k on the bench's gates (h ~0.80 -> ~0.57 ms on 1x32k). The
 # first two keep every output bit; the last two move the split cases' (their part boundary, the history they drop:
 # differences at the level of rounding), so the quick check's diff against the base lists those only. Revert
