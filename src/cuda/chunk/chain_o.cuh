@@ -190,46 +190,49 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
         in_range &= col >= len || (ej >= kLo && ej <= kHi);  // (NaN: out of range)
         c2[e] = (b.l2norm ? sm.rk[s][col] : 1.f) * ej;
       }
-      bool factored = true;
-      if (!__all_sync(0xffffffffu, in_range)) {
+      // P times the factors: one copy per form (one shared copy after the forms' branch cost 1x32k
+      // 2%, whose chunks all take the first form: session 21).
+      auto scale_p = [&](const float(&fr)[2], const float(&fc)[2]) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int col = 8 * j + 2 * t + e;
+            const float cf = __shfl_sync(0xffffffffu, fc[e], 4 * j + t);
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+              float& x = pacc[4 * j + 2 * hh + e];
+              const float v = x * (fr[hh] * cf);  // (rf cf = rq rk exp(G_i - G_j) first: no overflow)
+              x = col <= row[hh] && row[hh] < len ? v : 0.f;
+            }
+          }
+      };
+      if (__all_sync(0xffffffffu, in_range)) {
+        scale_p(rf, c2);
+      } else {
         const double* Gs = sm.G[s];
         const int r0 = 16 * warp;
         const double g_row[2] = {Gs[i0], Gs[i1]};
         const bool rows_on[2] = {i0 < len, i1 < len};
-        factored = gate_factors(
-            Gs[min(r0, len - 1)], kGateSpanRow, false, g_row, rows_on, rq, Gs, lane, min(len, r0 + 16),
-            [&](int j) { return b.l2norm ? sm.rk[s][j] : 1.f; }, rf, c2);
-      }
-      if (factored) {
+        if (gate_factors(
+                Gs[min(r0, len - 1)], kGateSpanRow, false, g_row, rows_on, rq, Gs, lane, min(len, r0 + 16),
+                [&](int j) { return b.l2norm ? sm.rk[s][j] : 1.f; }, rf, c2)) {
+          scale_p(rf, c2);
+        } else {
 #pragma unroll
-        for (int j = 0; j < 8; ++j)
+          for (int j = 0; j < 8; ++j)
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int col = 8 * j + 2 * t + e;
-            const float cf = __shfl_sync(0xffffffffu, c2[e], 4 * j + t);
+            for (int e = 0; e < 2; ++e) {
+              const int col = 8 * j + 2 * t + e;
+              const float rk = b.l2norm ? sm.rk[s][col] : 1.f;
+              const double Gj = Gs[col];
 #pragma unroll
-            for (int hh = 0; hh < 2; ++hh) {
-              float& x = pacc[4 * j + 2 * hh + e];
-              const float v = x * (rf[hh] * cf);  // (rf cf = rq rk exp(G_i - G_j) first: no overflow)
-              x = col <= row[hh] && row[hh] < len ? v : 0.f;
+              for (int hh = 0; hh < 2; ++hh) {
+                float& x = pacc[4 * j + 2 * hh + e];
+                x = col <= row[hh] && row[hh] < len ? x * (rq[hh] * rk) * __expf(float(g_row[hh] - Gj)) : 0.f;
+              }
             }
-          }
-      } else {
-        const double* Gs = sm.G[s];
-        const double Gi[2] = {Gs[i0], Gs[i1]};
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int col = 8 * j + 2 * t + e;
-            const float rk = b.l2norm ? sm.rk[s][col] : 1.f;
-            const double Gj = Gs[col];
-#pragma unroll
-            for (int hh = 0; hh < 2; ++hh) {
-              float& x = pacc[4 * j + 2 * hh + e];
-              x = col <= row[hh] && row[hh] < len ? x * (rq[hh] * rk) * __expf(float(Gi[hh] - Gj)) : 0.f;
-            }
-          }
+        }
       }
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks)
