@@ -345,6 +345,21 @@ std::vector<Case> forward_cases() {
     c.initial_state = false;
     c.lens = {3000};
   });
+  // Without l2norm no chunk's transition is bounded (split.cuh's negligible history needs unit
+  // keys): every summary runs in full even on decaying gates; with beta = 0 or 2 among the draws
+  // (the bounds' edges) it still cuts.
+  add([](Case& c) {
+    c.H = 1, c.HV = 2, c.K = c.V = 128;
+    c.dtype = DType::kBFloat16;
+    c.l2norm = false;
+    c.lens = {4000};
+  });
+  add([](Case& c) {
+    c.H = 1, c.HV = 2, c.K = c.V = 128;
+    c.dtype = DType::kBFloat16;
+    c.beta = BetaKind::kMixed;
+    c.lens = {4000};
+  });
   // Where only two parts fit (64 chain blocks on 132 SMs): Qwen3-Next's 32 value heads on one
   // sequence, cut into a first part of 47 chunks, which runs beside the summary pass, and a second
   // of 19 ending mid-chunk (also in fp16 at g = 0 with a V-major pool: 5000 tokens, 57 + 22

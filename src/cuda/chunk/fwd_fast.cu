@@ -33,6 +33,8 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
   float* part_state = c.take<float>(part_elems);
   float* summary_b = c.take<float>(part_elems);
   float* summary_m = c.take<float>(part_elems);
+  float* transition_log_bound = c.take<float>(part_elems > 0 ? mc * HV : 0);
+  int* m_negligible = c.take<int>(part_elems > 0 ? p.num_seqs * cfg.split_max_parts * HV : 0);
   if (sp) {
     sp->chunks_per_part = cfg.split_chunks_per_part;
     sp->first_part_chunks = cfg.split_first_part_chunks > 0 ? cfg.split_first_part_chunks : cfg.split_chunks_per_part;
@@ -40,6 +42,7 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
     sp->part_state = part_state;
     sp->summary_b = summary_b;
     sp->summary_m = summary_m;
+    sp->m_negligible = part_elems > 0 ? m_negligible : nullptr;
   }
   if (b) {
     b->T = T;
@@ -54,6 +57,7 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
     b->rk = rk;
     b->Gt = Gt;
     b->eg = eg;
+    b->transition_log_bound = part_elems > 0 ? transition_log_bound : nullptr;
     b->w = w;
     b->u = u;
     b->v_new = v_new;

@@ -64,6 +64,11 @@ struct FastBufs {
   // token i, G_last its chunk's last G, from fp64 G: the chain's decays without fp64 or an
   // exponential in its loop (the o warpgroup's gates: exp(G_i - G_j) = e.y_j / e.y_i).
   float2* eg;
+  // The split only (D = 128, written by kkt_solve): [max_chunks, HV] the log of a bound on the norm
+  // of chunk gc's state transition M_c (split.cuh): G_last where every beta of the chunk is in
+  // [0, 2] and k is l2-normalized (each token's map is then e^g (I - beta k k^T), of norm <= e^g),
+  // else +inf (no bound). Null without a split.
+  float* transition_log_bound;
   E* w;      // [T, HV, D]: D = 64: w; D = 128: A_s = (I + L)^-1 diag(beta), row i of each chunk
              // = [hi (64) | lo (64)] in E (the chain applies it: fwd_h_wgmma.cuh)
   E* u;      // [T, HV, D]: D = 64: u; D = 128: the copy of v when its rows are not aligned

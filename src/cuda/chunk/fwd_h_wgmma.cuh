@@ -56,6 +56,51 @@ namespace {
 
 using namespace chain;  // kC, kD, kBV, ChainMode, WgSmem, chain_prefetch (chain_layout.cuh)
 
+// The split's summary pass: the history of a part that cannot matter (split.cuh). The first chunk
+// of the shortest suffix of the sequence's chunks [cb, ce) whose transitions have norm bounds
+// (FastBufs::transition_log_bound, sequence chunk c at global chunk c_seq + c) that multiply to at
+// most e^-kNegligibleLogNorm, where every chunk before it has a bound <= 0 (so that the history
+// it drops did not grow the state); else -1 (NaN or +inf bounds never count as small; null
+// bounds, no split: -1). Whatever entered the state before that chunk reaches the part's end
+// scaled by at most e^-64. Warp 0 walks back from ce, 32 chunks a step (on the bench's gates the
+// first step ends it), then checks the chunks before; every thread of the block calls it, once.
+constexpr float kNegligibleLogNorm = 64.f;
+__device__ __forceinline__ int64_t negligible_history_start(const float* bound, int64_t c_seq, int64_t cb, int64_t ce,
+                                                            int hv, int HV) {
+  if (bound == nullptr) return -1;
+  __shared__ int64_t start_shared;
+  if (threadIdx.x < 32) {
+    const int lane = static_cast<int>(threadIdx.x);
+    int64_t start = -1;
+    float after = 0.f;  // the bounds' sum over the chunks after this step's window
+    for (int64_t end = ce; end > cb; end -= 32) {
+      const int64_t c = end - 1 - lane;  // lane 0: the window's last chunk
+      float x = c >= cb ? bound[(c_seq + c) * HV + hv] : 0.f;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const float y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) x += y;
+      }
+      // x: the sum over chunks c .. end - 1; the lowest lane that reaches the bound, the shortest suffix.
+      const unsigned hit = __ballot_sync(0xffffffffu, c >= cb && after + x <= -kNegligibleLogNorm);
+      if (hit) {
+        start = end - __ffs(hit);
+        break;
+      }
+      after += __shfl_sync(0xffffffffu, x, 31);
+    }
+    // The dropped history must not have grown the state either: every chunk before the suffix
+    // bounded with G_last <= 0 (beta in [0, 2], no positive net gate), else no cut.
+    for (int64_t end = start; start >= 0 && end > cb; end -= 32) {
+      const int64_t c = end - 1 - lane;
+      if (__any_sync(0xffffffffu, c >= cb && !(bound[(c_seq + c) * HV + hv] <= 0.f))) start = -1;
+    }
+    if (lane == 0) start_shared = start;
+  }
+  __syncthreads();
+  return start_shared;
+}
+
 // kSummary: the exact split's summary pass (split.cuh): blocks of (sequence, part, head, slice of
 // V + K): part 0 runs from the initial state and leaves S_1; parts 1 .. parts - 2 run from zero
 // (slices 0, 1 -> B_p) and on the identity with u = 0 (slices 2, 3 -> M_p); nothing else is stored.
@@ -128,8 +173,18 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
   const int64_t cb = split_part_begin(part, sp.chunks_per_part, sp.first_part_chunks);
   const int64_t ce =
       part == parts - 1 ? sc.count : split_part_begin(part + 1, sp.chunks_per_part, sp.first_part_chunks);
-  const int64_t c0 = sc.c0 + cb, nch = ce - cb;
-  const int64_t tb = sc.tb + cb * kC, te = sc.te;
+  // The summary pass skips the part's history that cannot matter (negligible_history_start, from
+  // chunk `cut`): M_p = 0 without its chain, and B_p (or part 0's S_1) run from zero over chunks
+  // [cut, ce) only. S_{p+1} = M_p S_p + B_p then moves by at most e^-64 times the state it drops,
+  // which the unsplit chain's fp32 state does not resolve either unless that state exceeds
+  // S_{p+1} by ~1e20. On the bench's gates (G_last ~ -51 per chunk) every part runs its last 2
+  // chunks only and its M blocks end here; g = 0 and slow heads run in full.
+  const int64_t cut = kSummary ? negligible_history_start(b.transition_log_bound, sc.c0, cb, ce, hv, HV) : -1;
+  const bool negligible = transition && cut >= 0;
+  const int64_t cs = cut >= 0 ? cut : cb;  // the chain's first chunk
+  const int64_t c0 = sc.c0 + cs;
+  const int64_t nch = negligible ? 0 : ce - cs;
+  const int64_t tb = sc.tb + cs * kC, te = sc.te;
   if constexpr (kFused) {
     if (threadIdx.x >= 128) {  // the o warpgroup; the rest of this kernel is the chain's
       chain_o_warpgroup<E, ST>(sm, b, out, tb, te, nch, v0, hv);
@@ -144,7 +199,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
   {
     const float* base = nullptr;
     bool base_kmajor = kmajor;
-    if (part == 0) {
+    if (part == 0 && cut < 0) {
       const int64_t r = state_row(init, n);
       if (r >= 0) base = static_cast<const float*>(init.data) + state_offset(init, r, hv, HV, DD);
     } else if (!kSummary) {
@@ -157,7 +212,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     }
     for_each_state_elem(v0 + 16 * warp + g, t, [&](int i, int kk, int vv) {
       float x = base ? base[base_kmajor ? int64_t(kk) * kD + vv : int64_t(vv) * kD + kk] : 0.f;
-      if (transition) x = kk == vv ? 1.f : 0.f;
+      if (transition) x = kk == vv && !negligible ? 1.f : 0.f;
       st[i] = x;
     });
   }
@@ -480,7 +535,9 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
   if (kSummary) {
     float* dst = part == 0 ? sp.part_state + (n * sp.max_parts + 1) * HV * DD
                            : (transition ? sp.summary_m : sp.summary_b) + (n * sp.max_parts + part) * HV * DD;
-    base = dst + hv * DD;
+    // A negligible M_p is flagged for the scan instead of stored (slice 2 writes the flag).
+    if (transition && sl == 2 && tid == 0) sp.m_negligible[(n * sp.max_parts + part) * HV + hv] = negligible;
+    base = transition && negligible ? nullptr : dst + hv * DD;
     out_kmajor = true;
   } else {
     block_sync(0, nch & 1);  // last_part_flag, set before the loop, seen by every thread

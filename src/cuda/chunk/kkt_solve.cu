@@ -127,6 +127,13 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
     b.eg[int64_t(hv) * b.T + t0 + tid] =
         make_float2(__expf(float(sm.G[tid])), __expf(float(sm.G[len - 1] - sm.G[tid])));
   }
+  // The split's bound on this chunk's transition (fwd_fast.cuh): warp 0 checks the 64 betas
+  // (rows past len: 0). NaN: out of [0, 2], no bound.
+  if (b.transition_log_bound && tid < 32) {
+    auto contracts = [](float be) { return be >= 0.f && be <= 2.f; };
+    const bool ok = __all_sync(0xffffffffu, contracts(sm.beta[tid]) && contracts(sm.beta[tid + 32]));
+    if (tid == 0) b.transition_log_bound[gc * HV + hv] = ok && b.l2norm ? static_cast<float>(sm.G[len - 1]) : INFINITY;
+  }
 
   // 1. Gram blocks (m, j), j <= m: k_m k_j^T.
   float acc[4][2][4];

@@ -11,14 +11,22 @@
 //   1. summary (the wgmma chain kernel, summary mode; parts run in parallel): part 0 runs from
 //      the sequence's initial state and its end state is S_1; part p in 1 .. parts - 2 runs its
 //      chain from zero (-> B_p, V columns) and on the identity with u = 0 (-> M_p, K columns).
-//      The last part needs no summary.
-//   2. scan (split_scan.cu): S_{p+1} = M_p S_p + B_p in fp32, sequential over the parts.
+//      The last part needs no summary. Where the transitions of a suffix of the part have norm
+//      bounds that multiply to below e^-64 (kkt_solve's per-chunk e^G_last: beta in [0, 2], k
+//      l2-normalized) and none before it exceeds 1, what entered the state before that suffix
+//      cannot matter: M_p is 0 (not computed, not stored: flagged for the scan), and B_p (part 0:
+//      S_1) is the chain from zero over the suffix only. The result moves by at most e^-64 times the state dropped
+//      (an absolute error under fp32's rounding of any state of comparable size); a NaN or an
+//      inf in the dropped history's inputs no longer reaches later parts.
+//   2. scan (split_scan.cu): S_{p+1} = M_p S_p + B_p in fp32, sequential over the parts (B_p alone
+//      where M_p is negligible).
 //   3. the chain kernel as without the split, one block per (part, head, slice), each part from
 //      its exact initial state S_p; h, v_new per chunk and, from the last part, the final state.
 //      Without a scan (2 parts at most) it is a programmatic dependent of the summary pass: its
 //      part 0 blocks start at once, the others wait for the summary (griddepcontrol.wait).
-// Nothing is truncated: the result equals the unsplit chain up to rounding for any gates
-// (also g = 0, where nothing decays). No atomics: bitwise deterministic.
+// Nothing that can matter is truncated: the result equals the unsplit chain up to rounding (and
+// the e^-64 above) for any gates (also g = 0, where nothing decays). No atomics: bitwise
+// deterministic.
 // Host-compatible (the heuristics' tests include it); the scan's launcher is in fwd_fast.cuh.
 #pragma once
 #include <cstdint>
@@ -35,6 +43,9 @@ struct SplitBufs {
   float* part_state = nullptr;  // [N, P_max, HV, K, V] fp32 K-major: exact state at part p's start (p >= 1)
   float* summary_b = nullptr;   // [N, P_max, HV, K, V] fp32 K-major: part p's end state from zero
   float* summary_m = nullptr;   // [N, P_max, HV, K, K] fp32: part p's transition M_p
+  // [N, P_max, HV]: 1 where the summary pass found M_p negligible (M_p = 0, not stored: the scan
+  // then takes S_{p+1} = B_p), else 0.
+  int* m_negligible = nullptr;
 };
 
 // Parts of a sequence of `count` chunks (at least 1: an empty sequence is one empty part), with

@@ -2,7 +2,8 @@
 // from the parts' affine summaries, sequentially over the parts:
 //   S_1 = (part 0's end state, run from the sequence's initial state by the summary pass)
 //   S_{p+1} = M_p S_p + B_p,  p = 1 .. parts - 2
-// in fp32 (M_p [K x K] and B_p [K x V] come from the wgmma chain's fp32 accumulators).
+// in fp32 (M_p [K x K] and B_p [K x V] come from the wgmma chain's fp32 accumulators); where the
+// summary pass found M_p negligible (split.cuh: not stored, flagged), S_{p+1} = B_p.
 //
 // One block of 256 threads per (sequence, value head, kCols columns of V), kCols = 8, 16 or 32
 // (ChunkForwardConfig::split_scan_cols: the narrowest that still fits one block per SM). The scan
@@ -54,16 +55,20 @@ __global__ void __launch_bounds__(kThreads) chunk_split_scan_kernel(Plan pl, Spl
   const int64_t DD = int64_t(kD) * kD;
   auto part_base = [&](float* a, int64_t p) { return a + ((n * sp.max_parts + p) * HV + hv) * DD; };
   auto stage = [&](int64_t p) { return scan_smem + ((p - 1) & 1) * kStage; };
-  // M_p [128, 128] and B_p [128, c0 .. c0 + kCols) -> stage (p - 1) % 2, as this thread's group.
+  // Whether the summary pass found M_p negligible (not stored; S_{p+1} = B_p). Uniform per block.
+  auto m_negligible = [&](int64_t p) { return sp.m_negligible[(n * sp.max_parts + p) * HV + hv] != 0; };
+  // M_p [128, 128] (unless negligible) and B_p [128, c0 .. c0 + kCols) -> stage (p - 1) % 2, as
+  // this thread's group.
   auto copy_part = [&](int64_t p) {
     float* ms = stage(p);
     float* bs = ms + kD * kMStride;
     const float* m = part_base(sp.summary_m, p);
     const float* b = part_base(sp.summary_b, p) + c0;
-    for (int i = tid; i < kD * kD / 4; i += kThreads) {
-      const int r = i / (kD / 4), q = i % (kD / 4);
-      cp_async16(ms + r * kMStride + 4 * q, m + int64_t(r) * kD + 4 * q);
-    }
+    if (!m_negligible(p))
+      for (int i = tid; i < kD * kD / 4; i += kThreads) {
+        const int r = i / (kD / 4), q = i % (kD / 4);
+        cp_async16(ms + r * kMStride + 4 * q, m + int64_t(r) * kD + 4 * q);
+      }
     for (int i = tid; i < kD * kCols / 4; i += kThreads) {
       const int r = i / (kCols / 4), q = i % (kCols / 4);
       cp_async16(bs + r * kCols + 4 * q, b + int64_t(r) * kD + 4 * q);
@@ -83,6 +88,7 @@ __global__ void __launch_bounds__(kThreads) chunk_split_scan_kernel(Plan pl, Spl
     }
   }
   for (int64_t p = 1; p + 1 < parts; ++p) {
+    const bool m_zero = m_negligible(p);  // (loaded while the copies land)
     if (p + 2 < parts) {
       copy_part(p + 1);  // into the stage read in step p - 1 (every read of it ended at its barrier)
       cp_async_wait<1>();
@@ -101,20 +107,22 @@ __global__ void __launch_bounds__(kThreads) chunk_split_scan_kernel(Plan pl, Spl
       acc[4 * q + 3] = v.w;
     }
     const float* mrow = ms + row * kMStride;
+    if (!m_zero) {  // (else S_{p+1} = B_p)
 #pragma unroll 2
-    for (int j = 0; j < kD; j += 4) {
-      const float4 m4 = *reinterpret_cast<const float4*>(mrow + j);
-      const float mj[4] = {m4.x, m4.y, m4.z, m4.w};
+      for (int j = 0; j < kD; j += 4) {
+        const float4 m4 = *reinterpret_cast<const float4*>(mrow + j);
+        const float mj[4] = {m4.x, m4.y, m4.z, m4.w};
 #pragma unroll
-      for (int jj = 0; jj < 4; ++jj) {
-        const float* xr = Xs + (j + jj) * kCols + col;
+        for (int jj = 0; jj < 4; ++jj) {
+          const float* xr = Xs + (j + jj) * kCols + col;
 #pragma unroll
-        for (int q = 0; q < kPer / 4; ++q) {
-          const float4 x = *reinterpret_cast<const float4*>(xr + 4 * q);
-          acc[4 * q] = fmaf(mj[jj], x.x, acc[4 * q]);
-          acc[4 * q + 1] = fmaf(mj[jj], x.y, acc[4 * q + 1]);
-          acc[4 * q + 2] = fmaf(mj[jj], x.z, acc[4 * q + 2]);
-          acc[4 * q + 3] = fmaf(mj[jj], x.w, acc[4 * q + 3]);
+          for (int q = 0; q < kPer / 4; ++q) {
+            const float4 x = *reinterpret_cast<const float4*>(xr + 4 * q);
+            acc[4 * q] = fmaf(mj[jj], x.x, acc[4 * q]);
+            acc[4 * q + 1] = fmaf(mj[jj], x.y, acc[4 * q + 1]);
+            acc[4 * q + 2] = fmaf(mj[jj], x.z, acc[4 * q + 2]);
+            acc[4 * q + 3] = fmaf(mj[jj], x.w, acc[4 * q + 3]);
+          }
         }
       }
     }
