@@ -46,6 +46,7 @@ TEST(Heuristics, SplitOnlyWhenChainsLeaveSMsIdle) {
   // part 0 (beside the summary pass) ~0.71 of the chunks.
   const auto one_32k = cuda::chunk_forward_heuristics(problem(16, 32, 32768, 1), h200());
   EXPECT_EQ(364, one_32k.split_first_part_chunks);
+  EXPECT_EQ(256, one_32k.split_even_first_chunks);  // where every head's S_1 comes from a few chunks
   EXPECT_EQ(148, one_32k.split_chunks_per_part);
   EXPECT_EQ(2, one_32k.split_max_parts);
   EXPECT_EQ(2, parts_of(one_32k, 32768));
@@ -53,6 +54,7 @@ TEST(Heuristics, SplitOnlyWhenChainsLeaveSMsIdle) {
   EXPECT_TRUE(one_32k.fuse_o);
   const auto one_4k = cuda::chunk_forward_heuristics(problem(16, 32, 4096, 1), h200());
   EXPECT_EQ(46, one_4k.split_first_part_chunks);
+  EXPECT_EQ(32, one_4k.split_even_first_chunks);
   EXPECT_EQ(18, one_4k.split_chunks_per_part);
   EXPECT_EQ(2, one_4k.split_max_parts);
   EXPECT_EQ(0, cuda::chunk_forward_heuristics(problem(16, 32, 3072, 1), h200()).split_chunks_per_part);
@@ -65,6 +67,7 @@ TEST(Heuristics, SplitOnlyWhenChainsLeaveSMsIdle) {
   const auto ragged8 = cuda::chunk_forward_heuristics(problem(4, 8, 16001, 4), h200());
   EXPECT_EQ(32, ragged8.split_chunks_per_part);
   EXPECT_EQ(0, ragged8.split_first_part_chunks);  // several sequences: equal parts (a scan follows)
+  EXPECT_EQ(0, ragged8.split_even_first_chunks);
   EXPECT_EQ(5, parts_of(ragged8, 9000));
   EXPECT_EQ(1, parts_of(ragged8, 1000));
   EXPECT_TRUE(ragged8.fuse_o);

@@ -189,6 +189,7 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
     const int64_t max_chunks = (T + kChunkSize - 1) / kChunkSize;
     cfg.split_chunks_per_part = static_cast<int>((cuda::average_chunks(in.p) + 1) / 2);
     cfg.split_first_part_chunks = 0;  // equal parts (the heuristics' first part is longer)
+    cfg.split_even_first_chunks = 0;
     cfg.split_max_parts = static_cast<int>((max_chunks + cfg.split_chunks_per_part - 1) / cfg.split_chunks_per_part);
     cfg.split_summary_stages = 4;
     cfg.fwd_h_stages = 4;

@@ -38,6 +38,8 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
   if (sp) {
     sp->chunks_per_part = cfg.split_chunks_per_part;
     sp->first_part_chunks = cfg.split_first_part_chunks > 0 ? cfg.split_first_part_chunks : cfg.split_chunks_per_part;
+    // (The chain in its store modes keeps the first part fixed: fwd_h_wgmma.cuh.)
+    sp->even_first_chunks = cfg.split_chunks_per_part > 0 && cfg.fuse_o ? cfg.split_even_first_chunks : 0;
     sp->max_parts = cfg.split_chunks_per_part > 0 ? cfg.split_max_parts : 1;
     sp->part_state = part_state;
     sp->summary_b = summary_b;
@@ -95,6 +97,10 @@ void check_config(const Problem& p, const ChunkForwardConfig& cfg) {
   if (cfg.split_chunks_per_part > 0) {
     const int64_t max_chunks = (p.num_tokens + kChunkSize - 1) / kChunkSize;
     if (cfg.split_max_parts < 1 || cfg.split_first_part_chunks < 0 ||
+        (cfg.split_even_first_chunks != 0 &&
+         (cfg.split_max_parts != 2 || cfg.split_even_first_chunks < kEvenWindow ||
+          cfg.split_even_first_chunks >
+              (cfg.split_first_part_chunks > 0 ? cfg.split_first_part_chunks : cfg.split_chunks_per_part))) ||
         split_part_begin(cfg.split_max_parts, cfg.split_chunks_per_part, cfg.split_first_part_chunks) < max_chunks ||
         (cfg.split_summary_stages != 2 && cfg.split_summary_stages != 4) ||
         (cfg.split_scan_cols != 8 && cfg.split_scan_cols != 16 && cfg.split_scan_cols != 32))
@@ -104,7 +110,8 @@ void check_config(const Problem& p, const ChunkForwardConfig& cfg) {
           std::to_string(max_chunks) + " chunks, split_summary_stages be 2 or 4 and split_scan_cols 8, 16 or 32; got " +
           std::to_string(cfg.split_first_part_chunks) + " + (" + std::to_string(cfg.split_max_parts) + " - 1) x " +
           std::to_string(cfg.split_chunks_per_part) + ", " + std::to_string(cfg.split_summary_stages) + ", " +
-          std::to_string(cfg.split_scan_cols));
+          std::to_string(cfg.split_scan_cols) + " (split_even_first_chunks: 0, or " + std::to_string(kEvenWindow) +
+          " .. the first part's chunks with 2 parts; got " + std::to_string(cfg.split_even_first_chunks) + ")");
   }
 }
 

@@ -101,6 +101,29 @@ __device__ __forceinline__ int64_t negligible_history_start(const float* bound, 
   return start_shared;
 }
 
+// Two parts of one sequence: where part 1 begins (SplitBufs::even_first_chunks): the middle where,
+// for every value head, the kEvenWindow chunks before it have transition bounds that multiply
+// below e^-kNegligibleLogNorm (the summary pass's S_1 then runs those chunks only), else
+// first_part_chunks. One decision for all heads (the chain's part 1 waits for the whole summary
+// grid, so one slow head makes equal parts slower for all), from data kkt_solve wrote before any
+// of these kernels ran; each warp decides for itself, the same sums in the same order, so every
+// warp of every kernel agrees. No barrier (a block-wide vote here made ptxas serialize the chain's
+// wgmmas, C7520). Every thread calls it, before any returns.
+__device__ __forceinline__ int first_part_here(const SplitBufs& sp, const float* bound, int64_t c_seq, int64_t count,
+                                               int HV) {
+  if (sp.even_first_chunks <= 0 || bound == nullptr || count <= sp.even_first_chunks) return sp.first_part_chunks;
+  // Each lane of a warp sums a head's window (32 heads a step); every warp decides alike.
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  bool slow = false;
+  for (int h0 = 0; h0 < HV; h0 += 32) {
+    float x = 0.f;
+    if (h0 + lane < HV)
+      for (int i = 1; i <= kEvenWindow; ++i) x += bound[(c_seq + sp.even_first_chunks - i) * HV + h0 + lane];
+    slow |= __any_sync(0xffffffffu, h0 + lane < HV && !(x <= -kNegligibleLogNorm));  // (NaN: slow)
+  }
+  return slow ? sp.first_part_chunks : sp.even_first_chunks;
+}
+
 // kSummary: the exact split's summary pass (split.cuh): blocks of (sequence, part, head, slice of
 // V + K): part 0 runs from the initial state and leaves S_1; parts 1 .. parts - 2 run from zero
 // (slices 0, 1 -> B_p) and on the identity with u = 0 (slices 2, 3 -> M_p); nothing else is stored.
@@ -152,7 +175,14 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
   const int64_t n = item / (kSlices * int64_t(HV) * sp.max_parts);
   const int hk = hv / (HV / b.H);
   const SeqChunks sc = seq_chunks(b.pl, n);
-  const int64_t parts = split_parts_of(sc.count, sp.chunks_per_part, sp.max_parts, sp.first_part_chunks);
+  // The first part's chunks (first_part_here; for the checkpoints' lambdas in shared memory). The
+  // store modes keep first_part_chunks (fwd_fast.cu gives them no even_first_chunks: their loop runs
+  // at 255 registers, and the decision's registers spilled there).
+  __shared__ int first_part_shared;
+  int first_part = sp.first_part_chunks;
+  if constexpr (!kStores) first_part = first_part_here(sp, b.transition_log_bound, sc.c0, sc.count, HV);
+  if (threadIdx.x == 0) first_part_shared = first_part;
+  const int64_t parts = split_parts_of(sc.count, sp.chunks_per_part, sp.max_parts, first_part);
   // The sequence, recomputed at the end from the block index: the chain loop runs at 255
   // registers, and keeping n live across it spills.
   auto seq_of_block = [&]() { return int64_t(blockIdx.x) / (kSlices * int64_t(HV) * sp.max_parts); };
@@ -170,9 +200,8 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
   const int64_t DD = int64_t(kD) * kD;
 
   // The part's chunks (split.cuh), the last part up to the sequence's end.
-  const int64_t cb = split_part_begin(part, sp.chunks_per_part, sp.first_part_chunks);
-  const int64_t ce =
-      part == parts - 1 ? sc.count : split_part_begin(part + 1, sp.chunks_per_part, sp.first_part_chunks);
+  const int64_t cb = split_part_begin(part, sp.chunks_per_part, first_part);
+  const int64_t ce = part == parts - 1 ? sc.count : split_part_begin(part + 1, sp.chunks_per_part, first_part);
   // The summary pass skips the part's history that cannot matter (negligible_history_start, from
   // chunk `cut`): M_p = 0 without its chain, and B_p (or part 0's S_1) run from zero over chunks
   // [cut, ce) only. S_{p+1} = M_p S_p + B_p then moves by at most e^-64 times the state it drops,
@@ -247,7 +276,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     if (kSummary || ck.ck.pool.data == nullptr || ck.ck.every_chunks < 1 || ck.ck.every_chunks > (1 << 30))
       return false;
     const int part_b = static_cast<int>(block_index_here() / (kSlices * b.HV)) % sp.max_parts;
-    const int begin = static_cast<int>(split_part_begin(part_b, sp.chunks_per_part, sp.first_part_chunks));
+    const int begin = static_cast<int>(split_part_begin(part_b, sp.chunks_per_part, first_part_shared));
     return (begin + static_cast<int>(c) + 1) % static_cast<int>(ck.ck.every_chunks) == 0;
   };
   // The state registers (after chunk c's update) -> the checkpoint's pool row, rounded once; the
@@ -256,7 +285,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
   auto store_checkpoint = [&](int64_t c) {
     const int64_t bi = block_index_here(), ns = bi / (kSlices * int64_t(b.HV) * sp.max_parts);
     const int64_t part_start =
-        split_part_begin(bi / (kSlices * int64_t(b.HV)) % sp.max_parts, sp.chunks_per_part, sp.first_part_chunks);
+        split_part_begin(bi / (kSlices * int64_t(b.HV)) % sp.max_parts, sp.chunks_per_part, first_part_shared);
     const int64_t r = checkpoint_row_after(ck.ck, ns, part_start + c, te - tb + part_start * kC);
     if (r < 0) return;
     // This thread's first element (kk = 2 t, vv = v0 + 16 warp + g); the rest at constant offsets.

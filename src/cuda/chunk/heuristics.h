@@ -30,6 +30,10 @@ struct ChunkForwardConfig {
   // The first part's chunks (0: split_chunks_per_part): longer for two parts of one sequence,
   // where part 0 of the chain runs beside the summary pass (split.cuh).
   int split_first_part_chunks = 0;
+  // Two parts of one sequence: the first part's chunks where every value head's state decays
+  // fast enough before it (split.cuh, SplitBufs::even_first_chunks); 0: always
+  // split_first_part_chunks.
+  int split_even_first_chunks = 0;
   int split_summary_stages = 2;
   // The scan's blocks (split_scan.cu) each carry split_scan_cols (8, 16 or 32) columns of V.
   int split_scan_cols = 16;
@@ -71,6 +75,9 @@ inline void choose_split(const Problem& p, const DeviceProps& dev, ChunkForwardC
     if (p.num_seqs == 1) {
       first = (avg_chunks * 71 + 99) / 100;
       q = avg_chunks - first;
+      // Where every head's S_1 comes from the few chunks before the middle (the summary pass
+      // skips the rest: split.cuh), equal parts finish first.
+      cfg.split_even_first_chunks = static_cast<int>(avg_chunks / 2);
     }
   } else {
     if (q < 8) q = 8;

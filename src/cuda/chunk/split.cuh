@@ -36,9 +36,18 @@
 namespace gdn {
 namespace cuda {
 
+// SplitBufs::even_first_chunks: the chunks before the middle whose transition bounds decide it.
+constexpr int kEvenWindow = 4;
+
 struct SplitBufs {
-  int chunks_per_part = 0;      // Q; 0: no split
-  int first_part_chunks = 0;    // Q0 (= Q unless the heuristics make part 0 longer)
+  int chunks_per_part = 0;    // Q; 0: no split
+  int first_part_chunks = 0;  // Q0 (= Q unless the heuristics make part 0 longer)
+  // Two parts of one sequence (Q0 ~0.71 of the chunks, sized for a summary pass that runs all
+  // of part 0): part 1 begins at this chunk instead (the middle) where, for every value head, the
+  // kEvenWindow chunks before it have transition bounds that multiply below e^-64 (the summary
+  // pass then computes S_1 from those chunks only); 0: never. Decided on the device, the same in
+  // every kernel (fwd_h_wgmma.cuh, first_part_here).
+  int even_first_chunks = 0;
   int max_parts = 1;            // parts per sequence that the grids cover (P_max)
   float* part_state = nullptr;  // [N, P_max, HV, K, V] fp32 K-major: exact state at part p's start (p >= 1)
   float* summary_b = nullptr;   // [N, P_max, HV, K, V] fp32 K-major: part p's end state from zero
