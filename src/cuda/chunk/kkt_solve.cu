@@ -12,9 +12,10 @@
 //   2. the diagonal blocks D_m = (I + L_mm)^-1 by forward substitution in fp32 (one column per
 //      lane; a product form such as (I - N)(I + N^2)... cancels large powers of N and loses
 //      accuracy when keys repeat), all four at once;
-//   3. the off-diagonal blocks by block rows, X_mj = -D_m sum_{j <= k < m} L_mk X_kj, every
-//      product on the tensor cores; the k = j terms (X_jj = D_j) run while earlier rows finish,
-//      and blocks cross warps through shared memory (3 barriers).
+//   3. the off-diagonal blocks, X_mj = -D_m sum_{j <= k < m} L_mk X_kj, every product on the tensor
+//      cores, one diagonal of blocks at a time (X_10, X_21, X_32 side by side, then X_20 and X_31,
+//      then X_30: 3 solved blocks on the longest path, not 5); blocks cross warps through shared
+//      memory (3 barriers).
 // Each product runs in three bf16 passes (hi hi + lo hi + hi lo, fp32 accumulation): operands carry
 // ~17 significand bits (hi + lo), so a product is good to ~2^-17 relative, the precision A_s is
 // stored with. fwd_prep.cu's scalar solve (D = 64) ran through shared memory and was L1-bound.
@@ -34,14 +35,15 @@ template <typename E>
 struct SolveSmem {
   static constexpr int SK = D + 8;  // 16-bit row strides (+16 bytes: ldmatrix without conflicts)
   static constexpr int SX = C + 8;
-  static constexpr int SD = 16 + 4;     // fp32 diagonal blocks (rows of float4)
+  static constexpr int SD = 16 + 4;     // fp32 diagonal blocks (rows of float4), in the warp's out rows
   static constexpr int SO = 2 * C + 8;  // A_s's output rows [hi 64 | lo 64] in E
   union alignas(16) {
     E k[C * SK];  // [C][D] k (step 1 only)
     struct {
       bf16 hi[C * SX], lo[C * SX];  // [C][C] the solved blocks X_mj (hi + lo), for other warps
-      float diag[4][16 * SD];       // per warp: L_mm, then D_m (fp32)
-      E out[C * SO];                // [C][2 C] A_s's rows, staged for 16-byte stores (per warp its 16)
+      // [C][2 C] A_s's rows, staged for 16-byte stores (per warp its 16); before that, per warp,
+      // L_mm and then D_m in fp32 ([16][SD] floats at the start of its rows)
+      E out[C * SO];
     } x;
   } u;
   double G[C];  // fp64: G_i - G_j keeps its small decays even after a huge one
@@ -255,7 +257,7 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
 
   // 2. D_m = (I + L_mm)^-1: lane c solves column c % 16 by forward substitution in fp32 (the
   //    diagonal inside the block stays 1, the part above it 0).
-  float* Ld = sm.u.x.diag[m];
+  float* Ld = reinterpret_cast<float*>(&sm.u.x.out[16 * m * S::SO]);  // (16 x 272 bytes >= 16 x SD floats)
 #pragma unroll
   for (int jb = 0; jb < 4; ++jb)
     if (jb == m)
@@ -285,6 +287,7 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
       dm[nt][2 * h] = v.x;
       dm[nt][2 * h + 1] = v.y;
     }
+  __syncwarp();  // every lane has read D_m: its rows become A_s's
   const Frag Df = split(dm);
   store_x(Df, m, m);
   out_block(dm, m);
@@ -297,8 +300,9 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
     }
   sync();  // S2: D_0 .. D_3 in x
 
-  // 3. Block rows: T_mj = sum_{j <= k < m} L_mk X_kj, X_mj = -D_m T_mj. The k = j terms first
-  //    (D_j is there), then X_10 (S3), then X_20 and X_21 (S4).
+  // 3. Block rows: T_mj = sum_{j <= k < m} L_mk X_kj, X_mj = -D_m T_mj, by distance from the
+  //    diagonal so that the three warps work side by side: X_10, X_21, X_32 (the k = j terms: D_j
+  //    is there), S3, X_20 and X_31, S4, X_30. Each T_mj sums its terms in order of k.
   float T[3][2][4];
 #pragma unroll
   for (int jb = 0; jb < 3; ++jb) {
@@ -317,19 +321,19 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
     if (m < 3) store_x(split(xm), m, jb);
   };
   if (m == 1) finish(T[0], 0);
+  if (m == 2) finish(T[1], 1);
   if (m == 3) finish(T[2], 2);
-  sync();  // S3: X_10 in x
+  sync();  // S3: X_10, X_21 in x
   if (m >= 2) mma3(T[0], Lf[1], load_b(1, 0));
-  if (m == 2) {
-    finish(T[0], 0);
+  if (m == 2) finish(T[0], 0);
+  if (m == 3) {
+    mma3(T[1], Lf[2], load_b(2, 1));
     finish(T[1], 1);
   }
-  sync();  // S4: X_20, X_21 in x
+  sync();  // S4: X_20 in x
   if (m == 3) {
     mma3(T[0], Lf[2], load_b(2, 0));
-    mma3(T[1], Lf[2], load_b(2, 1));
     finish(T[0], 0);
-    finish(T[1], 1);
   }
   // This warp's 16 rows of A_s -> b.w, 16 bytes per lane and copy (16 rows x 256 bytes).
   __syncwarp();
@@ -356,7 +360,7 @@ __global__ void __launch_bounds__(kThreads) chunk_kkt_solve_kernel(FastBufs<E> b
 template <typename E>
 void launch_kkt_solve(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s) {
   if (b.pl.max_chunks == 0) return;
-  const size_t smem = sizeof(SolveSmem<E>);  // 41 KB: 5 blocks per SM (also by registers)
+  const size_t smem = sizeof(SolveSmem<E>);  // 36 KB: 5 blocks per SM by registers (96)
   chunk_kkt_solve_kernel<E><<<grid_1d(b.pl.max_chunks * b.HV, 1), kThreads, smem, s>>>(b, make_gates(f));
   GDN_CUDA_LAUNCH_CHECK("chunk_kkt_solve_kernel");
 }
