@@ -46,7 +46,7 @@ struct SplitBufs {
   // of part 0): part 1 begins at this chunk instead (the middle) where, for every value head, the
   // kEvenWindow chunks before it have transition bounds that multiply below e^-64 (the summary
   // pass then computes S_1 from those chunks only); 0: never. Decided on the device, the same in
-  // every kernel (fwd_h_wgmma.cuh, first_part_here).
+  // every kernel (split_cut.cuh, first_part_here).
   int even_first_chunks = 0;
   int max_parts = 1;            // parts per sequence that the grids cover (P_max)
   float* part_state = nullptr;  // [N, P_max, HV, K, V] fp32 K-major: exact state at part p's start (p >= 1)
