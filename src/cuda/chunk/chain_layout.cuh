@@ -57,16 +57,22 @@ constexpr int kBV = 64;         // V slice per block (the wgmma M)
 //             global memory but o, and fwd_o does not run.
 enum class ChainMode { kStore, kStoreBulk, kSummary, kFusedO };
 
-// kFusedO's additions: the q ring beside w and k, and the o staging (kChainOStride-element rows).
+// kFusedO's additions: the q ring beside w and k, the h_lo staging where the operands carry hi + lo
+// parts (bf16: kHiLoOperands, chain_precise.cuh), and the o staging (kChainOStride-element rows).
 // E: the 16-bit operand type (the input dtype, bf16 or fp16; fwd_fast.cuh).
-template <int ST, bool kFused, typename E>
+template <int ST, bool kFused, typename E, bool kLo = kHiLoOperands<E> >
 struct WgFusedSmem {
   E q[ST][kC * kD];               // 16 KB per stage, SW128 like w and k
   E h_lo[kD * kBV];               // 16 KB: the h staging's residual (chain_precise.cuh), as h
   E o_stage[kC * kChainOStride];  // 9 KB
 };
 template <int ST, typename E>
-struct WgFusedSmem<ST, false, E> {};
+struct WgFusedSmem<ST, true, E, false> {  // fp16: no lo parts, no h_lo staging
+  E q[ST][kC * kD];
+  E o_stage[kC * kChainOStride];
+};
+template <int ST, typename E, bool kLo>
+struct WgFusedSmem<ST, false, E, kLo> {};
 
 template <int ST, bool kFused, typename E>
 struct WgSmem : WgFusedSmem<ST, kFused, E> {  // (an empty base takes no space: w stays at offset 0)
@@ -82,6 +88,7 @@ struct WgSmem : WgFusedSmem<ST, kFused, E> {  // (an empty base takes no space: 
 };
 static_assert(sizeof(__nv_bfloat16) * kC * kD % 1024 == 0, "stages stay 1024-aligned");
 static_assert(sizeof(WgFusedSmem<3, true, __nv_bfloat16>) % 1024 == 0, "a, k and h_lo stay 1024-aligned");
+static_assert(sizeof(WgFusedSmem<3, true, __half>) % 1024 == 0, "a and k stay 1024-aligned");
 
 // The state slice's registers (S^T as an m64n128 wgmma accumulator) and the elements they hold:
 // f(i, kk, vv) for st[i] = S[kk][vv], i = 4 j + 2 hh + e, kk = 8 j + 2 t + e, vv = vv0 + 8 hh

@@ -89,6 +89,8 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
     wgmma_commit();
   };
 
+  uint32_t hls_lo = 0;  // the h_lo staging (bf16; fp16 has none and never takes q h_lo)
+  if constexpr (kHiLoOperands<E>) hls_lo = smem_u32(sm.h_lo);
   int s = 0;
   bool lo_staged = true;        // the h_lo staging holds h_c's lo part (chunk c - 1 decayed weakly, or c = 0)
   mbarrier_arrive(&sm.bar[0]);  // B1(0): nothing of this warpgroup's to wait for
@@ -118,7 +120,7 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
       for (int ks = 0; ks < 8; ++ks)
         wgmma_m64n64_ss<E, 1>(o, wg_desc(qs + (ks / 4) * (kC * 128) + (ks % 4) * 32, 16, 1024),
                               wg_desc(hs + ks * 2048, kC * 128, 1024), ks > 0);
-      if constexpr (decltype(lo_tag)::value) qh_lo_issue<E>(o, qs, smem_u32(sm.h_lo));
+      if constexpr (decltype(lo_tag)::value) qh_lo_issue<E>(o, qs, hls_lo);
       wgmma_commit();
 #pragma unroll
       for (int ks = 0; ks < 8; ++ks) {

@@ -191,7 +191,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
   uint32_t ha[32];
   auto stage_state = [&](bool with_lo) {
     uint32_t hls = 0;
-    if constexpr (kFused) hls = smem_u32(sm.h_lo);
+    if constexpr (kFused && kHiLoOperands<E>) hls = smem_u32(sm.h_lo);  // (fp16 has no h_lo staging)
     stage_state_fragments<E, !kSummary, kFused && kHiLoOperands<E> >(ha, st, smem_u32(sm.h), hls, lrow, lch, with_lo);
   };
 
@@ -539,7 +539,8 @@ void launch_wg(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, 
 namespace chain {
 
 // launch_fwd_h_wgmma's fused branch (fwd_h_wgmma_fused.cu): kFusedO with 3 stages and the o
-// warpgroup (~221 KiB with the h_lo image, one block per SM; o in E). Instantiated for E = __nv_bfloat16 and __half.
+// warpgroup (~221 KiB with bf16's h_lo image, ~205 KiB for fp16; one block per SM; o in E). Instantiated for E =
+// __nv_bfloat16 and __half.
 template <typename E>
 void launch_fused(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s, bool after_summary);
 
