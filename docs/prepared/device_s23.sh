@@ -15,7 +15,7 @@ tail -6 $OUT/ab.log
 grep -A1 -E '^bench' $OUT/ab.log | grep phases | cut -c1-100
 B=build-device/tools/cuda_check/gdn_cuda_check
 timeout 100 $B --quick > $OUT/quick.log 2>&1; echo "[$SECONDS s] quick: $(grep -E '^(PASSED|FAILED)' $OUT/quick.log)"; grep -E '^FAIL' $OUT/quick.log | head -5
-# Session 22's fp16 fused kernel without the h_lo staging (41a..: SASS checked here, not yet run): its cases and memcheck.
+# Session 22's fp16 fused kernel without the h_lo staging (c8c44c5: SASS checked, not yet run): its cases and memcheck.
 grep -E "fp16 128.*fused" $OUT/quick.log | cut -c1-100
 timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 $B --quick --only "fp16 128" > $OUT/memcheck_fp16.log 2>&1; echo "[$SECONDS s] memcheck fp16 rc=$? $(grep 'ERROR SUMMARY' $OUT/memcheck_fp16.log)"
 CMAKE_BUILD_PARALLEL_LEVEL=16 timeout 200 python3 -m pip install -q --no-build-isolation --no-deps . > $OUT/pybuild.log 2>&1; echo "[$SECONDS s] pip rc=$?"
