@@ -25,8 +25,7 @@
 //           chain warpgroup on every chunk (8 stmatrix, 32 packs, 64 subtractions, 64 unpacks).
 // The unfused o (fwd_o.cu) reads only the h image: its q h keeps one bf16 rounding.
 // fp16 operands carry 3 more significand bits (the quick check's fp16 cases stay under their 5e-4
-// target): they take no extra passes, and their kernels' instructions are today's (the fused
-// kernel's shared memory holds the h_lo staging, unused, all the same).
+// target): they take no extra passes, and their fused kernel has no h_lo staging.
 #pragma once
 
 #include <cuda_bf16.h>
