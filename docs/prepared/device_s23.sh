@@ -7,9 +7,10 @@
 #  2. Why did session 22's three-column run put gdn 3-5% above the check tool (1x32k 0.858 / 0.827, 4x8k 0.849 / 0.815,
 #     1x128k 3.417 / 3.237; 1x4k, 8x1k, the TP cases equal)? The Python bench (gdn column only) and the check tool
 #     time 1x32k, 4x8k and 1x128k back to back, twice, at the revert's tree.
+#  3. g0-1x3k (unsplit, o by fwd_o: err_o ~2.6e-3 at g = 0) against g0-1x3k/fused (o in the chain), both sides of the A/B.
 set -u
 export GDN_COMMIT=$1
-GDN_AB_CASES="4x8k 1x32k g0-1x32k model-1x32k 8x1k" scripts/device.sh build,ab > /dev/null 2>&1
+GDN_AB_CASES="4x8k 1x32k g0-1x32k model-1x32k 8x1k g0-1x3k g0-1x3k/fused" scripts/device.sh build,ab > /dev/null 2>&1
 cat $OUT/summary.txt 2>/dev/null | cut -c1-300
 tail -6 $OUT/ab.log
 grep -A1 -E '^bench' $OUT/ab.log | grep phases | cut -c1-100
