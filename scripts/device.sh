@@ -10,8 +10,8 @@
 #   6. runs the CLI's main job on the GPU (optional step `cli`),
 #   7. profiles the three forward kernels on 1x32k with Nsight Compute, per SASS instruction
 #      (optional step `ncu`: ncu_stalls.txt),
-#   8. times the backend against a base revision's, alternately (optional step `ab`: first
-#      scripts/ab_base.sh <rev> here, and carry .ab too),
+#   8. times the backend against base revisions', alternately (optional step `ab`: first
+#      scripts/ab_base.sh <rev> [<rev> ...] here, and carry .ab too),
 # with a time budget per step, and writes logs and JSON under $OUT (at most 8 files).
 #
 # Usage (repository root, through the device tool; carry .deps and .whl):
@@ -44,6 +44,19 @@ if ls .whl/*.whl >/dev/null 2>&1; then
     >>"$OUT/build.log" 2>&1 && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 
+# One A/B revision's check (.ab/<name>.tar from scripts/ab_base.sh) built in /tmp/ab-<name>.
+build_ab_rev() {
+  local name=$1
+  shift
+  rm -rf "/tmp/ab-$name" && mkdir -p "/tmp/ab-$name" && tar -xf ".ab/$name.tar" -C "/tmp/ab-$name" &&
+    cmake -S "/tmp/ab-$name" -B "/tmp/ab-$name/build" -DGDN_CUDA=ON -DGDN_BUILD_TESTS=OFF -DGDN_BUILD_TOOLS=ON \
+      -DCMAKE_BUILD_TYPE=Release "$@" && cmake --build "/tmp/ab-$name/build" -j"$JOBS" --target gdn_cuda_check
+}
+ab_check_of() {  # the check binary of A/B revision $1 (its path moved once)
+  local d=/tmp/ab-$1/build
+  if [[ -x $d/tools/cuda_check/gdn_cuda_check ]]; then echo "$d/tools/cuda_check/gdn_cuda_check"; else echo "$d/src/cuda/gdn_cuda_check"; fi
+}
+
 # --- 1. builds (C++ tree and Python package side by side) ------------------------------------
 if has build; then
   EXTRA=()
@@ -59,13 +72,13 @@ if has build; then
       >"$OUT/pybuild.tmp" 2>&1; echo "rc=$?" >>"$OUT/pybuild.tmp") &
     PY_PID=$!
   fi
-  AB_PID=
-  if has ab && [[ -f .ab/base.tar ]]; then  # the base revision's check, built beside this tree
-    (rm -rf /tmp/ab-base && mkdir -p /tmp/ab-base && tar -xf .ab/base.tar -C /tmp/ab-base &&
-      cmake -S /tmp/ab-base -B /tmp/ab-base/build -DGDN_CUDA=ON -DGDN_BUILD_TESTS=OFF -DGDN_BUILD_TOOLS=ON \
-        -DCMAKE_BUILD_TYPE=Release "${EXTRA[@]}" && cmake --build /tmp/ab-base/build -j"$JOBS" --target gdn_cuda_check) \
-      >"$OUT/ab.log" 2>&1 &
-    AB_PID=$!
+  AB_PIDS=()
+  if has ab && [[ -f .ab/base.tar ]]; then  # the base revisions' checks, built beside this tree
+    for tarball in .ab/*.tar; do
+      name=$(basename "$tarball" .tar)
+      (build_ab_rev "$name" "${EXTRA[@]}") >"$OUT/ab_$name.tmp" 2>&1 &
+      AB_PIDS+=($!)
+    done
   fi
   # GDN_CMAKE_FLAGS: extra options for this tree, e.g. -DCMAKE_CUDA_FLAGS=-lineinfo.
   # shellcheck disable=SC2086
@@ -83,7 +96,9 @@ if has build; then
     rm -f "$OUT/pybuild.tmp"
     note "pip install .: $(grep -E '^rc=' "$OUT/build.log" | tail -1)"
   fi
-  [[ -n $AB_PID ]] && wait $AB_PID
+  for pid in "${AB_PIDS[@]}"; do wait "$pid"; done
+  cat "$OUT"/ab_*.tmp >"$OUT/ab.log" 2>/dev/null
+  rm -f "$OUT"/ab_*.tmp
 elif has pybuild; then
   CMAKE_BUILD_PARALLEL_LEVEL=$JOBS timeout 400 python3 -m pip install -q --no-build-isolation --no-deps . \
     >>"$OUT/build.log" 2>&1
@@ -170,46 +185,59 @@ if has ncu && [[ -x $CHECK ]]; then
   fi
 fi
 if has ab && [[ -f .ab/base.tar ]]; then
-  # A/B timing against a base revision (scripts/ab_base.sh <rev> here, carry .ab): the base's
-  # gdn_cuda_check is built beside this tree's and both time each case alternately, two rounds
-  # (GDN_AB_CASES: the cases, default below). The ratio is base ms / this tree's ms.
-  # (the base is built in the build step, beside this tree; without it, here)
-  [[ -d /tmp/ab-base/build ]] || (rm -rf /tmp/ab-base && mkdir -p /tmp/ab-base && tar -xf .ab/base.tar -C /tmp/ab-base &&
-    cmake -S /tmp/ab-base -B /tmp/ab-base/build -DGDN_CUDA=ON -DGDN_BUILD_TESTS=OFF -DGDN_BUILD_TOOLS=ON \
-      -DCMAKE_BUILD_TYPE=Release && cmake --build /tmp/ab-base/build -j"$JOBS" --target gdn_cuda_check) >"$OUT/ab.log" 2>&1
+  # A/B timing against base revisions (scripts/ab_base.sh <rev> [<rev> ...] here, carry .ab):
+  # each revision's gdn_cuda_check is built beside this tree's and all time each case in turn,
+  # two rounds (GDN_AB_CASES: the cases, default below). Ratios are the first revision's (base)
+  # ms over each other column's. (Built in the build step, beside this tree; without it, here.)
+  SIDES=()
+  for tarball in .ab/base.tar $(ls .ab/v*.tar 2>/dev/null | sort -V); do
+    name=$(basename "$tarball" .tar)
+    [[ -d /tmp/ab-$name/build ]] || build_ab_rev "$name" >>"$OUT/ab.log" 2>&1
+    SIDES+=("$name")
+  done
   [[ -x $CHECK ]] || cmake --build $BUILD -j"$JOBS" --target gdn_cuda_check >>"$OUT/ab.log" 2>&1
-  BASE_CHECK=$( [[ -x /tmp/ab-base/build/tools/cuda_check/gdn_cuda_check ]] && echo /tmp/ab-base/build/tools/cuda_check/gdn_cuda_check || echo /tmp/ab-base/build/src/cuda/gdn_cuda_check )
-  if [[ -x $BASE_CHECK && -x $CHECK ]]; then
-    echo "# A/B: base $(cat .ab/base.rev 2>/dev/null) vs this tree ($GDN_COMMIT)" >>"$OUT/ab.log"
+  ok=1
+  for name in "${SIDES[@]}"; do [[ -x $(ab_check_of "$name") ]] || ok=0; done
+  if [[ $ok == 1 && -x $CHECK ]]; then
+    revs=""
+    for name in "${SIDES[@]}"; do revs+="$name=$(cat ".ab/$name.rev" 2>/dev/null) "; done
+    echo "# A/B: ${revs}vs this tree (new=$GDN_COMMIT)" >>"$OUT/ab.log"
     for round in 1 2; do
       for c in ${GDN_AB_CASES:-1x4k 1x32k 4x8k 8x1k 64x256 256x64}; do
-        for side in base new; do
-          bin=$CHECK && [[ $side == base ]] && bin=$BASE_CHECK
+        for side in "${SIDES[@]}" new; do
+          bin=$CHECK && [[ $side != new ]] && bin=$(ab_check_of "$side")
           echo "== $side $c" >>"$OUT/ab.log"
           timeout 60 $bin --bench --no-check --profile --case "$c" 2>&1 | grep -E '^bench |phases' >>"$OUT/ab.log"
         done
       done
     done
-    # The median (of the two rounds: their mean) per case and side, and the ratio.
+    # The median (of the two rounds: their mean) per case and side, and the ratios to the base.
     python3 - "$OUT/ab.log" <<'PY' | tee -a "$OUT/ab.log"
 import re, sys, collections
 t = collections.defaultdict(list)
+sides = []
 side = case = None
 for line in open(sys.argv[1]):
-    m = re.match(r"== (base|new) (\S+)", line)
+    m = re.match(r"== (\S+) (\S+)", line)
     if m:
         side, case = m.groups()
+        if side not in sides:
+            sides.append(side)
     m = re.match(r"bench \S+\s+T=\d+\s+([\d.]+) ms", line)
     if m and side:
         t[(case, side)].append(float(m.group(1)))
-print(f"{'case':10s} {'base ms':>9s} {'new ms':>9s} {'base/new':>9s}")
+others = [s for s in sides if s != "base"]
+head = f"{'case':10s} {'base ms':>9s}" + "".join(f" {s + ' ms':>9s}" for s in others)
+print(head + "".join(f" {'base/' + s:>9s}" for s in others))
+mean = lambda x: sum(x) / len(x)
 for case in dict.fromkeys(c for c, _ in t):
-    b, n = t[(case, "base")], t[(case, "new")]
-    if b and n:
-        bm, nm = sum(b) / len(b), sum(n) / len(n)
-        print(f"{case:10s} {bm:9.3f} {nm:9.3f} {bm / nm:9.3f}")
+    if not t[(case, "base")] or not all(t[(case, s)] for s in others):
+        continue
+    bm = mean(t[(case, "base")])
+    ms = [mean(t[(case, s)]) for s in others]
+    print(f"{case:10s} {bm:9.3f}" + "".join(f" {m:9.3f}" for m in ms) + "".join(f" {bm / m:9.3f}" for m in ms))
 PY
-    note "ab: base $(cat .ab/base.rev 2>/dev/null) vs $GDN_COMMIT timed (ab.log)"
+    note "ab: ${revs}vs $GDN_COMMIT timed (ab.log)"
   else
     note "ab: a build FAILED (see ab.log)"
   fi
