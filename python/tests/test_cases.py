@@ -19,7 +19,7 @@ def test_the_case_list():
     g0 = BENCH_CASES["g0-1x32k"]
     assert (g0.H, g0.HV, g0.gates, g0.lengths) == (16, 32, "zero", [32768])
     g0_short = BENCH_CASES["g0-1x3k"]  # unsplit at HV = 32: the chain leaves o to fwd_o
-    assert (g0_short.set, g0_short.gates, g0_short.lengths) == ("exact", "zero", [3000])
+    assert (g0_short.set, g0_short.gates, g0_short.lengths) == ("short", "zero", [3000])
     model = BENCH_CASES["model-1x32k"]
     assert (model.set, model.H, model.HV, model.gates, model.lengths) == ("model", 16, 32, "model", [32768])
     assert all(c.HV % c.H == 0 for c in BENCH_CASES.values())
