@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 23, device call 1 (prepared in session 22): three questions in one call (~8 min). Here first, on main:
 #   M=$(git rev-parse --short HEAD)
-#   git revert --no-edit 196de31 && R=$(git rev-parse --short HEAD)                  # the queued lo passes out
+#   git apply docs/prepared/s23_revert_queued.patch && git commit -qam "chain: revert 196de31 (the queued lo passes)"
+#   R=$(git rev-parse --short HEAD)    # (the patch: git revert 196de31 with c8c44c5's fp16 h_lo address kept)
 #   git apply docs/prepared/s23_split_short.patch && git commit -qam "heuristics: two parts from halves of 16 chunks"
 #   scripts/ab_base.sh $M $R
 # then run with carry .ab .deps .whl as `bash docs/prepared/device_s23.sh <commit>`. Columns: base = main, v1 = the
