@@ -539,7 +539,7 @@ void launch_wg(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, 
 namespace chain {
 
 // launch_fwd_h_wgmma's fused branch (fwd_h_wgmma_fused.cu): kFusedO with 3 stages and the o
-// warpgroup (~221 KiB with bf16's h_lo image, ~205 KiB for fp16; one block per SM; o in E). Instantiated for E =
+// warpgroup (~221 KiB with bf16's h_lo image, ~206 KiB for fp16; one block per SM; o in E). Instantiated for E =
 // __nv_bfloat16 and __half.
 template <typename E>
 void launch_fused(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s, bool after_summary);
