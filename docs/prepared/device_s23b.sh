@@ -5,6 +5,7 @@
 #   git apply docs/prepared/s23_kkt_wgmma_gram.patch && git commit -qam "kkt_solve: the Gram matrix by one wgmma"
 #   G=$(git rev-parse --short HEAD)
 #   git apply docs/prepared/s23_fuse_always.patch && git commit -qam "heuristics: o fused also where SMs stay idle"
+#     (s23_fuse_always_after_split.patch instead where s23_split_short.patch landed)
 #   scripts/ab_base.sh $M $G
 # then `bash docs/prepared/device_s23b.sh <commit>` with carry .ab .deps. Columns: base = main, v1 = the Gram by wgmma
 # (prep phase: 6 blocks per SM with mma.sync against 5 with ~5-8% fewer instructions per warp), new = + o fused
