@@ -6,7 +6,8 @@
 #   2. runs the GPU tests (ctest -L gpu), then the CPU ones,
 #   3. runs the Python tests on the GPU (torch, CUDA graphs, torch.compile, opcheck, fla),
 #   4. runs the benchmark against flash-linear-attention (bench/bench_gpu.py -> h200.json),
-#   5. runs compute-sanitizer memcheck, racecheck and synccheck on small cases of every kernel,
+#   5. runs compute-sanitizer memcheck, racecheck and synccheck on small cases of every kernel
+#      (optional step `quick`: the correctness cases alone, quick.log),
 #   6. runs the CLI's main job on the GPU (optional step `cli`),
 #   7. profiles the three forward kernels on 1x32k with Nsight Compute, per SASS instruction
 #      (optional step `ncu`: ncu_stalls.txt),
@@ -16,7 +17,7 @@
 #
 # Usage (repository root, through the device tool; carry .deps and .whl):
 #   GDN_COMMIT=<sha> [GDN_CMAKE_FLAGS=<cmake options>] scripts/device.sh [steps]   steps: comma list of
-#       build,pybuild,test,pytest,bench,sanitize,check,cli,ncu,ab
+#       build,pybuild,test,pytest,bench,sanitize,quick,check,cli,ncu,ab
 #       (default: build,pybuild,test,pytest,bench,sanitize)
 # .deps/googletest: googletest source (apt-get download googletest; dpkg -x; copy usr/src/googletest).
 # .whl: flash-linear-attention (+ fla-core) wheels for the benchmark and the fla tests.
@@ -159,6 +160,10 @@ if has sanitize && [[ -x $CHECK ]]; then
 fi
 
 # --- 6. optional: the backend's own check (big cases, A/B timings) and the CLI's main job --------
+if has quick && [[ -x $CHECK ]]; then  # the correctness cases alone (quick set): quick.log
+  timeout 150 $CHECK --quick >"$OUT/quick.log" 2>&1
+  note "quick: $(grep -E '^(PASSED|FAILED)' "$OUT/quick.log" || echo 'did not finish') $(grep -E '^FAIL' "$OUT/quick.log" | head -3 | cut -c1-60 | tr '\n' ' ')"
+fi
 if has check && [[ -x $CHECK ]]; then
   timeout 200 $CHECK --bench --profile --json "$OUT/check.json" >"$OUT/check.log" 2>&1
   note "check: $(grep -E '^(PASSED|FAILED)' "$OUT/check.log" || echo 'did not finish')"

@@ -22,12 +22,11 @@
 #     the check tool time 1x32k, 4x8k, 1x3k, g0-1x3k back to back at the new tree, if time is left.
 set -u
 export GDN_COMMIT=$1
-GDN_AB_CASES="4x8k 1x32k g0-1x32k model-1x32k 1x3k g0-1x3k" scripts/device.sh build,ab > /dev/null 2>&1
+GDN_AB_CASES="4x8k 1x32k g0-1x32k model-1x32k 1x3k g0-1x3k" scripts/device.sh build,ab,quick > /dev/null 2>&1  # (summary.txt: build, A/B and quick check notes)
 cat $OUT/summary.txt 2>/dev/null | cut -c1-300
 tail -7 $OUT/ab.log
 grep -A1 -E '^bench' $OUT/ab.log | grep phases | cut -c1-100 | head -48
 B=build-device/tools/cuda_check/gdn_cuda_check
-timeout 100 $B --quick > $OUT/quick.log 2>&1; echo "[$SECONDS s] quick: $(grep -E '^(PASSED|FAILED)' $OUT/quick.log)"; grep -E '^FAIL' $OUT/quick.log | head -5
 # The tile descriptors keep every bit: v1 and v2's quick checks of the chain kernels, diffed.
 for v in v1 v2; do timeout 60 /tmp/ab-$v/build/tools/cuda_check/gdn_cuda_check --quick --only "fused,split,g=0" > /tmp/q_$v.log 2>&1; done
 echo "[$SECONDS s] quick v1/v2 (tiles): $(diff <(grep -E '^(ok|FAIL)' /tmp/q_v1.log) <(grep -E '^(ok|FAIL)' /tmp/q_v2.log) | grep -c '^[<>]') differing lines of $(grep -cE '^(ok|FAIL)' /tmp/q_v2.log)"
