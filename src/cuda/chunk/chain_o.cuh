@@ -109,31 +109,18 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
     for (int i = 0; i < 32; ++i) pacc[i] = 0.f;
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(o[i]);
-    // A weakly decaying chunk (the chain's decision, from the same eg: chain_precise.cuh) after
-    // another (the chain stages h_c's lo part only then): o_c += q h_lo from the h_lo staging in
-    // q h's group (complete before B2(c): the chain rewrites h_lo after it). The issue compiled
-    // once per case (behind a plain branch ptxas serialized every wgmma: C7520).
-    const bool precise = precise_chunk<E>(sm.eg[s][len - 1].x);
-    auto issue_qh_p = [&](auto lo_tag) {
-      wgmma_fence();
+    wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < 8; ++ks)
-        wgmma_m64n64_ss<E, 1>(o, wg_desc(qs + (ks / 4) * (kC * 128) + (ks % 4) * 32, 16, 1024),
-                              wg_desc(hs + ks * 2048, kC * 128, 1024), ks > 0);
-      if constexpr (decltype(lo_tag)::value) qh_lo_issue<E>(o, qs, hls_lo);
-      wgmma_commit();
+    for (int ks = 0; ks < 8; ++ks)
+      wgmma_m64n64_ss<E, 1>(o, wg_desc(qs + (ks / 4) * (kC * 128) + (ks % 4) * 32, 16, 1024),
+                            wg_desc(hs + ks * 2048, kC * 128, 1024), ks > 0);
+    wgmma_commit();
 #pragma unroll
-      for (int ks = 0; ks < 8; ++ks) {
-        const uint32_t off = (ks / 4) * (kC * 128) + (ks % 4) * 32;
-        wgmma_m64n64_ss<E, 0>(pacc, wg_desc(qs + off, 16, 1024), wg_desc(ks0 + off, 16, 1024), ks > 0);
-      }
-      wgmma_commit();
-    };
-    if (precise && lo_staged)  // (fp16: never; not compiled)
-      issue_qh_p(std::integral_constant<bool, kHiLoOperands<E> >{});
-    else
-      issue_qh_p(std::false_type{});
-    lo_staged = precise;
+    for (int ks = 0; ks < 8; ++ks) {
+      const uint32_t off = (ks / 4) * (kC * 128) + (ks % 4) * 32;
+      wgmma_m64n64_ss<E, 0>(pacc, wg_desc(qs + off, 16, 1024), wg_desc(ks0 + off, 16, 1024), ks > 0);
+    }
+    wgmma_commit();
 
     // Inverse norms of rows i0, i1 of q while the tensor cores run: the quad's four lanes share the
     // rows, lane t sums 16-byte chunks 4 t .. 4 t + 3 of the 16 (two 64-wide swizzle atoms).
@@ -164,9 +151,20 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
     // by lane, then shuffled, as the chain's scalings) instead of one exponential with an fp64
     // difference per element, and no branch per element (ncu: the per-element form was ~2/3 of
     // this warpgroup's time, and the chain warpgroup waited for it at B2; docs/perf.md v14).
-    wgmma_wait<1>();  // o_c = q h_c (+ q h_lo) complete
+    wgmma_wait<1>();  // o_c = q h_c complete
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(o[i]);
+    // A weakly decaying chunk (the chain's decision, from the same eg: chain_precise.cuh) after
+    // another (the chain stages h_c's lo part only then): o_c += q h_lo from the h_lo staging, a
+    // group complete within the branch (as the chain's lo passes), before B2(c) (the chain
+    // rewrites h_lo after it). Its wait takes P_c's product too.
+    const bool precise = precise_chunk<E>(sm.eg[s][len - 1].x);
+    if (precise && lo_staged) {
+      qh_lo_pass<E>(o, qs, hls_lo);
+#pragma unroll
+      for (int i = 0; i < 32; ++i) pin(o[i]);
+    }
+    lo_staged = precise;
     mbarrier_arrive(&sm.bar[1]);  // B2(c): this warpgroup's reads of the h staging are done
     wgmma_wait<0>();
 #pragma unroll

@@ -84,43 +84,45 @@ __device__ __forceinline__ void stage_lo_x4(uint32_t addr, const float* x, const
   stsm_x4_t(addr, lo[0], lo[1], lo[2], lo[3]);
 }
 
-// The lo passes' wgmmas, each issued into or just before its hi pass's group (the callers fence,
-// commit and wait), accumulating in the order of session 20's separate passes (the same bits)
-// without a drain of the tensor pipe of their own:
-//   W_lo: in the v_new product's group after its hi k-steps (the chain, behind a uniform branch);
-//   vs_lo: a group of its own queued just before the update's hi pass, waited for once that is
-//     issued (vl dead again before the v_new stores and B2; the store modes wait before issuing
-//     the hi pass: vl live across it spilled 16 bytes there);
-//   q h_lo: in q h's group (the o warpgroup, whose issue is compiled once per case).
-// ptxas is touchy here (check the build log for C75xx after edits): it injects a warpgroup.arrive
-// where the chain's branches meet (C7519, info); it serialized every wgmma of the kernel with q
-// h_lo behind a plain branch in the o warpgroup (C7520) and with the chain's chunk compiled once
-// per precision as a lambda (C7511).
-// v_new^T [left | right] += W_lo^T A_s_hi^T: A_s's hi atom at `as`, the hi pass's k-steps (left:
-// tokens j < 32 only; right: B from row 32).
+// The lo passes, each a wgmma group of its own that completes before it returns: the callers
+// branch on the chunk, and in the chain a branch that wgmmas in flight cross (or a guarded wgmma)
+// made ptxas serialize every wgmma of the kernel (C7520; the o warpgroup's branch below, entered
+// with P_c's group in flight, compiled without it: check the build log for C75xx after edits). So each runs apart from
+// its hi pass (W's after it, the update's before it: its lo operand is then dead while the hi pass, the v_new stores
+// and B2 run), and its latency adds to the precise chunks' time. v_new^T [left | right] += W_lo^T A_s_hi^T: A_s's hi
+// atom at `as`, the hi pass's k-steps (left: tokens j < 32 only; right: B from row 32).
 template <typename E>
-__device__ __forceinline__ void w_lo_issue(float (&left)[16], float (&right)[16], const uint32_t (&wl)[16],
-                                           uint32_t as) {
+__device__ __forceinline__ void w_lo_pass(float (&left)[16], float (&right)[16], const uint32_t (&wl)[16],
+                                          uint32_t as) {
   constexpr uint32_t kHalf = 32 * 128;
+  wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < 2; ++ks) wgmma_m64n32_rs<E>(left, &wl[4 * ks], wg_desc(as + ks * 32, 16, 1024), true);
 #pragma unroll
   for (int ks = 0; ks < 4; ++ks) wgmma_m64n32_rs<E>(right, &wl[4 * ks], wg_desc(as + kHalf + ks * 32, 16, 1024), true);
+  wgmma_commit();
+  wgmma_wait<0>();
 }
 // S^T += vs_lo^T k: k [token][kk] at `ks0`, read MN-major as the update's hi pass.
 template <typename E>
-__device__ __forceinline__ void vs_lo_issue(float (&st)[64], const uint32_t (&vl)[16], uint32_t ks0) {
+__device__ __forceinline__ void vs_lo_pass(float (&st)[64], const uint32_t (&vl)[16], uint32_t ks0) {
+  wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < 4; ++ks) wgmma_m64n128_tb<E>(st, &vl[4 * ks], wg_desc(ks0 + ks * 2048, kChunkSize * 128, 1024));
+  wgmma_commit();
+  wgmma_wait<0>();
 }
 // The fused o's o += q h_lo: q [token][kk] at `qs` (K-major, two 64-wide atoms), the h_lo staging
-// [kk][vv] at `hls` (MN-major), as q h.
+// [kk][vv] at `hls` (MN-major), as q h. Waits for every group in flight.
 template <typename E>
-__device__ __forceinline__ void qh_lo_issue(float (&o)[32], uint32_t qs, uint32_t hls) {
+__device__ __forceinline__ void qh_lo_pass(float (&o)[32], uint32_t qs, uint32_t hls) {
+  wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < 8; ++ks)
     wgmma_m64n64_ss<E, 1>(o, wg_desc(qs + (ks / 4) * (kChunkSize * 128) + (ks % 4) * 32, 16, 1024),
                           wg_desc(hls + ks * 2048, kChunkSize * 128, 1024), true);
+  wgmma_commit();
+  wgmma_wait<0>();
 }
 
 }  // namespace cuda

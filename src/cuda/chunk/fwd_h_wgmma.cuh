@@ -354,7 +354,6 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
         for (int ks = 0; ks < 4; ++ks)
           wgmma_m64n32_rs<E>(right, &wa[4 * ks], wg_desc(base + kHalf + ks * 32, 16, 1024), lo + ks > 0);
       }
-      if (precise) w_lo_issue<E>(left, right, wl, as);
     }
     wgmma_commit();
 
@@ -385,6 +384,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
       cp_async_commit();
     }
     wgmma_wait<0>();
+    if (precise) w_lo_pass<E>(left, right, wl, smem_u32(sm.a[s]));  // after the hi pass (chain_precise.cuh)
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
       acc[i] = left[i];
@@ -407,19 +407,12 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
         va[4 * ks + q] = pack2<E>(vf[8 * ks + 2 * q], vf[8 * ks + 2 * q + 1]);
       }
     }
-    // A weakly decaying chunk: S^T += vs_lo^T k first, a group of its own, waited for once the hi
-    // pass is queued behind it, so that vl is dead while the hi pass, the v_new stores and B2 run;
-    // the store modes wait for it before the hi pass is issued (with vl live across the issue,
-    // their chain spilled: 16 bytes at 255 registers).
-    constexpr bool kVsLoQueued = !kStores;
+    // A weakly decaying chunk: S^T += vs_lo^T k first, waited for (chain_precise.cuh), so that vl
+    // is dead while the update's hi pass, the v_new stores and B2 run (with vl live there, the kStore
+    // chain spilled once the split-overlap patch added its registers).
     if (precise) {
       lo_parts<E>(vl, vf, va);
-      if constexpr (!kVsLoQueued) {
-        wgmma_fence();
-        vs_lo_issue<E>(st, vl, smem_u32(sm.k[s]));
-        wgmma_commit();
-        wgmma_wait<0>();
-      }
+      vs_lo_pass<E>(st, vl, smem_u32(sm.k[s]));
     }
     // S^T += vs^T k. B = k [token][kk] read MN-major (SW128): k-step ks starts at token 16 ks
     // (2048 bytes); kk atoms of 64 are 8192 bytes apart (LBO), 8-token groups 1024 (SBO).
@@ -430,15 +423,10 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     wgmma_fence();
     {
       const uint32_t ks0 = smem_u32(sm.k[s]);
-      if (kVsLoQueued && precise) {
-        vs_lo_issue<E>(st, vl, ks0);
-        wgmma_commit();
-      }
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) wgmma_m64n128_tb<E>(st, &va[4 * ks], wg_desc(ks0 + ks * 2048, kC * 128, 1024));
     }
     wgmma_commit();
-    if (kVsLoQueued && precise) wgmma_wait<1>();  // the lo pass (vl free); the hi pass runs on
     // v_new (E, as stored) -> v staging [token][vv], while the update runs (the summary pass
     // stores no v_new).
     if (!kSummary) {
