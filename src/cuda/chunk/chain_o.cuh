@@ -78,14 +78,14 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
   };
   // o += P v_new (the v staging: tokens j = the k dimension, read MN-major).
   auto issue_pv = [&]() {
-    const uint32_t vs = smem_u32(sm.v[0]);
+    const WgTile vt = wg_tile(smem_u32(sm.v[0]), kC * 128, 1024);
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(o[i]);
     wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks) wgmma_m64n64_tb<E>(o, &p_hi[4 * ks], wg_desc(vs + ks * 2048, kC * 128, 1024));
+    for (int ks = 0; ks < 4; ++ks) wgmma_m64n64_tb<E>(o, &p_hi[4 * ks], vt.at(ks * 2048));
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks) wgmma_m64n64_tb<E>(o, &p_lo[4 * ks], wg_desc(vs + ks * 2048, kC * 128, 1024));
+    for (int ks = 0; ks < 4; ++ks) wgmma_m64n64_tb<E>(o, &p_lo[4 * ks], vt.at(ks * 2048));
     wgmma_commit();
   };
 
@@ -109,16 +109,16 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
     for (int i = 0; i < 32; ++i) pacc[i] = 0.f;
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(o[i]);
+    const WgTile qt = wg_tile(qs, 16, 1024), ht = wg_tile(hs, kC * 128, 1024), kt = wg_tile(ks0, 16, 1024);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < 8; ++ks)
-      wgmma_m64n64_ss<E, 1>(o, wg_desc(qs + (ks / 4) * (kC * 128) + (ks % 4) * 32, 16, 1024),
-                            wg_desc(hs + ks * 2048, kC * 128, 1024), ks > 0);
+      wgmma_m64n64_ss<E, 1>(o, qt.at((ks / 4) * (kC * 128) + (ks % 4) * 32), ht.at(ks * 2048), ks > 0);
     wgmma_commit();
 #pragma unroll
     for (int ks = 0; ks < 8; ++ks) {
       const uint32_t off = (ks / 4) * (kC * 128) + (ks % 4) * 32;
-      wgmma_m64n64_ss<E, 0>(pacc, wg_desc(qs + off, 16, 1024), wg_desc(ks0 + off, 16, 1024), ks > 0);
+      wgmma_m64n64_ss<E, 0>(pacc, qt.at(off), kt.at(off), ks > 0);
     }
     wgmma_commit();
 

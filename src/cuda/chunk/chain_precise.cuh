@@ -95,20 +95,22 @@ template <typename E>
 __device__ __forceinline__ void w_lo_pass(float (&left)[16], float (&right)[16], const uint32_t (&wl)[16],
                                           uint32_t as) {
   constexpr uint32_t kHalf = 32 * 128;
+  const WgTile at = wg_tile(as, 16, 1024);
   wgmma_fence();
 #pragma unroll
-  for (int ks = 0; ks < 2; ++ks) wgmma_m64n32_rs<E>(left, &wl[4 * ks], wg_desc(as + ks * 32, 16, 1024), true);
+  for (int ks = 0; ks < 2; ++ks) wgmma_m64n32_rs<E>(left, &wl[4 * ks], at.at(ks * 32), true);
 #pragma unroll
-  for (int ks = 0; ks < 4; ++ks) wgmma_m64n32_rs<E>(right, &wl[4 * ks], wg_desc(as + kHalf + ks * 32, 16, 1024), true);
+  for (int ks = 0; ks < 4; ++ks) wgmma_m64n32_rs<E>(right, &wl[4 * ks], at.at(kHalf + ks * 32), true);
   wgmma_commit();
   wgmma_wait<0>();
 }
 // S^T += vs_lo^T k: k [token][kk] at `ks0`, read MN-major as the update's hi pass.
 template <typename E>
 __device__ __forceinline__ void vs_lo_pass(float (&st)[64], const uint32_t (&vl)[16], uint32_t ks0) {
+  const WgTile kt = wg_tile(ks0, kChunkSize * 128, 1024);
   wgmma_fence();
 #pragma unroll
-  for (int ks = 0; ks < 4; ++ks) wgmma_m64n128_tb<E>(st, &vl[4 * ks], wg_desc(ks0 + ks * 2048, kChunkSize * 128, 1024));
+  for (int ks = 0; ks < 4; ++ks) wgmma_m64n128_tb<E>(st, &vl[4 * ks], kt.at(ks * 2048));
   wgmma_commit();
   wgmma_wait<0>();
 }
@@ -116,11 +118,11 @@ __device__ __forceinline__ void vs_lo_pass(float (&st)[64], const uint32_t (&vl)
 // [kk][vv] at `hls` (MN-major), as q h. Waits for every group in flight.
 template <typename E>
 __device__ __forceinline__ void qh_lo_pass(float (&o)[32], uint32_t qs, uint32_t hls) {
+  const WgTile qt = wg_tile(qs, 16, 1024), ht = wg_tile(hls, kChunkSize * 128, 1024);
   wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < 8; ++ks)
-    wgmma_m64n64_ss<E, 1>(o, wg_desc(qs + (ks / 4) * (kChunkSize * 128) + (ks % 4) * 32, 16, 1024),
-                          wg_desc(hls + ks * 2048, kChunkSize * 128, 1024), true);
+    wgmma_m64n64_ss<E, 1>(o, qt.at((ks / 4) * (kChunkSize * 128) + (ks % 4) * 32), ht.at(ks * 2048), true);
   wgmma_commit();
   wgmma_wait<0>();
 }

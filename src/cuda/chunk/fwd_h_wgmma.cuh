@@ -250,11 +250,10 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     for (int i = 0; i < 32; ++i) pin(ha[i]);
     wgmma_fence();
     {
-      const uint32_t ks0 = smem_u32(sm.k[s]);
+      const WgTile kt = wg_tile(smem_u32(sm.k[s]), 16, 1024);
 #pragma unroll
       for (int ks = 0; ks < 8; ++ks)
-        wgmma_m64n64_rs<E, true>(acc, &ha[4 * ks], wg_desc(ks0 + (ks / 4) * (kC * 128) + (ks % 4) * 32, 16, 1024),
-                                 ks > 0);
+        wgmma_m64n64_rs<E, true>(acc, &ha[4 * ks], kt.at((ks / 4) * (kC * 128) + (ks % 4) * 32), ks > 0);
     }
     wgmma_commit();
 
@@ -344,15 +343,14 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
       // accumulators (B of the second from row 32 = 4096 bytes), then acc = [left | right].
       // (Suffixes of acc as n48 / n32 / n16 accumulators made ptxas serialize every wgmma: C7511.)
       constexpr uint32_t kLo = kC * 128, kHalf = 32 * 128;  // the lo atom; B's row 32
+      const WgTile at = wg_tile(as, 16, 1024);
 #pragma unroll
-      for (int lo = 0; lo < 2; ++lo) {                      // A_s's hi, then lo part
-        const uint32_t base = as + lo * kLo;
+      for (int lo = 0; lo < 2; ++lo) {  // A_s's hi, then lo part
 #pragma unroll
-        for (int ks = 0; ks < 2; ++ks)
-          wgmma_m64n32_rs<E>(left, &wa[4 * ks], wg_desc(base + ks * 32, 16, 1024), lo + ks > 0);
+        for (int ks = 0; ks < 2; ++ks) wgmma_m64n32_rs<E>(left, &wa[4 * ks], at.at(lo * kLo + ks * 32), lo + ks > 0);
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks)
-          wgmma_m64n32_rs<E>(right, &wa[4 * ks], wg_desc(base + kHalf + ks * 32, 16, 1024), lo + ks > 0);
+          wgmma_m64n32_rs<E>(right, &wa[4 * ks], at.at(lo * kLo + kHalf + ks * 32), lo + ks > 0);
       }
     }
     wgmma_commit();
@@ -424,7 +422,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     {
       const uint32_t ks0 = smem_u32(sm.k[s]);
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) wgmma_m64n128_tb<E>(st, &va[4 * ks], wg_desc(ks0 + ks * 2048, kC * 128, 1024));
+      for (int ks = 0; ks < 4; ++ks) wgmma_m64n128_tb<E>(st, &va[4 * ks], wg_tile(ks0, kC * 128, 1024).at(ks * 2048));
     }
     wgmma_commit();
     // v_new (E, as stored) -> v staging [token][vv], while the update runs (the summary pass

@@ -22,6 +22,21 @@ __device__ __forceinline__ uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_
   return static_cast<uint64_t>((addr >> 4) & 0x3FFF) | (static_cast<uint64_t>((lbo >> 4) & 0x3FFF) << 16) |
          (static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32) | (static_cast<uint64_t>(1) << 62);
 }
+// The descriptors of one operand tile's k-steps, built once: k-step `bytes` past the tile's start
+// (a multiple of 16) is the tile's descriptor plus bytes >> 4 in its low word. Shared-memory
+// addresses stay below 2^18, so the 14-bit start field never carries into the leading byte offset:
+// at(bytes) equals wg_desc(addr + bytes, lbo, sbo) for a 16-byte aligned addr, in one add instead
+// of wg_desc's shift, mask and merges per wgmma.
+struct WgTile {
+  uint32_t lo, hi;
+  __device__ __forceinline__ uint64_t at(uint32_t bytes) const {
+    return (static_cast<uint64_t>(hi) << 32) | (lo + (bytes >> 4));
+  }
+};
+__device__ __forceinline__ WgTile wg_tile(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  const uint64_t d = wg_desc(addr, lbo, sbo);
+  return {static_cast<uint32_t>(d), static_cast<uint32_t>(d >> 32)};
+}
 
 // Orders this warpgroup's register accesses before the wgmma instructions that follow.
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
