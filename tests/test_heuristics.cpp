@@ -42,7 +42,7 @@ TEST(Heuristics, SplitOnlyWhenChainsLeaveSMsIdle) {
   EXPECT_EQ(0, cuda::chunk_forward_heuristics(problem(2, 4, 32768, 1, 64), h200()).split_chunks_per_part);
   // Short sequences: fewer than 3 parts of 8 chunks.
   EXPECT_EQ(0, cuda::chunk_forward_heuristics(problem(1, 2, 1400, 1), h200()).split_chunks_per_part);
-  // 64 chain blocks (HV = 32, one sequence): two parts where halves hold 32+ chunks each, o fused;
+  // 64 chain blocks (HV = 32, one sequence): two parts where halves hold 16+ chunks each, o fused;
   // part 0 (beside the summary pass) ~0.71 of the chunks.
   const auto one_32k = cuda::chunk_forward_heuristics(problem(16, 32, 32768, 1), h200());
   EXPECT_EQ(364, one_32k.split_first_part_chunks);
@@ -57,7 +57,14 @@ TEST(Heuristics, SplitOnlyWhenChainsLeaveSMsIdle) {
   EXPECT_EQ(32, one_4k.split_even_first_chunks);
   EXPECT_EQ(18, one_4k.split_chunks_per_part);
   EXPECT_EQ(2, one_4k.split_max_parts);
-  EXPECT_EQ(0, cuda::chunk_forward_heuristics(problem(16, 32, 3072, 1), h200()).split_chunks_per_part);
+  // Halves of 16+ chunks: one prompt of 3k tokens splits (o fused), 1.9k does not.
+  const auto one_3k = cuda::chunk_forward_heuristics(problem(16, 32, 3072, 1), h200());
+  EXPECT_EQ(35, one_3k.split_first_part_chunks);
+  EXPECT_EQ(24, one_3k.split_even_first_chunks);
+  EXPECT_EQ(13, one_3k.split_chunks_per_part);
+  EXPECT_EQ(2, parts_of(one_3k, 3072));
+  EXPECT_TRUE(one_3k.fuse_o);
+  EXPECT_EQ(0, cuda::chunk_forward_heuristics(problem(16, 32, 1900, 1), h200()).split_chunks_per_part);
   EXPECT_EQ(0, cuda::chunk_forward_heuristics(problem(16, 32, 65536, 2), h200()).split_chunks_per_part);
   // test_forward's two-part cases.
   const auto one_4200 = cuda::chunk_forward_heuristics(problem(16, 32, 4200, 1), h200());
@@ -102,9 +109,9 @@ TEST(Heuristics, FusedOWhereFwdOCannotOverlap) {
   const auto tp4_8x4k = cuda::chunk_forward_heuristics(problem(4, 8, 32768, 8), h200());
   EXPECT_TRUE(tp4_8x4k.fuse_o);
   EXPECT_FALSE(tp4_8x4k.overlap_o);
-  const auto one_3k = cuda::chunk_forward_heuristics(problem(16, 32, 3072, 1), h200());  // no split
-  EXPECT_FALSE(one_3k.fuse_o);
-  EXPECT_TRUE(one_3k.overlap_o);
+  const auto one_1900 = cuda::chunk_forward_heuristics(problem(16, 32, 1900, 1), h200());  // no split
+  EXPECT_FALSE(one_1900.fuse_o);
+  EXPECT_TRUE(one_1900.overlap_o);
   EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 32768, 1), h200()).fuse_o);     // 2 parts: 128 blocks
   EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(4, 8, 131072, 1), h200()).fuse_o);      // 8 parts: 128 blocks
   EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 32768, 4), h200()).fuse_o);     // 4x8k: 2 waves

@@ -64,9 +64,12 @@ inline void choose_split(const Problem& p, const DeviceProps& dev, ChunkForwardC
   int64_t first = 0;
   if (parts == 2) {
     // Two parts (H200, HV = 32, one sequence; o fused): 1x4k 0.175 -> 0.173 ms, 1x32k 1.184 ->
-    // 1.111, 1x128k 4.696 -> 4.312. Only for parts of at least 32 chunks: the summary pass runs
-    // the first part's chain on its own first, and a short part cannot repay it.
-    if (q < 32) return;
+    // 1.111, 1x128k 4.696 -> 4.312 (session 19, before the summary pass skipped negligible
+    // history). Only for halves of at least 16 chunks (sequences of ~2k tokens and more): the
+    // summary pass runs part 0's chain on its own first where the gates decay slowly, and a
+    // shorter part cannot repay it. (Session 23: was 32; 1x3k and g0-1x3k predicted faster
+    // split, their o fused.)
+    if (q < 16) return;
     // One sequence: no scan, so part 0 of the chain runs beside the summary pass, and part 1
     // starts when that ends. Part 0 of a chunks then ends at r_f a, part 1 at r_s a + r_f (n - a)
     // (r_f ~2.2 us per chunk for the fused chain, r_s ~1.3 for the store-free summary: H200,
