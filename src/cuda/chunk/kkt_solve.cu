@@ -7,8 +7,9 @@
 //
 // One block of 4 warps per (chunk, value head). Warp m owns rows [16 m, 16 m + 16) of every 64 x 64
 // matrix, as 16 x 16 blocks: fp32 in mma accumulator layout, or bf16 hi + lo operand fragments.
-//   1. the Gram blocks k_m k_j^T (j <= m) with mma.sync from k in shared memory; L's blocks scaled
-//      in registers;
+//   1. the Gram matrix k k^T by one warpgroup wgmma (m64n64k16 x 8, k in shared memory in the
+//      128-byte swizzle as both operands; warp m's accumulator rows are block row m, in the
+//      mma.sync accumulator layout the rest uses); L's blocks scaled in registers;
 //   2. the diagonal blocks D_m = (I + L_mm)^-1 by forward substitution in fp32 (one column per
 //      lane; a product form such as (I - N)(I + N^2)... cancels large powers of N and loses
 //      accuracy when keys repeat), all four at once;
@@ -21,8 +22,7 @@
 // stored with. fwd_prep.cu's scalar solve (D = 64) ran through shared memory and was L1-bound.
 #include "cuda/chunk/fwd_fast.cuh"
 #include "cuda/chunk/gate_factors.cuh"
-
-#include <type_traits>
+#include "cuda/ptx/wgmma.cuh"
 
 namespace gdn {
 namespace cuda {
@@ -32,20 +32,18 @@ constexpr int C = kChunkSize;  // 64
 constexpr int D = 128;
 constexpr int kThreads = 128;
 using bf16 = __nv_bfloat16;
-// Blocks per SM: 6 where the registers fit (80: 6 x 36 KB of shared memory fit too); fp16 spills at
-// 80 (its residual split takes more registers) and keeps 5. H200, bf16, 5 -> 6 blocks: prep 0.229
-// -> 0.222 ms on 1x32k, 0.228 -> 0.221 on 4x8k.
-template <typename E>
-constexpr int kSolveBlocksPerSm = std::is_same<E, bf16>::value ? 6 : 5;
+// Blocks per SM: 5 (94 registers). With the Gram's wgmma, whose 32 accumulators take a contiguous
+// register range, bf16 spills at 80 registers (6 blocks); the mma.sync Gram ran 6 (H200: prep
+// 0.229 -> 0.222 ms on 1x32k).
+constexpr int kSolveBlocksPerSm = 5;
 
 template <typename E>
 struct SolveSmem {
-  static constexpr int SK = D + 8;  // 16-bit row strides (+16 bytes: ldmatrix without conflicts)
-  static constexpr int SX = C + 8;
+  static constexpr int SX = C + 8;      // 16-bit row strides (+16 bytes: ldmatrix without conflicts)
   static constexpr int SD = 16 + 4;     // fp32 diagonal blocks (rows of float4), in the warp's out rows
   static constexpr int SO = 2 * C + 8;  // A_s's output rows [hi 64 | lo 64] in E
   union alignas(16) {
-    E k[C * SK];  // [C][D] k (step 1 only)
+    E k[C * D];  // [C][D] k (step 1 only): two 64-wide atoms [C][64], 128-byte swizzle (1024-aligned)
     struct {
       bf16 hi[C * SX], lo[C * SX];  // [C][C] the solved blocks X_mj (hi + lo), for other warps
       // [C][2 C] A_s's rows, staged for 16-byte stores (per warp its 16); before that, per warp,
@@ -109,7 +107,7 @@ template <typename E, typename Item, class Sync>
 __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs& ga, SolveSmem<E>& sm, Item item,
                                            int tid, Sync sync) {
   using S = SolveSmem<E>;
-  constexpr int SK = S::SK, SX = S::SX, SD = S::SD;
+  constexpr int SX = S::SX, SD = S::SD;
   const int HV = b.HV;
   const int64_t gc = item / HV;
   const int hv = item % HV;
@@ -119,17 +117,21 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
   if (!chunk_info(b.pl, gc, n, t0, len)) return false;
   const int m = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
 
-  // k rows, zero-filled past the sequence's end.
+  // k rows, zero-filled past the sequence's end, as wgmma's K-major 128-byte swizzle: 16-byte piece
+  // c of row i in atom c / 8 at sw128(i, c % 8).
+  char* const kt = reinterpret_cast<char*>(sm.u.k);
   for (int e = tid; e < C * D / 8; e += kThreads) {
-    const int i = e / (D / 8), c8 = (e % (D / 8)) * 8;
+    const int i = e / (D / 8), c = e % (D / 8);
     const bool ok = i < len;
-    cp_async16(&sm.u.k[i * SK + c8], b.k + (t0 + (ok ? i : 0)) * b.k_st + hk * b.k_sh + c8, ok ? 16 : 0);
+    cp_async16(kt + (c / 8) * (C * 128) + sw128(i, c % 8), b.k + (t0 + (ok ? i : 0)) * b.k_st + hk * b.k_sh + 8 * c,
+               ok ? 16 : 0);
   }
   cp_async_commit();
 
   // Gates and the inclusive cumsum over the chunk.
   chunk_gates_cumsum(ga, t0, len, hv, sm.G, sm.beta, tid, sync);
   cp_async_wait<0>();
+  fence_proxy_async();  // this thread's landed k pieces -> visible to wgmma (async proxy)
   sync();
   if (tid < len) {
     b.Gt[int64_t(hv) * b.T + t0 + tid] = sm.G[tid];
@@ -144,22 +146,25 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
     if (tid == 0) b.transition_log_bound[gc * HV + hv] = ok && b.l2norm ? static_cast<float>(sm.G[len - 1]) : INFINITY;
   }
 
-  // 1. Gram blocks (m, j), j <= m: k_m k_j^T.
+  // 1. The Gram matrix k k^T [64 x 64] (the blocks above the diagonal too: computed, unused).
+  //    acc[j][nt][e] = d[8 j + 4 nt + e]: wgmma's m64n64 accumulator, warp m holding rows
+  //    16 m + g (+ 8), columns 8 (2 j + nt) + 2 t (+ 1), mma.sync's block layout.
   float acc[4][2][4];
+  {
+    float(&d)[32] = reinterpret_cast<float(&)[32]>(acc);
 #pragma unroll
-  for (int j = 0; j < 4; ++j) zero(acc[j]);
+    for (int i = 0; i < 32; ++i) d[i] = 0.f;
+    const uint32_t kb = smem_u32(sm.u.k);
+    wgmma_fence();
 #pragma unroll
-  for (int ks = 0; ks < D / 16; ++ks) {
-    uint32_t a[4];
-    frag_a(sm.u.k, SK, 16 * m, 16 * ks, a);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      if (j > m) break;
-      uint32_t bb[4];
-      frag_b_nk(sm.u.k, SK, 16 * j, 16 * ks, bb);
-      mma16<E>(acc[j][0], a, bb[0], bb[1]);
-      mma16<E>(acc[j][1], a, bb[2], bb[3]);
+    for (int ks = 0; ks < D / 16; ++ks) {
+      const uint32_t off = (ks / 4) * (C * 128) + (ks % 4) * 32;  // k-step ks: atom ks / 4, 32 bytes a step
+      wgmma_m64n64_ss<E, 0>(d, wg_desc(kb + off, 16, 1024), wg_desc(kb + off, 16, 1024), ks > 0);
     }
+    wgmma_commit();
+    wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < 32; ++i) pin(d[i]);
   }
   // The diagonal of block (m, m): rows g and g + 8 sit in lane t = g / 2 (elements e = g % 2 and
   // 2 + g % 2): r_i = (|k_i|^2 + eps)^-1/2. The first value head of each q/k head writes them.
@@ -355,10 +360,13 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
 }
 
 template <typename E>
-__global__ void __launch_bounds__(kThreads, kSolveBlocksPerSm<E>) chunk_kkt_solve_kernel(FastBufs<E> b, GateArgs ga) {
+__global__ void __launch_bounds__(kThreads, kSolveBlocksPerSm) chunk_kkt_solve_kernel(FastBufs<E> b, GateArgs ga) {
   extern __shared__ __align__(16) char smem_raw[];
   if (b.ready && threadIdx.x == 0) b.ready[blockIdx.x] = 0;  // fwd_h counts from here
-  solve_item(b, ga, *reinterpret_cast<SolveSmem<E>*>(smem_raw), blockIdx.x, static_cast<int>(threadIdx.x),
+  // The k tile's swizzle atoms must sit on 1024-byte boundaries: the base aligned at run time
+  // (1 KB slack in the launch).
+  char* const base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  solve_item(b, ga, *reinterpret_cast<SolveSmem<E>*>(base), blockIdx.x, static_cast<int>(threadIdx.x),
              [] { __syncthreads(); });
 }
 
@@ -367,7 +375,7 @@ __global__ void __launch_bounds__(kThreads, kSolveBlocksPerSm<E>) chunk_kkt_solv
 template <typename E>
 void launch_kkt_solve(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s) {
   if (b.pl.max_chunks == 0) return;
-  const size_t smem = sizeof(SolveSmem<E>);  // 36 KB
+  const size_t smem = sizeof(SolveSmem<E>) + 1024;  // 36 KB + the alignment slack
   chunk_kkt_solve_kernel<E><<<grid_1d(b.pl.max_chunks * b.HV, 1), kThreads, smem, s>>>(b, make_gates(f));
   GDN_CUDA_LAUNCH_CHECK("chunk_kkt_solve_kernel");
 }
