@@ -104,14 +104,14 @@ TEST(Heuristics, TensorParallelSlicesSplit) {
 }
 
 TEST(Heuristics, FusedOWhereFwdOCannotOverlap) {
-  // More than SMs / 2 chain blocks: fused, in one wave or, with 4+ chunks per sequence on average,
-  // in several. Fewer: fwd_o overlaps on idle SMs.
+  // Fused in one wave (also with SMs left idle) or, with 4+ chunks per sequence on average, in
+  // several.
   const auto tp4_8x4k = cuda::chunk_forward_heuristics(problem(4, 8, 32768, 8), h200());
   EXPECT_TRUE(tp4_8x4k.fuse_o);
   EXPECT_FALSE(tp4_8x4k.overlap_o);
-  const auto one_1900 = cuda::chunk_forward_heuristics(problem(16, 32, 1900, 1), h200());  // no split
-  EXPECT_FALSE(one_1900.fuse_o);
-  EXPECT_TRUE(one_1900.overlap_o);
+  const auto one_1900 = cuda::chunk_forward_heuristics(problem(16, 32, 1900, 1), h200());  // no split: 64 blocks
+  EXPECT_TRUE(one_1900.fuse_o);
+  EXPECT_FALSE(one_1900.overlap_o);
   EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 32768, 1), h200()).fuse_o);     // 2 parts: 128 blocks
   EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(4, 8, 131072, 1), h200()).fuse_o);      // 8 parts: 128 blocks
   EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 32768, 4), h200()).fuse_o);     // 4x8k: 2 waves

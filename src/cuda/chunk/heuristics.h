@@ -118,8 +118,10 @@ inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const Devic
     // an H200: 1.67 ms after fwd_h, 1.74 ms overlapping it).
     cfg.overlap_o = chains * 2 <= dev.sms;
     choose_split(p, dev, cfg);
-    // Fused o wherever fwd_o has no SMs to overlap the chain on (more than SMs / 2 chain blocks),
-    // if the blocks fill one wave of one block per SM or the sequences average at least 4 chunks.
+    // Fused o wherever the blocks fill at most one wave of one block per SM or the sequences
+    // average at least 4 chunks; also with SMs left idle (session 23: the o warpgroup mostly waits
+    // for the chain on the chain's SM, ncu of session 22, where fwd_o beside it read h in bf16:
+    // g = 0 err_o ~2.6e-3 against the fused o's 2.18e-3).
     // Measured on an H200 (docs/perf.md, v14 and session 18): tp4-8x4k (128 blocks) 0.340 -> 0.233
     // ms, tp4-1x32k (split, 128) 0.526 -> 0.423; in several waves 4x8k (256 blocks) 1.228 ->
     // 0.861, 8x1k (512) 0.338 -> 0.252, 64x256 (4096, 4 chunks each) 0.704 -> 0.571. With fewer
@@ -128,7 +130,7 @@ inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const Devic
     // waves (256x64) stay unfused: there the state's load and store dominate, and the unfused chain
     // runs two blocks per SM (H200, session 22: 0.901 ms unfused, 0.996 fused).
     const int64_t chain_blocks = chains * 2 * (cfg.split_chunks_per_part > 0 ? cfg.split_max_parts : 1);
-    if (chain_blocks * 2 > dev.sms && (chain_blocks <= dev.sms || average_chunks(p) >= 4)) {
+    if (chain_blocks > 0 && (chain_blocks <= dev.sms || average_chunks(p) >= 4)) {
       cfg.fuse_o = true;
       cfg.overlap_o = false;
     }
