@@ -254,8 +254,8 @@ TEST(Checkpoints, MatchPrefixCallsBitwise) {
 // has one sequence: it may run another mode of the same chain, whose state arithmetic is the same):
 //   K = V = 64 bf16 / fp16: the mma.sync chain (fwd_h_mma.cu); 16-bit pools through its fp32 copy
 //   of the initial and final rows, the checkpoints rounded on write;
-//   K = V = 128: the wgmma chain beside an overlapping fwd_o (24 chains), fused o (40 chains: 80
-//   blocks in (SMs / 2, SMs]) and bulk stores with fwd_o after it (80 chains: 160 blocks);
+//   K = V = 128: the wgmma chain with o fused (24 chains: 48 blocks; 40 chains: 80 blocks) and
+//   with bulk stores, fwd_o after it (80 chains: 160 blocks, under 4 chunks per sequence);
 //   fp32 inputs and K = 60, V = 36: the exact stages.
 TEST(CUDACheckpoints, MatchPrefixCallsBitwise) {
   GDN_SKIP_IF_UNAVAILABLE(Backend::kCUDA);

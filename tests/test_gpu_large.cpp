@@ -1,5 +1,5 @@
-// GPU-sized cases (CUDA only, label gpu): one 131072-token sequence at K = V = 128 (the wgmma
-// chain with fwd_o beside it); one sequence of 2^20 tokens (64-bit offsets: 2^20 x HV x K
+// GPU-sized cases (CUDA only, label gpu): one 131072-token sequence at K = V = 128 (on an H200
+// the wgmma chain split into 16 parts, o fused); one sequence of 2^20 tokens (64-bit offsets: 2^20 x HV x K
 // elements per tensor); 4096 sequences of 1 to 64 tokens with HV = 32 (N * HV = 131072 blocks'
 // worth of (sequence, head) pairs, past 65535); the decode step on 4096 sequences in a pool of
 // 8193 slots. Each against the fp64 recurrence.

@@ -93,7 +93,6 @@ TEST(Heuristics, TensorParallelSlicesSplit) {
   EXPECT_EQ(8, tp4.split_max_parts);
   EXPECT_EQ(4, tp4.fwd_h_stages);
   EXPECT_TRUE(tp4.fuse_o);  // 128 chain blocks: o in the chain
-  EXPECT_FALSE(tp4.overlap_o);
   const auto tp8 = cuda::chunk_forward_heuristics(problem(2, 4, 32768, 1), h200());
   EXPECT_EQ(32, tp8.split_chunks_per_part);
   EXPECT_EQ(16, tp8.split_max_parts);
@@ -103,22 +102,19 @@ TEST(Heuristics, TensorParallelSlicesSplit) {
   EXPECT_EQ(8, tp8.split_scan_cols);
 }
 
-TEST(Heuristics, FusedOWhereFwdOCannotOverlap) {
+TEST(Heuristics, FusedOInOneWaveOrFromFourChunks) {
   // Fused in one wave (also with SMs left idle) or, with 4+ chunks per sequence on average, in
   // several.
   const auto tp4_8x4k = cuda::chunk_forward_heuristics(problem(4, 8, 32768, 8), h200());
   EXPECT_TRUE(tp4_8x4k.fuse_o);
-  EXPECT_FALSE(tp4_8x4k.overlap_o);
   const auto one_1900 = cuda::chunk_forward_heuristics(problem(16, 32, 1900, 1), h200());  // no split: 64 blocks
   EXPECT_TRUE(one_1900.fuse_o);
-  EXPECT_FALSE(one_1900.overlap_o);
   EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 32768, 1), h200()).fuse_o);     // 2 parts: 128 blocks
   EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(4, 8, 131072, 1), h200()).fuse_o);      // 8 parts: 128 blocks
   EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 32768, 4), h200()).fuse_o);     // 4x8k: 2 waves
   EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 8192, 8), h200()).fuse_o);      // 8x1k
   EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 16384, 64), h200()).fuse_o);    // 64x256: 4 chunks
   EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(16, 32, 16384, 256), h200()).fuse_o);  // 256x64: 1 chunk
-  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(16, 32, 16384, 256), h200()).overlap_o);
   EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(4, 8, 65536, 16), h200()).fuse_o);      // 256 blocks
   EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(2, 4, 32768, 8, 64), h200()).fuse_o);  // D = 64
   EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(16, 32, 0, 0), h200()).fuse_o);        // no sequence
@@ -137,7 +133,6 @@ TEST(Heuristics, PartsOfTheSplitTestCases) {
   EXPECT_EQ(1, parts_of(ragged, 1));
   EXPECT_EQ(1, parts_of(ragged, 0));
   EXPECT_TRUE(ragged.fuse_o);  // 224 chain blocks, 27 chunks per sequence: o in the chain
-  EXPECT_FALSE(ragged.overlap_o);
   const auto four_heads = cuda::chunk_forward_heuristics(problem(2, 4, 3000, 1), h200());
   EXPECT_EQ(6, parts_of(four_heads, 3000));
 }

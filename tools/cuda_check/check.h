@@ -57,7 +57,7 @@ struct Case {
   bool stages = false;          // run the stage API chain (no l2norm / fusion)
   bool idx32 = false;           // int32 cu_seqlens and pool indices (else int64)
   bool oob = false;             // also pool indices >= num_slots (read as zeros / not written)
-  bool fwd_o_after = false;     // the tensor-core forward with fwd_o after fwd_h (no overlap)
+  bool fwd_o_after = false;     // the tensor-core forward with o by fwd_o after the chain (cfg.fuse_o off)
   bool fuse_o = false;          // the tensor-core forward with o computed in the chain (cfg.fuse_o)
   DType sdt = DType::kFloat32;  // the state pool's element type
   int row_pad = 0;              // pool rows HV K V + row_pad elements apart
@@ -101,15 +101,13 @@ struct BenchOptions {
   bool first = true;     // no comma before the next object
 };
 // One prefill case of bench/cases.txt (its heads, gates and lengths; K = V = 128, bf16); `label`
-// names it in the output. The variant: the library's choices, or the same with fwd_o after fwd_h
-// (the A/B row of the overlap, "NAME/seq"), or with o computed in the chain ("NAME/fused"), or the
+// names it in the output. The variant: the library's choices, or the same with o by fwd_o after
+// the chain ("NAME/seq"), or with o computed in the chain ("NAME/fused"), or the
 // library's choices storing a prefill checkpoint every 16 chunks (a dense fp32 buffer: "NAME/ckpt"),
-// or the library's choices with the D = 128 chain on its 2-stage ring ("NAME/st2": 107.5 KB, so that
-// an fwd_o block fits beside each chain block where fwd_o overlaps the chain), or the exact split
-// into two equal parts of the average sequence's chunks with o fused ("NAME/split2": one long
+// or the exact split into two equal parts of the average sequence's chunks with o fused ("NAME/split2": one long
 // sequence at H = 16, HV = 32 fills 128 SMs that way; the heuristics make part 0 the longer there,
 // since it runs beside the summary pass).
-enum class PrefillVariant { kDefault, kOAfter, kFusedO, kCheckpoints, kStages2, kSplit2 };
+enum class PrefillVariant { kDefault, kOAfter, kFusedO, kCheckpoints, kSplit2 };
 void bench_prefill(const tools::PrefillCase& c, const std::string& label, PrefillVariant variant, BenchOptions& o);
 // The decode step for N sequences (one token each) of the benchmark shape, against the copy rate,
 // on a state pool of `state_dtype` (GB/s counts the state bytes moved: one read and one write of

@@ -3,7 +3,7 @@
 // reference/, and with --bench times the prefill cases of tools/cases.h and the decode step with
 // CUDA graphs. Exit code 1 on any failure, 2 on bad options or a CUDA error.
 // Beside the defaults it runs and times alternatives as explicit configs: the tensor-core forward
-// with fwd_o after fwd_h instead of overlapping it (" seq" cases, "/seq" timings), and every
+// with o by fwd_o after the chain where the heuristics fuse it (" seq" cases, "/seq" timings), and every
 // candidate shape of the decode rows kernel for 16-bit pools (" shape {..}" cases and timings,
 // with the speedup over the fp32 pool); and the default forward storing a prefill checkpoint every
 // 16 chunks ("/ckpt" timings).
@@ -27,8 +27,8 @@ const char* kUsage =
     "  --no-check   no correctness cases (timings only)\n"
     "  --profile    with --bench: also the phases of the tensor-core forward (plan, pack, prep, h, o)\n"
     "  --case NAME  with --bench: time that prefill case only (e.g. under ncu); NAME/seq, NAME/fused, NAME/ckpt,\n"
-    "               NAME/st2, NAME/split2: its A/B rows (/ckpt: a checkpoint every 16 chunks; /st2: the chain on 2\n"
-    "               ring stages; /split2: the exact split into 2 parts, o fused)\n"
+    "               NAME/split2: its A/B rows (/seq: o by fwd_o after the chain; /fused: o in the chain; /ckpt: a\n"
+    "               checkpoint every 16 chunks; /split2: the exact split into 2 parts, o fused)\n"
     "  --json FILE  with --bench: the timings as a JSON array\n";
 
 int usage_error(const std::string& what) {
@@ -71,9 +71,8 @@ int main(int argc, char** argv) {
   auto find_case = [&](const std::string& name) {
     return std::find_if(prefill.begin(), prefill.end(), [&](const tools::PrefillCase& c) { return c.name == name; });
   };
-  // --case NAME, NAME/seq, NAME/fused, NAME/ckpt, NAME/st2 or NAME/split2 (the A/B rows).
-  const std::string seq_suffix = "/seq", fused_suffix = "/fused", ckpt_suffix = "/ckpt", st2_suffix = "/st2",
-                    split2_suffix = "/split2";
+  // --case NAME, NAME/seq, NAME/fused, NAME/ckpt or NAME/split2 (the A/B rows).
+  const std::string seq_suffix = "/seq", fused_suffix = "/fused", ckpt_suffix = "/ckpt", split2_suffix = "/split2";
   auto base_name = [](const std::string& label) { return label.substr(0, label.find('/')); };
   if (!only_case.empty() && find_case(base_name(only_case)) == prefill.end())
     return usage_error("--case " + only_case + ": no such prefill case (tools/cases.h)");
@@ -115,8 +114,8 @@ int main(int argc, char** argv) {
       return usage_error("--json " + json + ": cannot write");
     if (bo.json) std::fprintf(bo.json, "[");
     if (!decode_only) {
-      // A/B in the same run: fwd_o after fwd_h (/seq) on the cases where the heuristics overlap it
-      // (1x4k, 1x32k) and on 4x8k, where they fuse o into the chain.
+      // A/B in the same run: o by fwd_o after the chain (/seq) where the heuristics fuse it into
+      // the chain with SMs left idle (1x4k, 1x32k) and in two waves (4x8k).
       // (--case NAME/seq: any case.)
       for (const char* name : {"1x4k", "1x32k", "4x8k"}) {
         const auto c = find_case(name);
@@ -133,9 +132,7 @@ int main(int argc, char** argv) {
         // and on the split + fused path.
         if ((c.name == "1x32k" || c.name == "tp4-1x32k") && timed(c.name + ckpt_suffix))
           check::bench_prefill(c, c.name + ckpt_suffix, check::PrefillVariant::kCheckpoints, bo);
-        // The chain on 2 ring stages, the split into 2 parts (asked for by name only).
-        if (only_case == c.name + st2_suffix)
-          check::bench_prefill(c, c.name + st2_suffix, check::PrefillVariant::kStages2, bo);
+        // The split into 2 parts (asked for by name only).
         if (only_case == c.name + split2_suffix)
           check::bench_prefill(c, c.name + split2_suffix, check::PrefillVariant::kSplit2, bo);
       }

@@ -355,7 +355,6 @@ bool run_case(const Case& c, std::mt19937& rng) {
       if (c.fwd_o_after || c.fuse_o) {  // an explicit config: the heuristics' choices but for o
         if (!cuda::fast_path_supported(p)) throw Error("fwd_o_after / fuse_o need a tensor-core forward case");
         cuda::ChunkForwardConfig cfg = cuda::chunk_forward_heuristics(p, cuda::device_props());
-        cfg.overlap_o = false;
         cfg.fuse_o = c.fuse_o;
         ex.workspace_bytes = cuda::fast_workspace_size(p, cfg);
         ex.workspace = device_alloc(ex.workspace_bytes);

@@ -9,7 +9,7 @@
 //   h:            [128 kk][64 vv] staging of h_c (stmatrix.trans from the A fragments of S^T)
 //   h_lo:         kFusedO: the same for the residual S - h (the o warpgroup's q h_lo on weakly
 //                 decaying chunks, chain_precise.cuh)
-//   v:            [64 tokens][64 vv] staging of v_new (stmatrix.trans), 16-byte global stores
+//   v:            [64 tokens][64 vv] staging of v_new (stmatrix.trans; kStoreBulk: one bulk store)
 //   eg[ST] ((exp(G_i), exp(G_last - G_i)) from kkt_solve), G[ST] (fp64, kFusedO only: the o
 //   warpgroup's fallback), rk[ST] (inverse norms of k's rows, with l2norm)
 // ST = 2: 107.5 KB (two blocks per SM, for many chains); ST = 4: 190 KB (one block per SM: the
@@ -29,10 +29,6 @@
 //   adds a lo pass after the v_new wait and one before the update's hi pass, each waited for at once
 //   (chain_precise.cuh).
 // Rows past len: A_s, k, v are zero-filled, their decays are 0, and they are never stored.
-// kStore: after B2 of chunk c + 4 (and after the loop for the last chunks) one thread adds 1 to
-// b.ready[chunk c][hv] (one release fence per 4 chunks): fwd_o, launched as a programmatic
-// dependent of this kernel, reads chunk c's h and v_new as soon as both slices have signalled,
-// while later chunks are computed.
 #pragma once
 
 #include <cstdint>
@@ -49,14 +45,12 @@ constexpr int kD = 128;         // head dim (K = V)
 constexpr int kBV = 64;         // V slice per block (the wgmma M)
 
 // What the chain kernel does besides carrying the state:
-//   kStore:   stores h_c and v_new per chunk for fwd_o and signals b.ready (fwd_o overlaps);
-//   kStoreBulk: the same stores without b.ready (fwd_o runs after this kernel), each chunk's h
-//             and v_new staging leaving by one bulk copy (TMA) issued by thread 0 instead of
-//             every thread's 16-byte loads and stores (12 pairs per thread and chunk);
+//   kStoreBulk: stores h_c and v_new per chunk for fwd_o, which runs after this kernel: each
+//             chunk's h and v_new staging leaves by one bulk copy (TMA) issued by thread 0;
 //   kSummary: the split's summary pass (below); stores nothing per chunk;
 //   kFusedO:  a second warpgroup computes o on chip (chain_o.cuh); nothing per chunk goes to
 //             global memory but o, and fwd_o does not run.
-enum class ChainMode { kStore, kStoreBulk, kSummary, kFusedO };
+enum class ChainMode { kStoreBulk, kSummary, kFusedO };
 
 // kFusedO's additions: the q ring beside w and k, the h_lo staging where the operands carry hi + lo
 // parts (bf16: kHiLoOperands, chain_precise.cuh), and the o staging (kChainOStride-element rows).

@@ -24,8 +24,8 @@
 //   staging after it), then o_c -> out through this warpgroup's own o staging.
 // Measured on an H200 (docs/perf.md, v9) against issuing o_{c-1}'s P v_new after B1(c) instead:
 // this order is 2-4% faster. The o warpgroup's work lengthens the chain's chunk from ~1.3 us (the
-// chain alone, no h / v_new stores) to ~4 us (v13), so the heuristics fuse only where fwd_o could
-// not overlap the chain anyway.
+// chain alone, no h / v_new stores) to ~4 us (v13); fused, the forward still saves fwd_o and the
+// h / v_new round trip through memory (where the heuristics fuse it: heuristics.h).
 #pragma once
 
 #include "cuda/chunk/chain_precise.cuh"

@@ -27,7 +27,6 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
   const int64_t v_rows = D == 128 ? mc * kChunkSize : T;
   E* v_new = c.take<E>(to_fwd_o ? v_rows * HV * D : 0);
   E* h = c.take<E>(to_fwd_o ? mc * HV * D * D : 0);
-  int* ready = c.take<int>(to_fwd_o ? mc * HV : 0);
   // The split's part states and summaries (split.cuh): [N, P_max, HV, D, D] fp32 each.
   const int64_t part_elems = cfg.split_chunks_per_part > 0 ? p.num_seqs * cfg.split_max_parts * HV * D * D : 0;
   float* part_state = c.take<float>(part_elems);
@@ -38,7 +37,7 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
   if (sp) {
     sp->chunks_per_part = cfg.split_chunks_per_part;
     sp->first_part_chunks = cfg.split_first_part_chunks > 0 ? cfg.split_first_part_chunks : cfg.split_chunks_per_part;
-    // (The chain in its store modes keeps the first part fixed: fwd_h_wgmma.cuh.)
+    // (The chain in its store mode keeps the first part fixed: fwd_h_wgmma.cuh.)
     sp->even_first_chunks = cfg.split_chunks_per_part > 0 && cfg.fuse_o ? cfg.split_even_first_chunks : 0;
     sp->max_parts = cfg.split_chunks_per_part > 0 ? cfg.split_max_parts : 1;
     sp->part_state = part_state;
@@ -64,8 +63,6 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
     b->u = u;
     b->v_new = v_new;
     b->h = h;
-    b->ready = ready;
-    b->ready_count = static_cast<int>(D / 64);  // the wgmma fwd_h's 64-wide V slices
     *plan_mem = pm;
   }
   return c.used;
@@ -76,7 +73,7 @@ void mark(const PhaseEvents* phases, int i, cudaStream_t s) {
 }
 
 // What the kernels can run: an explicit config that asks for anything else is refused here, before
-// any launch (a slice width no kernel has, or fwd_o waiting for counters fwd_h never signals).
+// any launch (a slice width no kernel has, o fused into a chain that has no o warpgroup).
 void check_config(const Problem& p, const ChunkForwardConfig& cfg) {
   const int w = cfg.fwd_h_slice_width, st = cfg.fwd_h_stages;
   const bool wgmma = p.head_k == 128;
@@ -86,11 +83,7 @@ void check_config(const Problem& p, const ChunkForwardConfig& cfg) {
                 (wgmma ? "D = 128 (wgmma fwd_h) runs fwd_h_slice_width 64 with 2 or 4 stages"
                        : "D = 64 (mma.sync fwd_h) runs fwd_h_slice_width 32 or 64 with 2 or 3 stages") +
                 "; got fwd_h_slice_width = " + std::to_string(w) + ", fwd_h_stages = " + std::to_string(st));
-  if (cfg.overlap_o && !wgmma)
-    throw Error("fast_forward: overlap_o needs the wgmma fwd_h (D = 128), which signals fwd_o; D = 64 runs it after");
-  if (cfg.fuse_o && (!wgmma || cfg.overlap_o))
-    throw Error(
-        "fast_forward: fuse_o needs the wgmma chain (D = 128) and overlap_o off (there is no fwd_o to overlap)");
+  if (cfg.fuse_o && !wgmma) throw Error("fast_forward: fuse_o needs the wgmma chain (D = 128)");
   if (cfg.split_chunks_per_part < 0 || (cfg.split_chunks_per_part > 0 && !wgmma))
     throw Error("fast_forward: split_chunks_per_part must be 0, or positive with the wgmma fwd_h (D = 128); got " +
                 std::to_string(cfg.split_chunks_per_part));
@@ -161,7 +154,6 @@ void run(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg, 
   b.q = rows16(f.q, H, const_cast<E*>(b.q), b.q_st, b.q_sh);
   b.k = rows16(f.k, H, const_cast<E*>(b.k), b.k_st, b.k_sh);
   if (D == 128) b.v = rows16(f.v, p.num_v_heads, b.u, b.v_st, b.v_sh);  // the chain's v (D = 64: fwd_prep reads f.v)
-  if (!cfg.overlap_o || cfg.fuse_o) b.ready = nullptr;
   mark(phases, 2, s);
   if (D == 128) {
     launch_kkt_solve(b, f, s);

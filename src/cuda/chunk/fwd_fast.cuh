@@ -75,12 +75,6 @@ struct FastBufs {
   E* v_new;  // D = 64: [T, HV, D]; D = 128: images [max_chunks, HV, 2, 64, 64] (fwd_v_image)
   E* h;      // D = 64: [max_chunks, HV, D, D] state at each chunk start, K-major;
              // D = 128: images [max_chunks, HV, 2, 128, 64] (fwd_h_image)
-  // Chunk-level hand-off from fwd_h to fwd_o, which then run at the same time (fwd_o launched
-  // with programmatic dependent launch): ready[gc * HV + hv] counts the V slices of (chunk gc, head
-  // hv) whose h and v_new fwd_h has stored; fwd_o's block waits for ready_count. The prep kernel zeroes
-  // it. Null: fwd_h does not signal, fwd_o runs after it in stream order.
-  int* ready;  // [max_chunks, HV]
-  int ready_count;
 };
 
 // D = 128 (the wgmma chain): h_c and v_new leave the chain as images of its shared-memory staging,
@@ -111,13 +105,13 @@ void launch_kkt_solve(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s
 template <int D, typename E>
 void launch_fwd_o(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s);
 // fwd_h for D = 64 on mma.sync: one block per (sequence, value head, cfg.fwd_h_slice_width-wide V
-// slice). It never signals b.ready (b.ready must be null).
+// slice).
 template <typename E>
 void launch_fwd_h_mma(const FastBufs<E>& b, const ForwardArgs& f, const ChunkForwardConfig& cfg, cudaStream_t s);
 // fwd_h for D = 128 on wgmma: one warpgroup per (sequence, part, value head, 64-wide V slice);
-// one part per sequence without a split (sp.chunks_per_part = 0). It signals b.ready per chunk
-// when b.ready is set (fwd_o then overlaps it). `after_summary`: launched right after the split's
-// summary pass as its programmatic dependent (no scan between them: split.cuh).
+// one part per sequence without a split (sp.chunks_per_part = 0); it stores h and v_new for fwd_o,
+// which runs after it, or computes o itself (cfg.fuse_o). `after_summary`: launched right after the
+// split's summary pass as its programmatic dependent (no scan between them: split.cuh).
 template <typename E>
 void launch_fwd_h_wgmma(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, const ChunkForwardConfig& cfg,
                         cudaStream_t s, bool after_summary);

@@ -38,7 +38,7 @@
 // Shared memory, its prefetch, the per-chunk synchronization and the modes: chain_layout.cuh.
 // This header: the kernel and launch_wg, in an anonymous namespace (a file that includes it emits
 // only the kernels it launches), instantiated by mode, each in one file: fwd_h_wgmma_store.cu
-// (kStore, kStoreBulk; launch_fwd_h_wgmma), fwd_h_wgmma_fused.cu (kFusedO; chain::launch_fused),
+// (kStoreBulk; launch_fwd_h_wgmma), fwd_h_wgmma_fused.cu (kFusedO; chain::launch_fused),
 // fwd_h_wgmma_summary.cu (kSummary; launch_fwd_h_wgmma_summary).
 // On chunks that decay weakly (bf16), W, vs and the fused o's h also as hi + lo: chain_precise.cuh.
 // The split's decisions (the negligible history of the summary pass, where part 1 of two begins):
@@ -70,8 +70,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     chunk_fwd_h_wgmma_kernel(FastBufs<E> b, SplitBufs sp, StateRef init, StateRef fin, bool kmajor, OutRef out,
                              CheckpointOut ck) {
   constexpr bool kSummary = kMode == ChainMode::kSummary, kFused = kMode == ChainMode::kFusedO;
-  constexpr bool kBulk = kMode == ChainMode::kStoreBulk, kStores = kMode == ChainMode::kStore || kBulk;
-  constexpr int kReadyEvery = 4;  // kStore: fwd_o's ready counters are signalled 4 chunks at a time
+  constexpr bool kBulk = kMode == ChainMode::kStoreBulk;
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __trap();  // wgmma needs sm_90a; the library is built for it only
 #else
@@ -95,8 +94,9 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     }
     __syncthreads();  // (the one barrier instruction both warpgroups reach together)
   }
-  // fwd_o may start now: its blocks wait for b.ready per chunk (this kernel never waits for it).
-  pdl_launch_dependents();
+  // The summary pass: the chain launched after it as its programmatic dependent (no scan between
+  // them: split.cuh) may start now; its part 0 blocks need nothing from this kernel.
+  if constexpr (kSummary) pdl_launch_dependents();
   // Launched beside the split's summary pass, the grid's last block waits for it too (part >= 1
   // blocks do below): then this kernel ends after the summary pass whatever the parts, and the
   // next kernel in the stream may reuse what it reads. (A no-op in stream order.)
@@ -111,11 +111,11 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
   const int hk = hv / (HV / b.H);
   const SeqChunks sc = seq_chunks(b.pl, n);
   // The first part's chunks (first_part_here; for the checkpoints' lambdas in shared memory). The
-  // store modes keep first_part_chunks (fwd_fast.cu gives them no even_first_chunks: their loop runs
+  // store mode keeps first_part_chunks (fwd_fast.cu gives it no even_first_chunks: its loop runs
   // at 255 registers, and the decision's registers spilled there).
   __shared__ int first_part_shared;
   int first_part = sp.first_part_chunks;
-  if constexpr (!kStores) first_part = first_part_here(sp, b.transition_log_bound, sc.c0, sc.count, HV);
+  if constexpr (!kBulk) first_part = first_part_here(sp, b.transition_log_bound, sc.c0, sc.count, HV);
   if (threadIdx.x == 0) first_part_shared = first_part;
   const int64_t parts = split_parts_of(sc.count, sp.chunks_per_part, sp.max_parts, first_part);
   // The sequence, recomputed at the end from the block index: the chain loop runs at 255
@@ -304,11 +304,6 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
         bulk_store(b.h + fwd_h_image(gc, hv, v0 / kBV, HV), smem_u32(sm.h), kD * kBV * 2);
         bulk_commit();
       }
-    } else if constexpr (kStores) {
-      uint4* hg = reinterpret_cast<uint4*>(b.h + fwd_h_image(gc, hv, v0 / kBV, HV));
-      const uint4* hs = reinterpret_cast<const uint4*>(sm.h);
-#pragma unroll
-      for (int it = 0; it < kD * kBV / 8 / 128; ++it) hg[tid + 128 * it] = hs[tid + 128 * it];
     }
     wgmma_wait<0>();
 #pragma unroll
@@ -406,7 +401,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
       }
     }
     // A weakly decaying chunk: S^T += vs_lo^T k first, waited for (chain_precise.cuh), so that vl
-    // is dead while the update's hi pass, the v_new stores and B2 run (with vl live there, the kStore
+    // is dead while the update's hi pass, the v_new stores and B2 run (with vl live there, the storing
     // chain spilled once the split-overlap patch added its registers).
     if (precise) {
       lo_parts<E>(vl, vf, va);
@@ -441,23 +436,12 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     // (kBulk: the h staging's bulk read is done before B2: stage_state rewrites it after B2.)
     if (kBulk && tid == 0) bulk_wait_read<0>();
     block_sync(1, c & 1);  // B2: v staging complete; every thread's reads of the h staging done
-    // kStore: chunks c - kReadyEvery .. c - 1 stored (all before B1 of chunk c): fwd_o may read them.
-    // One release fence per kReadyEvery chunks, here in the update's shadow: it waits for thread
-    // 0's stores in flight, and one per chunk, right after the v_new stores, kept warp 0 in it and
-    // the other warps waiting for it at the first wgmma (~15% of the chain, ncu: docs/perf.md v14).
-    if (kMode == ChainMode::kStore && b.ready && tid == 0 && c > 0 && c % kReadyEvery == 0)
-      signal_ready(b.ready + (gc - kReadyEvery) * HV + hv, HV, kReadyEvery);
     // v_new (rows past len: zeros) -> workspace: the staging's image (fwd_v_image).
     if constexpr (kBulk) {
       if (tid == 0) {
         bulk_store(b.v_new + fwd_v_image(gc, hv, v0 / kBV, HV), smem_u32(sm.v[0]), kC * kBV * 2);
         bulk_commit();
       }
-    } else if constexpr (kStores) {
-      uint4* vg = reinterpret_cast<uint4*>(b.v_new + fwd_v_image(gc, hv, v0 / kBV, HV));
-      const uint4* vsp = reinterpret_cast<const uint4*>(sm.v[0]);
-#pragma unroll
-      for (int it = 0; it < kC * kBV / 8 / 128; ++it) vg[tid + 128 * it] = vsp[tid + 128 * it];
     }
     wgmma_wait<0>();
 #pragma unroll
@@ -472,11 +456,6 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
   }
   cp_async_wait<0>();
   if (kBulk && tid == 0) bulk_wait<0>();  // the staging stays allocated until the copies are done
-  if (kMode == ChainMode::kStore && nch > 0 && b.ready) {
-    __syncthreads();                                              // the last chunk's v_new stores
-    const int64_t first = (nch - 1) / kReadyEvery * kReadyEvery;  // the chunks the loop has not signalled
-    if (tid == 0) signal_ready(b.ready + (c0 + first) * HV + hv, HV, static_cast<int>(nch - first));
-  }
 
   // The end state: a summary (S_1 from part 0, else B_p or M_p; K-major fp32), or the final
   // state from the sequence's last part.

@@ -1,6 +1,6 @@
-// launch_fwd_h_wgmma (fwd_fast.cuh): the wgmma chain (fwd_h_wgmma.cuh) in its store modes, h and
-// v_new per chunk for fwd_o (kStore, kStoreBulk; ST = 2 and 4), or the fused mode's launcher
-// (fwd_h_wgmma_fused.cu). The store kernels are instantiated here only.
+// launch_fwd_h_wgmma (fwd_fast.cuh): the wgmma chain (fwd_h_wgmma.cuh) in its store mode, h and
+// v_new per chunk for fwd_o, which runs after it (kStoreBulk; ST = 2 and 4), or the fused mode's
+// launcher (fwd_h_wgmma_fused.cu). The store kernels are instantiated here only.
 #include "cuda/chunk/fwd_h_wgmma.cuh"
 
 namespace gdn {
@@ -9,22 +9,16 @@ namespace cuda {
 template <typename E>
 void launch_fwd_h_wgmma(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, const ChunkForwardConfig& cfg,
                         cudaStream_t s, bool after_summary) {
-  if (!cfg.fuse_o && !b.ready) {  // fwd_o after this kernel: h and v_new leave by bulk copies
-    if (cfg.fwd_h_stages == 4)
-      launch_wg<4, ChainMode::kStoreBulk>(b, sp, f, s, after_summary);
-    else
-      launch_wg<2, ChainMode::kStoreBulk>(b, sp, f, s, after_summary);
-    return;
-  }
   if (cfg.fuse_o) {
     chain::launch_fused(b, sp, f, s, after_summary);
     return;
   }
-  // 4 stages (190 KB, one block per SM) or 2 (107.5 KB, two per SM): chunk_forward_heuristics.
+  // fwd_o after this kernel: h and v_new leave by bulk copies. 4 stages (190 KB, one block per SM)
+  // or 2 (107.5 KB, two per SM): chunk_forward_heuristics.
   if (cfg.fwd_h_stages == 4)
-    launch_wg<4, ChainMode::kStore>(b, sp, f, s, after_summary);
+    launch_wg<4, ChainMode::kStoreBulk>(b, sp, f, s, after_summary);
   else
-    launch_wg<2, ChainMode::kStore>(b, sp, f, s, after_summary);
+    launch_wg<2, ChainMode::kStoreBulk>(b, sp, f, s, after_summary);
 }
 
 template void launch_fwd_h_wgmma(const FastBufs<__nv_bfloat16>&, const SplitBufs&, const ForwardArgs&,

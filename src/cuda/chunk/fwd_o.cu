@@ -45,9 +45,6 @@ __global__ void __launch_bounds__(NW * 32)
   const int64_t gc = blockIdx.x / HV;
   const int hv = blockIdx.x % HV;
   const int hk = hv / (HV / b.H);
-  // The grid completes only after fwd_h has (its final states included): the last block, the last
-  // to be scheduled, waits for it; the others wait per chunk on b.ready.
-  if (b.ready && blockIdx.x == gridDim.x - 1) pdl_wait();
   int64_t n, t0;
   int len;
   if (!chunk_info(b.pl, gc, n, t0, len)) return;
@@ -73,10 +70,6 @@ __global__ void __launch_bounds__(NW * 32)
     cp_async4(&sm.rk[i], b.rk + int64_t(hk) * b.T + t0 + (ok ? i : 0), ok ? 4 : 0);
   }
   cp_async_commit();
-  if (b.ready) {  // h and v_new of this chunk stored by every slice of fwd_h
-    if (tid == 0) wait_acquire(b.ready + blockIdx.x, b.ready_count);
-    __syncthreads();
-  }
   if constexpr (D == 128) {
     // The chain's staging images (fwd_fast.cuh): 16-byte piece cc of a row sits in slice cc / 8 at
     // the swizzled byte sw128(row, cc % 8).
@@ -262,10 +255,7 @@ void launch(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s, unsigned
   const size_t smem = sizeof(OSmem<D, E>);
   auto k = chunk_fwd_o_kernel<D, E, NW>;
   allow_smem(k, smem);
-  // With b.ready, a programmatic dependent of fwd_h: it starts while fwd_h runs (see fwd_fast.cuh).
-  const LaunchConfig lc(dim3(blocks), dim3(NW * 32), smem, s, b.ready != nullptr);
-  check(cudaLaunchKernelEx(&lc.cfg, k, b, static_cast<E*>(f.o.data), f.o.stride_token, f.o.stride_head, rows16),
-        "cudaLaunchKernelEx(chunk_fwd_o_kernel)");
+  k<<<blocks, NW * 32, smem, s>>>(b, static_cast<E*>(f.o.data), f.o.stride_token, f.o.stride_head, rows16);
 }
 
 }  // namespace

@@ -74,7 +74,6 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
   const int64_t gc = blockIdx.x / HV;
   const int hv = blockIdx.x % HV;
   const int hk = hv / (HV / b.H);
-  if (b.ready && threadIdx.x == 0) b.ready[blockIdx.x] = 0;  // fwd_h counts from here
   int64_t n, t0;
   int len;
   if (!chunk_info(b.pl, gc, n, t0, len)) return;

@@ -18,9 +18,6 @@ struct ChunkForwardConfig {
   //   D = 128 (wgmma, fwd_h_wgmma.cuh): slice width 64 (the wgmma M), ring of 2 or 4 stages.
   int fwd_h_slice_width = 64;
   int fwd_h_stages = 2;
-  // fwd_o runs beside fwd_h (programmatic dependent launch, per-chunk ready counters) instead of
-  // after it. Only the wgmma fwd_h (D = 128) signals the counters.
-  bool overlap_o = false;
   // Exact split of long sequences into parts of split_chunks_per_part chunks (chunk/split.cuh;
   // D = 128 only); 0: none. split_max_parts: the parts per sequence the grids cover (at least
   // ceil(chunks of the longest possible sequence / split_chunks_per_part)); the summary pass runs
@@ -39,7 +36,7 @@ struct ChunkForwardConfig {
   int split_scan_cols = 16;
   // D = 128: o computed inside the chain kernel by a second warpgroup (chain_o.cuh) instead of by
   // fwd_o: h and v_new never reach global memory. The chain then runs 3 ring stages whatever
-  // fwd_h_stages says (one block of two warpgroups per SM); overlap_o must be off.
+  // fwd_h_stages says (one block of two warpgroups per SM). Otherwise fwd_o runs after the chain.
   bool fuse_o = false;
 };
 
@@ -94,7 +91,6 @@ inline void choose_split(const Problem& p, const DeviceProps& dev, ChunkForwardC
       static_cast<int>(split_parts_of(max_chunks, cfg.split_chunks_per_part, INT32_MAX, cfg.split_first_part_chunks));
   const int64_t full_blocks = blocks * cfg.split_max_parts;
   cfg.fwd_h_stages = full_blocks <= dev.sms ? 4 : 2;
-  cfg.overlap_o = full_blocks <= dev.sms;
   // The summary pass's live blocks: part 0's chains (S_1) and two per middle part (M_p, B_p).
   const int64_t summary_blocks = blocks * (2 * cfg.split_max_parts - 3);
   cfg.split_summary_stages = summary_blocks <= dev.sms ? 4 : 2;
@@ -113,10 +109,6 @@ inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const Devic
     // two blocks per SM, each hiding the other's latency.
     cfg.fwd_h_slice_width = 64;
     cfg.fwd_h_stages = chains * 2 <= dev.sms ? 4 : 2;
-    // Overlap only when fwd_h's blocks (one per SM) leave SMs idle: fwd_o fills those. With more
-    // blocks fwd_o's could only take the slots beside them and slow the chains (4x8k, measured on
-    // an H200: 1.67 ms after fwd_h, 1.74 ms overlapping it).
-    cfg.overlap_o = chains * 2 <= dev.sms;
     choose_split(p, dev, cfg);
     // Fused o wherever the blocks fill at most one wave of one block per SM or the sequences
     // average at least 4 chunks; also with SMs left idle (session 23: the o warpgroup mostly waits
@@ -124,16 +116,13 @@ inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const Devic
     // g = 0 err_o ~2.6e-3 against the fused o's 2.18e-3).
     // Measured on an H200 (docs/perf.md, v14 and session 18): tp4-8x4k (128 blocks) 0.340 -> 0.233
     // ms, tp4-1x32k (split, 128) 0.526 -> 0.423; in several waves 4x8k (256 blocks) 1.228 ->
-    // 0.861, 8x1k (512) 0.338 -> 0.252, 64x256 (4096, 4 chunks each) 0.704 -> 0.571. With fewer
-    // blocks fwd_o overlaps on the idle SMs (1x4k, 1x32k: 64 blocks). The SPEC's mixed case (16
+    // 0.861, 8x1k (512) 0.338 -> 0.252, 64x256 (4096, 4 chunks each) 0.704 -> 0.571; with SMs
+    // left idle too (1x4k: 64 blocks; session 23: tp8-1x4k 1.07x). The SPEC's mixed case (16
     // sequences, 32 chunks on average) falls under the rule, unmeasured fused. One-chunk sequences in many
     // waves (256x64) stay unfused: there the state's load and store dominate, and the unfused chain
     // runs two blocks per SM (H200, session 22: 0.901 ms unfused, 0.996 fused).
     const int64_t chain_blocks = chains * 2 * (cfg.split_chunks_per_part > 0 ? cfg.split_max_parts : 1);
-    if (chain_blocks > 0 && (chain_blocks <= dev.sms || average_chunks(p) >= 4)) {
-      cfg.fuse_o = true;
-      cfg.overlap_o = false;
-    }
+    if (chain_blocks > 0 && (chain_blocks <= dev.sms || average_chunks(p) >= 4)) cfg.fuse_o = true;
   } else {
     // Slices of 32 while the chains in slices of 64 would leave SMs idle (one long sequence:
     // latency-bound, each SM runs one block); slices of 64 otherwise (halves the L2 traffic of w
@@ -142,7 +131,6 @@ inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const Devic
     // Three stages (one block per SM) for long chains; two (two blocks per SM with slices of 32)
     // when the average sequence is a few chunks and the prologue/epilogue dominate.
     cfg.fwd_h_stages = p.num_tokens >= 4 * kChunkSize * p.num_seqs ? 3 : 2;
-    cfg.overlap_o = false;
   }
   return cfg;
 }

@@ -1,5 +1,5 @@
-// Ordering between kernels that run at the same time: the release/acquire hand-off of a counter in
-// global memory, and programmatic dependent launch (griddepcontrol, sm_90).
+// Ordering between kernels that run at the same time (programmatic dependent launch: griddepcontrol,
+// sm_90), and block barriers on mbarriers.
 #pragma once
 
 #include <cstdint>
@@ -9,25 +9,6 @@
 namespace gdn {
 namespace cuda {
 
-// Producer, after a __syncthreads() that follows the block's global stores: one thread adds 1 to
-// `count` flags (flags[0], flags[stride], ...) with one release fence at GPU scope, then relaxed
-// adds (a release pattern per flag, the fence paid once; the stores of the whole block happen
-// before it).
-__device__ __forceinline__ void signal_ready(int* flags, int64_t stride, int count) {
-  asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
-  for (int i = 0; i < count; ++i)
-    asm volatile("red.relaxed.gpu.global.add.s32 [%0], 1;\n" ::"l"(flags + i * stride) : "memory");
-}
-// Consumer: one thread waits with acquire loads until *flag >= target, then the block
-// synchronizes (__syncthreads) before reading what the producer stored.
-__device__ __forceinline__ void wait_acquire(const int* flag, int target) {
-  int x;
-  while (true) {
-    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(x) : "l"(flag) : "memory");
-    if (x >= target) break;
-    __nanosleep(64);
-  }
-}
 // Programmatic dependent launch: the kernel launched after this one (with the programmatic
 // serialization attribute) may start once every block of this one has executed this.
 __device__ __forceinline__ void pdl_launch_dependents() {
