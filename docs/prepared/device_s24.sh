@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# Session 24, device call 1 (prepared in session 23): four patches, timed in three steps in one call (~9 min). Here first, on main:
-#   M=$(git rev-parse --short HEAD)
-#   git apply docs/prepared/s24_remove_overlap.patch && git commit -qam "fwd_o: the overlap path removed (production no longer runs it)"
-#   R=$(git rev-parse --short HEAD)
+# Session 24, device call 1 (prepared in session 23): session 23's unrun overlap removal checked, three chain patches timed in
+# two steps, in one call (~9 min). Here first, on main:
+#   M=$(git rev-parse --short HEAD)      # (ea8f28b or later: the overlap removal merged)
 #   git apply docs/prepared/s24_prefetch_u_shadow.patch && git commit -qam "chain: the prefetch in the -U^T products' shadow"
 #   git apply docs/prepared/s24_prefetch_no_select.patch && git commit -qam "chain_prefetch: rows past len by the zero-fill alone"
 #   P=$(git rev-parse --short HEAD)
 #   git apply docs/prepared/s24_w_halves.patch && git commit -qam "chain: v_new's left half issued once W's first 32 tokens are formed"
-#   scripts/ab_base.sh $M $R $P
-# then run with carry .ab .deps as `bash docs/prepared/device_s24.sh <commit>`. Columns: base = main, v1 = the overlap
-# path removed, v2 = + the prefetch moved and its selects dropped, new = + the W halves. Call 2: `ctest -R gpu` (~3 min) at the commit
-# kept, then device_bench3.sh if the chain moved.
+#   scripts/ab_base.sh 157ca26 $M $P
+# then run with carry .ab .deps as `bash docs/prepared/device_s24.sh <commit>`. Columns: base = 157ca26 (the last measured
+# tree, before the overlap removal), v1 = main (the overlap removal, 176d4c8: SASS-checked, never run), v2 = + the
+# prefetch moved and its selects dropped, new = + the W halves. Call 2: `ctest -R gpu` (~3 min) at the commit kept and
+# the ncu step (docs/perf.md, "Next steps 0"), then device_bench3.sh if the chain moved.
 #  1. The overlap removal (dead code since 22405d6: the heuristics never choose overlap_o) must not move anything: the
-#     A/B within noise, the quick check's lines identical to main's (the same kernels minus never-taken branches).
+#     A/B within noise, the quick check's lines identical to 157ca26's but for "g=0 long unfused" and "gates x2 ...",
+#     which run fwd_o again (forced: fwd_o_after; 157ca26 ran them fused): err_o ~2.6e-3 there, under their 3e-3.
 #  2. The prefetch in the -U^T products' shadow (SASS of the bf16 fused chain: the v_new products' shadow 390 -> ~100
 #     instructions, the -U^T shadow 31 -> ~336, the critical stretch after the -U^T wait 134 -> ~116): predicted h
 #     phase -2 to -4% on the chain-bound cases (1x32k, 4x8k, g0-1x32k, tp4-1x32k); 8x1k / 256x64 less. The same
