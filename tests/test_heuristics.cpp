@@ -91,7 +91,6 @@ TEST(Heuristics, TensorParallelSlicesSplit) {
   const auto tp4 = cuda::chunk_forward_heuristics(problem(4, 8, 32768, 1), h200());
   EXPECT_EQ(64, tp4.split_chunks_per_part);
   EXPECT_EQ(8, tp4.split_max_parts);
-  EXPECT_EQ(4, tp4.fwd_h_stages);
   EXPECT_TRUE(tp4.fuse_o);  // 128 chain blocks: o in the chain
   const auto tp8 = cuda::chunk_forward_heuristics(problem(2, 4, 32768, 1), h200());
   EXPECT_EQ(32, tp8.split_chunks_per_part);

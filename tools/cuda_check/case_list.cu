@@ -237,8 +237,8 @@ std::vector<Case> correctness_cases(bool quick) {
       }
     }
   append_decode_and_pool_cases(cases, mix, quick);
-  // More (sequence, head, slice) blocks than SMs: the wgmma fwd_h's 2-stage ring (the cases above
-  // have few blocks and take its 4-stage ring).
+  // More (sequence, head, slice) blocks than SMs: the wgmma chain storing h and v_new for fwd_o,
+  // as the heuristics choose it (the cases above have few blocks: their o is fused).
   {
     Case c;
     c.name = "fast bf16 128 140 seqs";

@@ -189,7 +189,6 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
     cfg.split_even_first_chunks = 0;
     cfg.split_max_parts = static_cast<int>((max_chunks + cfg.split_chunks_per_part - 1) / cfg.split_chunks_per_part);
     cfg.split_summary_stages = 4;
-    cfg.fwd_h_stages = 4;
     cfg.fuse_o = true;
   }
   const size_t wsz = std::max(cuda::chunk_gated_delta_rule_workspace_size(in.p, 0),

@@ -12,8 +12,8 @@
 //   v:            [64 tokens][64 vv] staging of v_new (stmatrix.trans; kStoreBulk: one bulk store)
 //   eg[ST] ((exp(G_i), exp(G_last - G_i)) from kkt_solve), G[ST] (fp64, kFusedO only: the o
 //   warpgroup's fallback), rk[ST] (inverse norms of k's rows, with l2norm)
-// ST = 2: 107.5 KB (two blocks per SM, for many chains); ST = 4: 190 KB (one block per SM: the
-// deepest prefetch for few long chains); kFusedO, ST = 3: ~221 KiB for bf16 (226,064 B + 1 KB alignment
+// ST = 2: 107.5 KB (two blocks per SM, for many chains); ST = 4: 190 KB (the summary pass with few
+// chains, one block per SM: the deepest prefetch); kFusedO, ST = 3: ~221 KiB for bf16 (226,064 B + 1 KB alignment
 // slack), ~206 KiB for fp16 (no h_lo staging: 209,680 B + 1 KB).
 //
 // Synchronization per chunk c (stage s = c % ST), two block barriers, both overlapped with wgmma:

@@ -77,10 +77,10 @@ void mark(const PhaseEvents* phases, int i, cudaStream_t s) {
 void check_config(const Problem& p, const ChunkForwardConfig& cfg) {
   const int w = cfg.fwd_h_slice_width, st = cfg.fwd_h_stages;
   const bool wgmma = p.head_k == 128;
-  const bool runs = wgmma ? w == 64 && (st == 2 || st == 4) : (w == 32 || w == 64) && (st == 2 || st == 3);
+  const bool runs = wgmma ? w == 64 && st == 2 : (w == 32 || w == 64) && (st == 2 || st == 3);
   if (!runs)
     throw Error(std::string("fast_forward: ") +
-                (wgmma ? "D = 128 (wgmma fwd_h) runs fwd_h_slice_width 64 with 2 or 4 stages"
+                (wgmma ? "D = 128 (wgmma fwd_h) runs fwd_h_slice_width 64 with 2 stages"
                        : "D = 64 (mma.sync fwd_h) runs fwd_h_slice_width 32 or 64 with 2 or 3 stages") +
                 "; got fwd_h_slice_width = " + std::to_string(w) + ", fwd_h_stages = " + std::to_string(st));
   if (cfg.fuse_o && !wgmma) throw Error("fast_forward: fuse_o needs the wgmma chain (D = 128)");

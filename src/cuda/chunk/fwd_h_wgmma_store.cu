@@ -1,5 +1,5 @@
 // launch_fwd_h_wgmma (fwd_fast.cuh): the wgmma chain (fwd_h_wgmma.cuh) in its store mode, h and
-// v_new per chunk for fwd_o, which runs after it (kStoreBulk; ST = 2 and 4), or the fused mode's
+// v_new per chunk for fwd_o, which runs after it (kStoreBulk, ST = 2), or the fused mode's
 // launcher (fwd_h_wgmma_fused.cu). The store kernels are instantiated here only.
 #include "cuda/chunk/fwd_h_wgmma.cuh"
 
@@ -13,12 +13,9 @@ void launch_fwd_h_wgmma(const FastBufs<E>& b, const SplitBufs& sp, const Forward
     chain::launch_fused(b, sp, f, s, after_summary);
     return;
   }
-  // fwd_o after this kernel: h and v_new leave by bulk copies. 4 stages (190 KB, one block per SM)
-  // or 2 (107.5 KB, two per SM): chunk_forward_heuristics.
-  if (cfg.fwd_h_stages == 4)
-    launch_wg<4, ChainMode::kStoreBulk>(b, sp, f, s, after_summary);
-  else
-    launch_wg<2, ChainMode::kStoreBulk>(b, sp, f, s, after_summary);
+  // fwd_o after this kernel: h and v_new leave by bulk copies; 2 stages (107.5 KB, two blocks per
+  // SM): the heuristics store only in several waves (fast_forward checked the config).
+  launch_wg<2, ChainMode::kStoreBulk>(b, sp, f, s, after_summary);
 }
 
 template void launch_fwd_h_wgmma(const FastBufs<__nv_bfloat16>&, const SplitBufs&, const ForwardArgs&,

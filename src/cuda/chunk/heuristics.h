@@ -15,7 +15,8 @@ namespace cuda {
 struct ChunkForwardConfig {
   // fwd_h, the sequential part: each block carries one (sequence, value head, V slice) chain.
   //   D = 64 (mma.sync, fwd_h_mma.cu): slice width 32 or 64, cp.async ring of 2 or 3 stages.
-  //   D = 128 (wgmma, fwd_h_wgmma.cuh): slice width 64 (the wgmma M), ring of 2 or 4 stages.
+  //   D = 128 (wgmma, fwd_h_wgmma.cuh): slice width 64 (the wgmma M), ring of 2 stages (the chain
+  //   storing h and v_new; the fused chain runs 3 whatever this says).
   int fwd_h_slice_width = 64;
   int fwd_h_stages = 2;
   // Exact split of long sequences into parts of split_chunks_per_part chunks (chunk/split.cuh;
@@ -89,8 +90,6 @@ inline void choose_split(const Problem& p, const DeviceProps& dev, ChunkForwardC
   cfg.split_first_part_chunks = static_cast<int>(first);
   cfg.split_max_parts =
       static_cast<int>(split_parts_of(max_chunks, cfg.split_chunks_per_part, INT32_MAX, cfg.split_first_part_chunks));
-  const int64_t full_blocks = blocks * cfg.split_max_parts;
-  cfg.fwd_h_stages = full_blocks <= dev.sms ? 4 : 2;
   // The summary pass's live blocks: part 0's chains (S_1) and two per middle part (M_p, B_p).
   const int64_t summary_blocks = blocks * (2 * cfg.split_max_parts - 3);
   cfg.split_summary_stages = summary_blocks <= dev.sms ? 4 : 2;
@@ -105,10 +104,11 @@ inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const Devic
   ChunkForwardConfig cfg;
   const int64_t chains = p.num_seqs * p.num_v_heads;  // (sequence, value head) pairs
   if (p.head_k == 128) {
-    // Blocks that fit one per SM: the deepest ring (4 stages, 190 KB); more: 2 stages (107.5 KB),
+    // The chain storing h and v_new for fwd_o runs only in several waves (below: where its blocks
+    // fit one wave, o is fused, and the fused chain runs its own 3 stages): 2 stages (107.5 KB),
     // two blocks per SM, each hiding the other's latency.
     cfg.fwd_h_slice_width = 64;
-    cfg.fwd_h_stages = chains * 2 <= dev.sms ? 4 : 2;
+    cfg.fwd_h_stages = 2;
     choose_split(p, dev, cfg);
     // Fused o wherever the blocks fill at most one wave of one block per SM or the sequences
     // average at least 4 chunks; also with SMs left idle (session 23: the o warpgroup mostly waits
