@@ -154,12 +154,12 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
     float(&d)[32] = reinterpret_cast<float(&)[32]>(acc);
 #pragma unroll
     for (int i = 0; i < 32; ++i) d[i] = 0.f;
-    const uint32_t kb = smem_u32(sm.u.k);
+    const WgTile kt = wg_tile(smem_u32(sm.u.k), 16, 1024);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
       const uint32_t off = (ks / 4) * (C * 128) + (ks % 4) * 32;  // k-step ks: atom ks / 4, 32 bytes a step
-      wgmma_m64n64_ss<E, 0>(d, wg_desc(kb + off, 16, 1024), wg_desc(kb + off, 16, 1024), ks > 0);
+      wgmma_m64n64_ss<E, 0>(d, kt.at(off), kt.at(off), ks > 0);
     }
     wgmma_commit();
     wgmma_wait<0>();
