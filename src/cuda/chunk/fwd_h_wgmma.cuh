@@ -13,7 +13,8 @@
 //               A = E(S^T) from registers (accumulator -> A fragment: same lanes, no shuffles),
 //               B = k [token][kk] in shared memory (K-major B), scale-a = -1
 //   W^T       = v^T - U^T diag(s)                  in registers, rounded to E once
-//   v_new^T   = W^T A_s^T                          wgmma m64n64k16 x 8 (k = tokens, hi and lo):
+//   v_new^T   = W^T A_s^T                          wgmma m64n32k16 x 12 (k = tokens, hi and lo;
+//               A_s lower triangular: columns i < 32 take tokens j < 32 only):
 //               A = W^T from registers, B = A_s [i][j] in shared memory (K-major B)
 //                                                  -> b.v_new image [gc][hv][slice] (E [t][vv])
 //   S^T       = exp(G_last) S^T + vs^T k           wgmma m64n128k16 x 4 (k = tokens):
@@ -311,7 +312,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
 
     // 2. W^T = v^T - U^T diag(exp(G) r) -> A fragments (wa[4 ks + q]: tokens [16 ks, 16 ks + 16));
     //    v_new^T = W^T A_s^T with A_s = (I + L)^-1 diag(beta) (fwd_prep) as hi + lo parts:
-    //    8 x m64n64k16, B = A_s [i][j] rows (K-major, SW128): atom 0 the hi part, atom 1 the lo.
+    //    12 x m64n32k16 (below), B = A_s [i][j] rows (K-major, SW128): atom 0 the hi part, atom 1 the lo.
     //    W is rounded to E once, after the cancellation v - k S, never its terms.
     //    A weakly decaying chunk also takes W's residual wl = E(W - E(W)) times A_s's hi part.
     float wf[32];  // W^T in fp32 (acc's layout)
