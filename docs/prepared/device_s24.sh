@@ -8,10 +8,11 @@
 #   git apply docs/prepared/s24_w_halves.patch && git commit -qam "chain: v_new's left half issued once W's first 32 tokens are formed"
 #   scripts/ab_base.sh 157ca26 $M $P
 # then run with carry .ab .deps as `bash docs/prepared/device_s24.sh <commit>`. Columns: base = 157ca26 (the last measured
-# tree, before the overlap removal), v1 = main (the overlap removal, 176d4c8: SASS-checked, never run), v2 = + the
+# tree), v1 = main (three changes landed SASS-checked and never run: 176d4c8 the overlap removal, c9a9fd3 the 4-stage
+# store chain removed, 55f560f kkt_solve's Gram descriptors from one WgTile), v2 = + the
 # prefetch moved and its selects dropped, new = + the W halves. Call 2: `ctest -R gpu` (~3 min) at the commit kept and
 # the ncu step (docs/perf.md, "Next steps 0"), then device_bench3.sh if the chain moved.
-#  1. The overlap removal (dead code since 22405d6: the heuristics never choose overlap_o) must not move anything: the
+#  1. v1's three changes (dead code since 22405d6 and the same descriptors) must not move anything: the
 #     A/B within noise, the quick check's lines identical to 157ca26's but for "g=0 long unfused" and "gates x2 ...",
 #     which run fwd_o again (forced: fwd_o_after; 157ca26 ran them fused): err_o ~2.6e-3 there, under their 3e-3.
 #  2. The prefetch in the -U^T products' shadow (SASS of the bf16 fused chain: the v_new products' shadow 390 -> ~100
