@@ -111,20 +111,30 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
   const int HV = b.HV;
   const int64_t gc = item / HV;
   const int hv = item % HV;
-  const int hk = hv / (HV / b.H);
+  const int hk = static_cast<int>(unsigned(hv) / (unsigned(HV) / unsigned(b.H)));  // (unsigned: fewer instructions)
   int64_t n, t0;
   int len;
   if (!chunk_info(b.pl, gc, n, t0, len)) return false;
   const int m = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
 
   // k rows, zero-filled past the sequence's end, as wgmma's K-major 128-byte swizzle: 16-byte piece
-  // c of row i in atom c / 8 at sw128(i, c % 8).
-  char* const kt = reinterpret_cast<char*>(sm.u.k);
-  for (int e = tid; e < C * D / 8; e += kThreads) {
-    const int i = e / (D / 8), c = e % (D / 8);
-    const bool ok = i < len;
-    cp_async16(kt + (c / 8) * (C * 128) + sw128(i, c % 8), b.k + (t0 + (ok ? i : 0)) * b.k_st + hk * b.k_sh + 8 * c,
-               ok ? 16 : 0);
+  // c of row i in atom c / 8 at sw128(i, c % 8). Thread tid copies piece c = tid % 16 of rows
+  // i = tid / 16 + 8 j: one source pointer stepped 8 rows at a time, one swizzled offset stepped
+  // 1 KB (i % 8, and so the swizzle, is the thread's own); rows past len read the chunk's first row
+  // (in bounds) with a source size of 0.
+  {
+    constexpr int kPieces = D / 8, kRowStep = kThreads / kPieces;  // 16 pieces a row, 8 rows a pass
+    static_assert(kRowStep == 8 && C % kRowStep == 0, "the swizzle repeats every 8 rows");
+    const int c = tid % kPieces, i0 = tid / kPieces;
+    const E* const row0 = b.k + t0 * b.k_st + hk * b.k_sh + 8 * c;  // [T, H, D]
+    const E* src = row0 + i0 * b.k_st;
+    const int64_t step = kRowStep * b.k_st;
+    char* const dst = reinterpret_cast<char*>(sm.u.k) + (c / 8) * (C * 128) + sw128(i0, c % 8);
+#pragma unroll
+    for (int j = 0; j < C / kRowStep; ++j, src += step) {
+      const bool ok = i0 + kRowStep * j < len;
+      cp_async16(dst + j * kRowStep * 128, ok ? src : row0, ok ? 16 : 0);
+    }
   }
   cp_async_commit();
 
@@ -347,14 +357,18 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
     mma3(T[0], Lf[2], load_b(2, 0));
     finish(T[0], 0);
   }
-  // This warp's 16 rows of A_s -> b.w, 16 bytes per lane and copy (16 rows x 256 bytes).
+  // This warp's 16 rows of A_s -> b.w, 16 bytes per lane and copy: lane copies piece lane % 16 of
+  // rows 16 m + lane / 16 + 2 j (16 rows x 256 bytes), pointers stepped two rows at a time.
   __syncwarp();
+  {
+    constexpr int kPieces = 2 * C / 8;  // 16 pieces of 8 elements per row [hi 64 | lo 64]
+    const int piece = lane % kPieces, i0 = 16 * m + lane / kPieces;
+    const E* from = &sm.u.x.out[i0 * S::SO + 8 * piece];
+    E* to = b.w + ((t0 + i0) * HV + hv) * D + 8 * piece;  // [T, HV, D]
+    const int64_t step = int64_t(32 / kPieces) * HV * D;
 #pragma unroll
-  for (int e = lane; e < 16 * 16; e += 32) {
-    const int r = e / 16, piece = e % 16, i = 16 * m + r;
-    if (i < len)
-      *reinterpret_cast<uint4*>(b.w + ((t0 + i) * HV + hv) * D + 8 * piece) =
-          *reinterpret_cast<const uint4*>(&sm.u.x.out[i * S::SO + 8 * piece]);
+    for (int j = 0; j < 16 * kPieces / 32; ++j, from += (32 / kPieces) * S::SO, to += step)
+      if (i0 + (32 / kPieces) * j < len) *reinterpret_cast<uint4*>(to) = *reinterpret_cast<const uint4*>(from);
   }
   return true;
 }
