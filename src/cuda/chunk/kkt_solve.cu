@@ -112,9 +112,9 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
   const int64_t gc = item / HV;
   const int hv = item % HV;
   const int hk = static_cast<int>(unsigned(hv) / (unsigned(HV) / unsigned(b.H)));  // (unsigned: fewer instructions)
-  int64_t n, t0;
+  int64_t t0;
   int len;
-  if (!chunk_info(b.pl, gc, n, t0, len)) return false;
+  if (!chunk_rows(b.pl, gc, t0, len)) return false;
   const int m = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
 
   // k rows, zero-filled past the sequence's end, as wgmma's K-major 128-byte swizzle: 16-byte piece

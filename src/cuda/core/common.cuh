@@ -179,6 +179,9 @@ struct Plan {
   const int64_t* bounds;     // [N + 1] token boundaries, clamped to [0, T] and monotone
   const int64_t* chunk_off;  // [N + 1] global chunk number of each sequence's first chunk
   const int32_t* chunk_seq;  // [max_chunks] sequence of each global chunk, -1 past the last
+  // [max_chunks] each global chunk's rows as one word, t0 * 128 + len (0 past the last): kernels
+  // that need no sequence number find their rows in one load instead of two dependent ones
+  const int64_t* chunk_rows;
   int64_t num_seqs;
   int64_t max_chunks;
 };
@@ -192,6 +195,15 @@ __device__ __forceinline__ bool chunk_info(const Plan& pl, int64_t gc, int64_t& 
   t0 = pl.bounds[n] + (gc - pl.chunk_off[n]) * kChunkSize;
   const int64_t rem = pl.bounds[n + 1] - t0;
   len = static_cast<int>(rem < kChunkSize ? rem : kChunkSize);
+  return len > 0;
+}
+
+// Chunk gc's first token and number of valid rows (false when gc is unused), from one load.
+__device__ __forceinline__ bool chunk_rows(const Plan& pl, int64_t gc, int64_t& t0, int& len) {
+  if (gc >= pl.max_chunks) return false;
+  const int64_t w = pl.chunk_rows[gc];
+  t0 = w >> 7;
+  len = static_cast<int>(w & 127);
   return len > 0;
 }
 

@@ -44,7 +44,7 @@ __device__ int64_t block_scan(int64_t x, int64_t* part, int64_t& excl) {
 // owns a contiguous range [lo, hi) of the N + 1 boundaries.
 __global__ void __launch_bounds__(kPlanThreads)
     plan_kernel(const void* cu, IndexType cu_type, int64_t T, int64_t N, int64_t max_chunks, int64_t* bounds,
-                int64_t* chunk_off, int32_t* chunk_seq) {
+                int64_t* chunk_off, int32_t* chunk_seq, int64_t* chunk_rows) {
   __shared__ int64_t part[32];
   const int64_t items = N + 1;
   const int64_t per = (items + kPlanThreads - 1) / kPlanThreads;
@@ -90,6 +90,7 @@ __global__ void __launch_bounds__(kPlanThreads)
   for (int64_t gc = threadIdx.x; gc < max_chunks; gc += kPlanThreads) {
     if (gc >= total) {
       chunk_seq[gc] = -1;
+      chunk_rows[gc] = 0;
       continue;
     }
     int64_t a = 0, z = N;  // answer in [a, z)
@@ -101,6 +102,10 @@ __global__ void __launch_bounds__(kPlanThreads)
         z = mid;
     }
     chunk_seq[gc] = static_cast<int32_t>(a);
+    static_assert(kChunkSize < 128, "len takes the word's low 7 bits");
+    const int64_t t0 = bounds[a] + (gc - chunk_off[a]) * kChunkSize;  // (bounds: this block's stores, before the barrier)
+    const int64_t rem = bounds[a + 1] - t0;
+    chunk_rows[gc] = t0 * 128 + (rem < kChunkSize ? rem : kChunkSize);
   }
 }
 
@@ -108,7 +113,7 @@ __global__ void __launch_bounds__(kPlanThreads)
 
 size_t plan_bytes(int64_t num_tokens, int64_t num_seqs) {
   const int64_t mc = chunk_bound(num_tokens, num_seqs);
-  return 2 * align_up(sizeof(int64_t) * (num_seqs + 1)) + align_up(sizeof(int32_t) * mc);
+  return 2 * align_up(sizeof(int64_t) * (num_seqs + 1)) + align_up(sizeof(int32_t) * mc) + align_up(sizeof(int64_t) * mc);
 }
 
 Plan build_plan(const Problem& p, void* ws, cudaStream_t stream) {
@@ -118,12 +123,14 @@ Plan build_plan(const Problem& p, void* ws, cudaStream_t stream) {
   int64_t* chunk_off = c.take<int64_t>(p.num_seqs + 1);
   pl.max_chunks = chunk_bound(p.num_tokens, p.num_seqs);
   int32_t* chunk_seq = c.take<int32_t>(pl.max_chunks);
+  int64_t* chunk_rows = c.take<int64_t>(pl.max_chunks);
   pl.bounds = bounds;
   pl.chunk_off = chunk_off;
   pl.chunk_seq = chunk_seq;
+  pl.chunk_rows = chunk_rows;
   pl.num_seqs = p.num_seqs;
   plan_kernel<<<1, kPlanThreads, 0, stream>>>(p.cu_seqlens, p.cu_seqlens_type, p.num_tokens, p.num_seqs, pl.max_chunks,
-                                              bounds, chunk_off, chunk_seq);
+                                              bounds, chunk_off, chunk_seq, chunk_rows);
   GDN_CUDA_LAUNCH_CHECK("plan_kernel");
   return pl;
 }
