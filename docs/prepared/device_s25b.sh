@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Session 25, device call 2 (prepared in session 24): the fused chain's B1 split (s25_b1_split.patch), alone, on what
+# call 1 (device_s25.sh) landed. Here first, on main after call 1:
+#   M=$(git rev-parse --short HEAD); git am -q docs/prepared/s25_b1_split.patch; scripts/ab_base.sh $M
+# then run with carry .ab .deps as `bash docs/prepared/device_s25b.sh <commit>` (~7 min).
+# What it changes: B1 was an mbarrier of both warpgroups (256 arrivals), the o warpgroup arriving once its P v_new of
+# chunk c - 1 was complete; the chain warpgroup waited there 15.5% of its samples (ncu, session 24, call 4). Now B1 is
+# the chain's alone (128: chunk c landed, h_c staged; the o warpgroup only waits on it) and a third mbarrier F (the o
+# warpgroup's 128) frees chunk c - 1's stage and the v staging; the chain waits on F(c) just before its prefetch, in the
+# v_new products' shadow, ~500 cycles after B1. The -U^T products of chunk c then overlap the o warpgroup's P v_new of
+# chunk c - 1. Phases: neither warpgroup can get two phases ahead on a barrier the other waits on (B2 still joins
+# them every chunk). Same arithmetic: the quick check must not differ (0 lines). racecheck and synccheck on the
+# fused cases decide whether it may land.
+# Predicted: h -3 to -8% on the fused cases (1x32k, 4x8k, 8x1k, tp4-1x32k, g0-1x32k), nothing on 256x64 (fwd_o).
+set -u
+export GDN_COMMIT=$1
+scripts/device.sh build > /dev/null 2>&1
+cat $OUT/summary.txt 2>/dev/null | cut -c1-300
+B=build-device/tools/cuda_check/gdn_cuda_check
+# A deadlock would hang every timed case: one smoke run first (a fused single prompt and a fused batch).
+for c in 1x3k 8x1k; do
+  timeout 30 $B --bench --no-check --case $c > /tmp/smoke.log 2>&1 || { echo "[$SECONDS s] smoke $c FAILED (rc=$?):"; tail -5 /tmp/smoke.log; exit 1; }
+done
+echo "[$SECONDS s] smoke ok"
+timeout 60 $B --quick > $OUT/quick.log 2>&1; echo "[$SECONDS s] quick: $(tail -1 $OUT/quick.log | cut -c1-80)"
+GDN_AB_CASES="1x32k 4x8k 8x1k tp4-1x32k g0-1x32k 1x3k tp8-1x4k" scripts/device.sh ab > /dev/null 2>&1
+tail -9 $OUT/ab.log
+(cd /tmp && mkdir -p qb && cd qb && timeout 60 /tmp/ab-base/build/tools/cuda_check/gdn_cuda_check --quick > /tmp/q_base.log 2>&1)
+echo "[$SECONDS s] quick base vs new: $(diff <(grep -E '^(ok|FAIL)' /tmp/q_base.log) <(grep -E '^(ok|FAIL)' $OUT/quick.log) | grep -c '^[<>]') differing lines of $(grep -cE '^(ok|FAIL)' $OUT/quick.log)"
+for spec in "racecheck:fast bf16 128" "synccheck:fast" "memcheck:fast"; do
+  tool=${spec%%:*}; only=${spec#*:}; left=$((570 - SECONDS)); [[ $left -lt 15 ]] && break
+  timeout $left compute-sanitizer --tool $tool --error-exitcode 9 $B --quick --only "$only" > $OUT/$tool.log 2>&1
+  echo "[$SECONDS s] $tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $OUT/$tool.log | tail -1)"
+done
