@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
-# Session 25, device call 1 (prepared in session 24): four changes that keep the arithmetic, timed in four steps,
+# Session 25, device call 1 (prepared in session 24): five changes that keep the arithmetic, timed in four steps,
 # in one call (~9 min). Here first, on main:
 #   M=$(git rev-parse --short HEAD)
-#   git am -q docs/prepared/s25_o_store16.patch;           A=$(git rev-parse --short HEAD)
-#   git am -q docs/prepared/s25_fwd_o_addr.patch;          B=$(git rev-parse --short HEAD)
-#   git am -q docs/prepared/s25_kkt_gates_first.patch;     C=$(git rev-parse --short HEAD)
-#   git am -q docs/prepared/s25_prefetch_no_select.patch
+#   git am -3 -q docs/prepared/s25_o_store16.patch
+#   git am -3 -q docs/prepared/s25_o_flush_later.patch;     A=$(git rev-parse --short HEAD)
+#   git am -3 -q docs/prepared/s25_fwd_o_addr.patch;        B=$(git rev-parse --short HEAD)
+#   git am -3 -q docs/prepared/s25_kkt_gates_first.patch;   C=$(git rev-parse --short HEAD)
+#   git am -3 -q docs/prepared/s25_prefetch_no_select.patch
 #   scripts/ab_base.sh $M $A $B $C
-# then run with carry .ab .deps as `bash docs/prepared/device_s25.sh <commit>`. Columns: base = main, v1 = + o's
-# 16-byte pieces by st.global.v4, v2 = + fwd_o's copies from stepped pointers, v3 = + kkt_solve's gate loads first,
-# new = + the chain's prefetch without its pointer selects.
-#  1. o's stores (v1): ptxas turned the `*(uint4*)dst = x` of the fused o warpgroup and of fwd_o into four 4-byte
-#     STG.E per 16-byte piece (ncu, session 24: 16 STG.E per warp and chunk, one of them holding 2.1% of the fused
-#     chain's samples; the chain warpgroup waits 15% of its time at B1 for the o warpgroup). Now 4 STG.E.128.
-#     Predicted: the o warpgroup's chunk a little shorter; 0-3% on the fused cases (1x32k, 4x8k, 8x1k, tp4), and on
-#     256x64's o phase.
+# then run with carry .ab .deps as `bash docs/prepared/device_s25.sh <commit>`. Columns: base = main, v1 = + the fused
+# o warpgroup's o stores (16-byte st.global.v4, and o's rows leaving one chunk later, during the next P v_new),
+# v2 = + fwd_o's copies from stepped pointers, v3 = + kkt_solve's gate loads first, new = + the chain's prefetch
+# without its pointer selects.
+#  1. The o warpgroup paces the fused chain (ncu, session 24: it almost never waits on an mbarrier, long_sb 2% of
+#     its samples, while the chain warpgroup waits 15.5% of its own at B1 for it). Its o stores sat on its path right
+#     after the P v_new wait: four 4-byte STG.E per 16-byte piece (ptxas' lowering of `*(uint4*)dst = x` there), each
+#     behind the LDS.128 of the staging (~8% of the o warpgroup's samples). v1: STG.E.128, and the loads and stores
+#     of o_{c-1} issued right after P v_new_c's wgmmas, before its wait (SASS checked: no C7518, 236 registers).
+#     Predicted 2-8% on the fused cases (1x32k, 4x8k, 8x1k, tp4-1x32k); fwd_o's stores (256x64) too.
 #  2. fwd_o's copies (v2): the load phase 746 -> 341 SASS instructions, straight-line (session 24's kkt_solve change of
 #     the same kind: prep -11%). fwd_o runs on 256x64 (o 0.263 ms): o -5 to -15% predicted there.
 #  3. kkt_solve (v3): the gates' loads ahead of k's copies (the first barrier, 8.4% of kkt's stall samples, waits for
@@ -22,7 +25,7 @@
 #  4. The no-select prefetch (new): 248 -> 184 instructions per prefetch (SASS, session 23); 0-2% on the chain-bound
 #     cases, or a loss like the pair's of session 24 (prefetch moved + no selects: -2 to -4%; then the move was not the
 #     whole story). memcheck must stay clean on the ragged cases (pointers past T with a source size of 0).
-# All four keep the arithmetic: the quick check must not differ from base's (0 lines).
+# All keep the arithmetic: the quick check must not differ from base's (0 lines).
 set -u
 export GDN_COMMIT=$1
 GDN_AB_CASES="1x32k 4x8k 8x1k 256x64 tp4-1x32k" scripts/device.sh build,ab,quick > /dev/null 2>&1

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Session 25, device call 2 (prepared in session 24): the fused chain's B1 split (s25_b1_split.patch), alone, on what
 # call 1 (device_s25.sh) landed. Here first, on main after call 1:
-#   M=$(git rev-parse --short HEAD); git am -q docs/prepared/s25_b1_split.patch; scripts/ab_base.sh $M
+#   M=$(git rev-parse --short HEAD); git am -3 -q docs/prepared/s25_b1_split.patch; scripts/ab_base.sh $M
+# (the patch applies on top of s25_o_flush_later.patch; without it, resolve chain_o.cuh's loop end by hand: F, not B1)
 # then run with carry .ab .deps as `bash docs/prepared/device_s25b.sh <commit>` (~7 min).
 # What it changes: B1 was an mbarrier of both warpgroups (256 arrivals), the o warpgroup arriving once its P v_new of
 # chunk c - 1 was complete; the chain warpgroup waited there 15.5% of its samples (ncu, session 24, call 4). Now B1 is
 # the chain's alone (128: chunk c landed, h_c staged; the o warpgroup only waits on it) and a third mbarrier F (the o
 # warpgroup's 128) frees chunk c - 1's stage and the v staging; the chain waits on F(c) just before its prefetch, in the
 # v_new products' shadow, ~500 cycles after B1. The -U^T products of chunk c then overlap the o warpgroup's P v_new of
-# chunk c - 1. Phases: neither warpgroup can get two phases ahead on a barrier the other waits on (B2 still joins
+# chunk c - 1. (If the o warpgroup paces the chain, as session 24's profile says, the gain is what the overlap lets
+# the o warpgroup start earlier: B1(c) no longer waits for anything of its own.) Phases: neither warpgroup can get two phases ahead on a barrier the other waits on (B2 still joins
 # them every chunk). Same arithmetic: the quick check must not differ (0 lines). racecheck and synccheck on the
 # fused cases decide whether it may land.
 # Predicted: h -3 to -8% on the fused cases (1x32k, 4x8k, 8x1k, tp4-1x32k, g0-1x32k), nothing on 256x64 (fwd_o).
