@@ -103,7 +103,8 @@ __global__ void __launch_bounds__(kPlanThreads)
     }
     chunk_seq[gc] = static_cast<int32_t>(a);
     static_assert(kChunkSize < 128, "len takes the word's low 7 bits");
-    const int64_t t0 = bounds[a] + (gc - chunk_off[a]) * kChunkSize;  // (bounds: this block's stores, before the barrier)
+    const int64_t t0 =
+        bounds[a] + (gc - chunk_off[a]) * kChunkSize;  // (bounds: this block's stores, before the barrier)
     const int64_t rem = bounds[a + 1] - t0;
     chunk_rows[gc] = t0 * 128 + (rem < kChunkSize ? rem : kChunkSize);
   }
@@ -113,7 +114,8 @@ __global__ void __launch_bounds__(kPlanThreads)
 
 size_t plan_bytes(int64_t num_tokens, int64_t num_seqs) {
   const int64_t mc = chunk_bound(num_tokens, num_seqs);
-  return 2 * align_up(sizeof(int64_t) * (num_seqs + 1)) + align_up(sizeof(int32_t) * mc) + align_up(sizeof(int64_t) * mc);
+  return 2 * align_up(sizeof(int64_t) * (num_seqs + 1)) + align_up(sizeof(int32_t) * mc) +
+         align_up(sizeof(int64_t) * mc);
 }
 
 Plan build_plan(const Problem& p, void* ws, cudaStream_t stream) {
