@@ -10,7 +10,7 @@
 #      (optional step `quick`: the correctness cases alone, quick.log),
 #   6. runs the CLI's main job on the GPU (optional step `cli`),
 #   7. profiles the three forward kernels on 1x32k with Nsight Compute, per SASS instruction
-#      (optional step `ncu`: ncu_stalls.txt, ncu_stretches.txt, ncu_src.csv.xz),
+#      (optional step `ncu`: ncu_stalls.txt, per instruction and per stretch; ncu_src.csv.xz),
 #   8. times the backend against base revisions', alternately (optional step `ab`: first
 #      scripts/ab_base.sh <rev> [<rev> ...] here, and carry .ab too),
 # with a time budget per step, and writes logs and JSON under $OUT (at most 8 files).
@@ -187,7 +187,7 @@ if has ncu && [[ -x $CHECK ]]; then
     ncu -i /tmp/gdn_ncu.ncu-rep --page details --print-details all >>"$OUT/ncu.log" 2>&1
     ncu -i /tmp/gdn_ncu.ncu-rep --page source --csv --print-source sass >/tmp/gdn_ncu_src.csv 2>>"$OUT/ncu.log" &&
       python3 scripts/ncu_stalls.py /tmp/gdn_ncu_src.csv >"$OUT/ncu_stalls.txt" 2>&1 &&
-      python3 scripts/ncu_stalls.py /tmp/gdn_ncu_src.csv --stretches >"$OUT/ncu_stretches.txt" 2>&1
+      python3 scripts/ncu_stalls.py /tmp/gdn_ncu_src.csv --stretches >>"$OUT/ncu_stalls.txt" 2>&1
     # The source page itself (per-instruction executed counts and stall samples: ~150 KB as .xz),
     # for scripts/ncu_stalls.py here.
     [[ -f /tmp/gdn_ncu_src.csv ]] && xz -T0 -c /tmp/gdn_ncu_src.csv >"$OUT/ncu_src.csv.xz"
