@@ -48,6 +48,13 @@ def opcode(src):
     return words[0].split(".")[0] if words else "?"
 
 
+def num_of(r, c):
+    try:
+        return int(float(r[c] or 0))
+    except (ValueError, IndexError):
+        return 0
+
+
 def report(name, header, data, share, top_ops):
     ix = {h: k for k, h in enumerate(header)}
     col = ix.get("Warp Stall Sampling (All Samples)")
@@ -55,14 +62,7 @@ def report(name, header, data, share, top_ops):
         print(f"## {name[:150]}\n(no warp stall sampling column: profile with --set full)\n")
         return
     reasons = [h for h in header if h.startswith("stall_") and "(" not in h]
-
-    def num(r, c):
-        try:
-            return int(float(r[c] or 0))
-        except (ValueError, IndexError):
-            return 0
-
-    total = sum(num(r, col) for r in data)
+    total = sum(num_of(r, col) for r in data)
     print(f"## {name[:150]}\n{total} samples, {len(data)} instructions")
     if not total:
         print()
@@ -70,13 +70,13 @@ def report(name, header, data, share, top_ops):
     by_reason = collections.Counter()
     by_op = collections.Counter()
     for n, r in enumerate(data):
-        s = num(r, col)
+        s = num_of(r, col)
         src = r[ix["Source"]].strip() if "Source" in ix else "?"
         by_op[opcode(src)] += s
         for x in reasons:
-            by_reason[x[6:]] += num(r, ix[x])
+            by_reason[x[6:]] += num_of(r, ix[x])
         if s >= share * total:
-            top = sorted(((num(r, ix[x]), x[6:]) for x in reasons), reverse=True)[:3]
+            top = sorted(((num_of(r, ix[x]), x[6:]) for x in reasons), reverse=True)[:3]
             why = " ".join(f"{x}:{v}" for v, x in top if v)
             ex = r[ix["Instructions Executed"]] if "Instructions Executed" in ix else ""
             print(f"{n:5d} {s:7d} {100 * s / total:5.1f}% ex={ex:>8s} {src[:64]:64s} {why}")
@@ -85,13 +85,6 @@ def report(name, header, data, share, top_ops):
           f", unnamed (e.g. gmma) {100 * (total - named) / total:.1f}%")
     print("opcodes: " + ", ".join(f"{x} {100 * v / total:.1f}%" for x, v in by_op.most_common(top_ops)))
     print()
-
-
-def num_of(r, c):
-    try:
-        return int(float(r[c] or 0))
-    except (ValueError, IndexError):
-        return 0
 
 
 def report_stretches(name, header, data, min_ins):

@@ -77,9 +77,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
 #else
   extern __shared__ __align__(16) char smem_raw[];
   using Sm = WgSmem<ST, kFused, E>;
-  // wgmma's swizzle atoms must sit on 1024-byte boundaries: align the block's base at run time
-  // (1 KB slack; not __align__(1024), which would let the compiler drop this on trust).
-  Sm& sm = *reinterpret_cast<Sm*>(smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u));
+  Sm& sm = *reinterpret_cast<Sm*>(smem_raw + align_1024_offset(smem_raw));  // (wgmma's swizzle atoms)
   // The block's barriers: with the o warpgroup, which reaches them from its own code (chain_o.cuh),
   // the mbarriers sm.bar[which] in phase `parity`; otherwise __syncthreads.
   auto block_sync = [&](int which, uint32_t parity) {

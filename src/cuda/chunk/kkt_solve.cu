@@ -376,11 +376,9 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
 template <typename E>
 __global__ void __launch_bounds__(kThreads, kSolveBlocksPerSm) chunk_kkt_solve_kernel(FastBufs<E> b, GateArgs ga) {
   extern __shared__ __align__(16) char smem_raw[];
-  // The k tile's swizzle atoms must sit on 1024-byte boundaries: the base aligned at run time
-  // (1 KB slack in the launch).
-  char* const base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
-  solve_item(b, ga, *reinterpret_cast<SolveSmem<E>*>(base), blockIdx.x, static_cast<int>(threadIdx.x),
-             [] { __syncthreads(); });
+  // (The k tile's swizzle atoms: 1 KB slack in the launch.)
+  solve_item(b, ga, *reinterpret_cast<SolveSmem<E>*>(smem_raw + align_1024_offset(smem_raw)), blockIdx.x,
+             static_cast<int>(threadIdx.x), [] { __syncthreads(); });
 }
 
 }  // namespace

@@ -186,18 +186,6 @@ struct Plan {
   int64_t max_chunks;
 };
 
-// Where chunk gc lives: sequence n, first token, number of valid rows (0 when gc is unused).
-__device__ __forceinline__ bool chunk_info(const Plan& pl, int64_t gc, int64_t& n, int64_t& t0, int& len) {
-  if (gc >= pl.max_chunks) return false;
-  const int32_t s = pl.chunk_seq[gc];
-  if (s < 0) return false;
-  n = s;
-  t0 = pl.bounds[n] + (gc - pl.chunk_off[n]) * kChunkSize;
-  const int64_t rem = pl.bounds[n + 1] - t0;
-  len = static_cast<int>(rem < kChunkSize ? rem : kChunkSize);
-  return len > 0;
-}
-
 // Chunk gc's first token and number of valid rows (false when gc is unused), from one load.
 __device__ __forceinline__ bool chunk_rows(const Plan& pl, int64_t gc, int64_t& t0, int& len) {
   if (gc >= pl.max_chunks) return false;
@@ -205,6 +193,16 @@ __device__ __forceinline__ bool chunk_rows(const Plan& pl, int64_t gc, int64_t& 
   t0 = w >> 7;
   len = static_cast<int>(w & 127);
   return len > 0;
+}
+
+// Where chunk gc lives: sequence n, first token, number of valid rows (false when gc is unused).
+// The rows come from chunk_rows (the plan kernel's one formula), loaded beside the sequence.
+__device__ __forceinline__ bool chunk_info(const Plan& pl, int64_t gc, int64_t& n, int64_t& t0, int& len) {
+  if (gc >= pl.max_chunks) return false;
+  const int32_t s = pl.chunk_seq[gc];
+  if (!chunk_rows(pl, gc, t0, len) || s < 0) return false;
+  n = s;
+  return true;
 }
 
 // Sequence n's chunks in the plan: global chunks [c0, c0 + count) (clipped to max_chunks), tokens

@@ -16,6 +16,13 @@ __device__ __forceinline__ uint32_t sw128(int row, int ch) {
   return static_cast<uint32_t>(row * 128 + ((ch ^ (row & 7)) << 4));
 }
 
+// The bytes from dynamic shared memory's base to the next 1024-byte boundary, where wgmma's 128-byte
+// swizzle atoms must sit: the kernel aligns its base at run time (the launch adds 1 KB of slack;
+// not __align__(1024) on the declaration, which would let the compiler drop the adjustment on trust).
+__device__ __forceinline__ uint32_t align_1024_offset(const void* smem) {
+  return (1024u - (smem_u32(smem) & 1023u)) & 1023u;
+}
+
 // wgmma shared-memory matrix descriptor: start address, leading and stride byte offsets (all >> 4,
 // 14 bits), base offset 0 (atoms 1024-aligned), layout type 1 = 128-byte swizzle (bits 62-63).
 __device__ __forceinline__ uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
