@@ -67,7 +67,7 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
     stage_rows_out<E, 64>(stage, kChainOStride, 16 * warp, 0, len - 16 * warp, [&](int i, int col, uint4 x) {
       E* dst = static_cast<E*>(out.data) + (t0 + 16 * warp + i) * out.stride_token + hv * out.stride_head + v0 + col;
       if (out.rows16) {
-        *reinterpret_cast<uint4*>(dst) = x;
+        st_global16(dst, x);
       } else {
         const E* e = reinterpret_cast<const E*>(&x);
 #pragma unroll

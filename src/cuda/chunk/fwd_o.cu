@@ -241,7 +241,7 @@ __global__ void __launch_bounds__(NW * 32)
   stage_rows_out<E, 16 * DP>(stage, S::SK, r0, c0, len - r0, [&](int i, int c, uint4 x) {
     E* dst = o + (t0 + r0 + i) * o_st + hv * o_sh + c0 + c;
     if (rows16) {
-      *reinterpret_cast<uint4*>(dst) = x;
+      st_global16(dst, x);
     } else {
       const E* e = reinterpret_cast<const E*>(&x);
 #pragma unroll

@@ -19,6 +19,12 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem), "r"(src_bytes)
                : "memory");
 }
+// 16 bytes to global memory as one st.global.v4 (STG.E.128). A uint4 handed through a lambda whose
+// other branch reads it element by element otherwise leaves as four 4-byte stores (ptxas, CUDA 13).
+__device__ __forceinline__ void st_global16(void* gmem, const uint4& x) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(gmem), "r"(x.x), "r"(x.y), "r"(x.z), "r"(x.w)
+               : "memory");
+}
 // 16 bytes, always all of them (no zero fill).
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(smem)), "l"(gmem) : "memory");
