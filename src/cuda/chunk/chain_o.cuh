@@ -21,7 +21,8 @@
 //   after B2(c)); P_c -> hi/lo A fragments; the row scales of o_c.
 //   wait for B2(c): o_c += P_c v_new_c (v staging, written by the chain before B2(c)); once that
 //   is complete, arrive at B1(c + 1) (the chain refills stage c's ring slot and rewrites the v
-//   staging after it), then o_c -> out through this warpgroup's own o staging.
+//   staging after it), then o_c -> this warpgroup's own o staging, whose rows go out while
+//   chunk c + 1's P v_new runs.
 // Measured on an H200 (docs/perf.md, v9) against issuing o_{c-1}'s P v_new after B1(c) instead:
 // this order is 2-4% faster. The o warpgroup's work lengthens the chain's chunk from ~1.3 us (the
 // chain alone, no h / v_new stores) to ~4 us (v13); fused, the forward still saves fwd_o and the
@@ -57,14 +58,17 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
 #pragma unroll
   for (int i = 0; i < 32; ++i) o[i] = 0.f;  // P of the chunk in flight as A fragments (k-step ks: [4 ks, 4 ks + 4))
 
-  // o of chunk c (rows < len) -> out, times scale, through this warp's 16 rows of the o staging.
-  auto store_o = [&](int64_t c) {
+  // o of chunk c (rows < len) -> out, times scale, through this warp's 16 rows of the o staging, in
+  // two steps: stage_o (the registers -> the staging, once P v_new is complete) and flush_o (the
+  // staging -> out, one chunk later, while the next chunk's P v_new runs on the tensor cores).
+  auto stage_o = [&]() {
+    stage_acc<E, 8>(sm.o_stage, kChainOStride, 16 * warp, 0, reinterpret_cast<const float(&)[8][4]>(o), b.scale);
+    __syncwarp();
+  };
+  auto flush_o = [&](int64_t c) {
     const int64_t t0 = tb + c * kC;
     const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
-    E* stage = sm.o_stage;
-    stage_acc<E, 8>(stage, kChainOStride, 16 * warp, 0, reinterpret_cast<const float(&)[8][4]>(o), b.scale);
-    __syncwarp();
-    stage_rows_out<E, 64>(stage, kChainOStride, 16 * warp, 0, len - 16 * warp, [&](int i, int col, uint4 x) {
+    stage_rows_out<E, 64>(sm.o_stage, kChainOStride, 16 * warp, 0, len - 16 * warp, [&](int i, int col, uint4 x) {
       E* dst = static_cast<E*>(out.data) + (t0 + 16 * warp + i) * out.stride_token + hv * out.stride_head + v0 + col;
       if (out.rows16) {
         st_global16(dst, x);
@@ -74,7 +78,7 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
         for (int k = 0; k < 8; ++k) dst[k] = e[k];
       }
     });
-    __syncwarp();  // the staging rows are read before the next chunk's stmatrix
+    __syncwarp();  // the staging rows are read before the next stage_o's stmatrix
   };
   // o += P v_new (the v staging: tokens j = the k dimension, read MN-major).
   auto issue_pv = [&]() {
@@ -257,15 +261,19 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
     }
     mbarrier_wait(&sm.bar[1], c & 1);  // B2(c): the chain's v staging holds v_new_c
     issue_pv();
+    // o_{c-1}'s rows -> out while P v_new runs (ncu: its loads of the staging and its stores held
+    // ~8% of this warpgroup's samples after the wait)
+    if (c > 0) flush_o(c - 1);
     wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(o[i]);
     // B1(c + 1) (or the chain's epilogue barrier after the last chunk): done with stage s and the
-    // v staging; o_c's store below touches only this warpgroup's o staging.
+    // v staging; o_c's staging below touches only this warpgroup's o staging.
     mbarrier_arrive(&sm.bar[0]);
-    store_o(c);
+    stage_o();
     if (++s == ST) s = 0;
   }
+  if (nch > 0) flush_o(nch - 1);
   // (The chain's epilogue barrier has this warpgroup's arrival: nothing left to wait for.)
 }
 
