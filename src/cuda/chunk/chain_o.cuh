@@ -95,6 +95,9 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
 
   uint32_t hls_lo = 0;  // the h_lo staging (bf16; fp16 has none and never takes q h_lo)
   if constexpr (kHiLoOperands<E>) hls_lo = smem_u32(sm.h_lo);
+  const uint32_t q_base = smem_u32(sm.q[0]), k_base = smem_u32(sm.k[0]);
+  constexpr uint32_t kStageBytes = sizeof(sm.q[0]);  // a [64 x 128] tile of E
+  static_assert(sizeof(sm.k[0]) == kStageBytes, "q and k stages alike");
   int s = 0;
   bool lo_staged = true;        // the h_lo staging holds h_c's lo part (chunk c - 1 decayed weakly, or c = 0)
   mbarrier_arrive(&sm.bar[0]);  // B1(0): nothing of this warpgroup's to wait for
@@ -102,7 +105,11 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
     mbarrier_wait(&sm.bar[0], c & 1);  // B1(c): stage s holds chunk c's q, k, G, rk; the h staging holds h_c
     const int64_t t0 = tb + c * kC;
     const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
-    const uint32_t qs = smem_u32(sm.q[s]), ks0 = smem_u32(sm.k[s]), hs = smem_u32(sm.h);
+    // The stage's q and k from a stage index ptxas knows to be warp-uniform (a broadcast): it then
+    // builds the 32 wgmma descriptors of q h and q k^T in uniform registers (from sm.q[s] it built
+    // them in ordinary ones and moved each to a uniform one before its wgmma: ~45 R2UR per chunk).
+    const uint32_t su = static_cast<uint32_t>(__shfl_sync(0xffffffffu, s, 0));
+    const uint32_t qs = q_base + su * kStageBytes, ks0 = k_base + su * kStageBytes, hs = smem_u32(sm.h);
     // o_c = q h_c: B = the h staging [kk][vv] read MN-major (k-step = 16 rows = 2048 bytes), then
     // P_c = q k^T (K-major SW128 operands, as w's in the chain). o_c first: once it is complete,
     // this warpgroup is done with the h staging and arrives at B2(c), so the chain, which
