@@ -44,22 +44,33 @@ __global__ void __launch_bounds__(NW * 32)
   const int HV = b.HV;
   const int64_t gc = blockIdx.x / HV;
   const int hv = blockIdx.x % HV;
-  const int hk = hv / (HV / b.H);
-  int64_t n, t0;
+  const int hk = static_cast<int>(unsigned(hv) / (unsigned(HV) / unsigned(b.H)));  // (unsigned: fewer instructions)
+  int64_t t0;
   int len;
-  if (!chunk_info(b.pl, gc, n, t0, len)) return;
+  if (!chunk_rows(b.pl, gc, t0, len)) return;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int half = warp / 4;
   const int m = half == 0 ? warp : 3 - (warp - 4);  // row tile
 
   // Two groups of async copies: q, k, G first (for P), then h and v_new, which land while P is
-  // computed.
-  for (int e = tid; e < C * D / 8; e += kThreads) {
-    const int i = e / (D / 8), c8 = (e % (D / 8)) * 8;
-    const bool ok = i < len;
-    const int64_t tt = t0 + (ok ? i : 0);
-    cp_async16(&sm.q[i * S::SK + c8], b.q + tt * b.q_st + hk * b.q_sh + c8, ok ? 16 : 0);
-    cp_async16(&sm.k[i * S::SK + c8], b.k + tt * b.k_st + hk * b.k_sh + c8, ok ? 16 : 0);
+  // computed. Thread tid copies 16-byte piece pc = tid % kPieces of rows pr + kRows j: its source
+  // pointers and shared offsets step by kRows rows (the arithmetic once, not per piece); rows past
+  // len read the chunk's first row (in bounds) with a source size of 0.
+  constexpr int kPieces = D / 8, kRows = kThreads / kPieces;
+  static_assert(kThreads % kPieces == 0 && C % kRows == 0 && D % kRows == 0, "whole passes of rows");
+  const int pc = tid % kPieces, pr = tid / kPieces;
+  {
+    const E* const q0 = b.q + t0 * b.q_st + hk * b.q_sh + 8 * pc;  // [T, H, D], the chunk's row 0
+    const E* const k0 = b.k + t0 * b.k_st + hk * b.k_sh + 8 * pc;
+    const E* qs = q0 + pr * b.q_st;
+    const E* ks = k0 + pr * b.k_st;
+#pragma unroll
+    for (int j = 0; j < C / kRows; ++j, qs += kRows * b.q_st, ks += kRows * b.k_st) {
+      const int i = pr + kRows * j;
+      const bool ok = i < len;
+      cp_async16(&sm.q[i * S::SK + 8 * pc], ok ? qs : q0, ok ? 16 : 0);
+      cp_async16(&sm.k[i * S::SK + 8 * pc], ok ? ks : k0, ok ? 16 : 0);
+    }
   }
   if (tid < C) {
     const bool ok = tid < len;
@@ -71,30 +82,31 @@ __global__ void __launch_bounds__(NW * 32)
   }
   cp_async_commit();
   if constexpr (D == 128) {
-    // The chain's staging images (fwd_fast.cuh): 16-byte piece cc of a row sits in slice cc / 8 at
-    // the swizzled byte sw128(row, cc % 8).
-    for (int e = tid; e < C * D / 8; e += kThreads) {
-      const int i = e / (D / 8), cc = e % (D / 8);
-      const char* img = reinterpret_cast<const char*>(b.v_new + fwd_v_image(gc, hv, cc / 8, HV));
-      cp_async16(&sm.vn[i * S::SK + cc * 8], img + sw128(i, cc % 8), i < len ? 16 : 0);
+    // The chain's staging images (fwd_fast.cuh): 16-byte piece pc of a row sits in slice pc / 8 at
+    // the swizzled byte sw128(row, pc % 8); rows kRows (a multiple of 8) apart share the swizzle.
+    static_assert(kRows % 8 == 0, "the swizzle repeats every 8 rows");
+    const char* const vimg =
+        reinterpret_cast<const char*>(b.v_new + fwd_v_image(gc, hv, pc / 8, HV)) + sw128(pr, pc % 8);
+    const char* const himg = reinterpret_cast<const char*>(b.h + fwd_h_image(gc, hv, pc / 8, HV)) + sw128(pr, pc % 8);
+#pragma unroll
+    for (int j = 0; j < C / kRows; ++j) {
+      const int i = pr + kRows * j;
+      cp_async16(&sm.vn[i * S::SK + 8 * pc], vimg + j * kRows * 128, i < len ? 16 : 0);
     }
-    for (int e = tid; e < D * D / 8; e += kThreads) {
-      const int r = e / (D / 8), cc = e % (D / 8);
-      const char* img = reinterpret_cast<const char*>(b.h + fwd_h_image(gc, hv, cc / 8, HV));
-      cp_async16(&sm.h[r * S::SK + cc * 8], img + sw128(r, cc % 8), 16);
-    }
+#pragma unroll
+    for (int j = 0; j < D / kRows; ++j)
+      cp_async16(&sm.h[(pr + kRows * j) * S::SK + 8 * pc], himg + j * kRows * 128, 16);
   } else {
-    for (int e = tid; e < C * D / 8; e += kThreads) {
-      const int i = e / (D / 8), c8 = (e % (D / 8)) * 8;
+    const E* const v0 = b.v_new + (t0 * HV + hv) * D + 8 * pc;                    // [T, HV, D]
+    const E* const hg = b.h + (gc * HV + hv) * int64_t(D) * D + pr * D + 8 * pc;  // [D, D], K-major
+#pragma unroll
+    for (int j = 0; j < C / kRows; ++j) {
+      const int i = pr + kRows * j;
       const bool ok = i < len;
-      const int64_t tt = t0 + (ok ? i : 0);
-      cp_async16(&sm.vn[i * S::SK + c8], b.v_new + (tt * HV + hv) * D + c8, ok ? 16 : 0);
+      cp_async16(&sm.vn[i * S::SK + 8 * pc], ok ? v0 + int64_t(i) * HV * D : v0, ok ? 16 : 0);
     }
-    const E* hg = b.h + (gc * HV + hv) * int64_t(D) * D;
-    for (int e = tid; e < D * D / 8; e += kThreads) {
-      const int r = e / (D / 8), c8 = (e % (D / 8)) * 8;
-      cp_async16(&sm.h[r * S::SK + c8], hg + int64_t(r) * D + c8, 16);
-    }
+#pragma unroll
+    for (int j = 0; j < D / kRows; ++j) cp_async16(&sm.h[(pr + kRows * j) * S::SK + 8 * pc], hg + j * kRows * D, 16);
   }
   cp_async_commit();
   cp_async_wait<1>();  // q, k, G
