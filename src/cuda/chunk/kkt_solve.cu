@@ -117,6 +117,9 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
   if (!chunk_rows(b.pl, gc, t0, len)) return false;
   const int m = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
 
+  // The gates' loads first (warps 0 and 1): they are in flight while k's copies are issued.
+  const GateBits raw = chunk_gates_load(ga, t0, len, hv, tid);
+
   // k rows, zero-filled past the sequence's end, as wgmma's K-major 128-byte swizzle: 16-byte piece
   // c of row i in atom c / 8 at sw128(i, c % 8). Thread tid copies piece c = tid % 16 of rows
   // i = tid / 16 + 8 j: one source pointer stepped 8 rows at a time, one swizzled offset stepped
@@ -139,7 +142,7 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
   cp_async_commit();
 
   // Gates and the inclusive cumsum over the chunk.
-  chunk_gates_cumsum(ga, t0, len, hv, sm.G, sm.beta, tid, sync);
+  chunk_gates_scan(ga, raw, len, sm.G, sm.beta, tid, sync);
   cp_async_wait<0>();
   fence_proxy_async();  // this thread's landed k pieces -> visible to wgmma (async proxy)
   sync();

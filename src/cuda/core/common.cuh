@@ -99,11 +99,39 @@ struct GateArgs {
   const float* A_log;
   const float* dt_bias;
 };
-__device__ __forceinline__ void load_gates(const GateArgs& ga, int64_t t, int hv, float& g, float& beta) {
-  float a = load_dt(ga.g, ga.dt, t * ga.g_st + hv * ga.g_sh);
-  float b = load_dt(ga.beta, ga.dt, t * ga.b_st + hv * ga.b_sh);
+// An element's raw bits (fp32, or fp16/bf16 zero-extended), converted at the use: a prefetch must
+// not wait for its own load.
+__device__ __forceinline__ uint32_t ld_raw(const void* p, DType dt, int64_t i) {
+  if (dt == DType::kFloat32) return static_cast<const uint32_t*>(p)[i];
+  return static_cast<const uint16_t*>(p)[i];
+}
+__device__ __forceinline__ float raw_f(uint32_t r, DType dt) {
+  // All three conversions and a select: no branch per element.
+  const float h = __half2float(__ushort_as_half(static_cast<unsigned short>(r)));
+  const float b = __uint_as_float(r << 16);  // bf16: the high half of an fp32
+  return dt == DType::kFloat32 ? __uint_as_float(r) : (dt == DType::kFloat16 ? h : b);
+}
+
+// One token's gate inputs of one value head: g and beta as raw bits, A_log and dt_bias (fused
+// gates; 0 otherwise).
+struct GateBits {
+  uint32_t g, b;
+  float a_log, dt_bias;
+};
+__device__ __forceinline__ GateBits load_gate_bits(const GateArgs& ga, int64_t t, int hv) {
+  GateBits x;
+  x.g = ld_raw(ga.g, ga.dt, t * ga.g_st + hv * ga.g_sh);
+  x.b = ld_raw(ga.beta, ga.dt, t * ga.b_st + hv * ga.b_sh);
+  x.a_log = ga.fused ? ga.A_log[hv] : 0.f;
+  x.dt_bias = ga.fused ? ga.dt_bias[hv] : 0.f;
+  return x;
+}
+// The decay g (natural log) and beta of prefetched gate bits: load_gates in two steps, so that
+// the loads go ahead.
+__device__ __forceinline__ void gates_of(const GateArgs& ga, const GateBits& x, float& g, float& beta) {
+  const float a = raw_f(x.g, ga.dt), b = raw_f(x.b, ga.dt);
   if (ga.fused) {
-    g = spec::fused_gate(a, ga.A_log[hv], ga.dt_bias[hv]);
+    g = spec::fused_gate(a, x.a_log, x.dt_bias);
     beta = spec::fused_beta(b);
   } else {
     g = a;
@@ -111,17 +139,26 @@ __device__ __forceinline__ void load_gates(const GateArgs& ga, int64_t t, int hv
   }
 }
 
+__device__ __forceinline__ void load_gates(const GateArgs& ga, int64_t t, int hv, float& g, float& beta) {
+  gates_of(ga, load_gate_bits(ga, t, hv), g, beta);
+}
+
 // The gates of a chunk's rows t0 .. t0 + len - 1 (g = beta = 0 past len) and G = their inclusive
 // cumsum in fp64, into shared memory G[0 .. 64), beta[0 .. 64), by threads tid = 0 .. 63 (two
 // warps, shuffle scans) of a group of at least 64 threads that all call it; `sync` is the group's
 // barrier (__syncthreads for a whole block). G is complete after the caller's next barrier.
+// In two steps (chunk_gates_load, then chunk_gates_scan) for a caller that issues other copies
+// while the gates are in flight.
+__device__ __forceinline__ GateBits chunk_gates_load(const GateArgs& ga, int64_t t0, int len, int hv, int tid) {
+  return tid < kChunkSize && tid < len ? load_gate_bits(ga, t0 + tid, hv) : GateBits{};
+}
 template <class Sync>
-__device__ __forceinline__ void chunk_gates_cumsum(const GateArgs& ga, int64_t t0, int len, int hv, double* G,
-                                                   float* beta, int tid, Sync sync) {
+__device__ __forceinline__ void chunk_gates_scan(const GateArgs& ga, const GateBits& r, int len, double* G, float* beta,
+                                                 int tid, Sync sync) {
   const int lane = tid % 32;
   if (tid < kChunkSize) {
     float gg = 0.f, be = 0.f;
-    if (tid < len) load_gates(ga, t0 + tid, hv, gg, be);
+    if (tid < len) gates_of(ga, r, gg, be);
     double x = gg;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
@@ -133,6 +170,11 @@ __device__ __forceinline__ void chunk_gates_cumsum(const GateArgs& ga, int64_t t
   }
   sync();
   if (tid >= 32 && tid < kChunkSize) G[tid] += G[31];
+}
+template <class Sync>
+__device__ __forceinline__ void chunk_gates_cumsum(const GateArgs& ga, int64_t t0, int len, int hv, double* G,
+                                                   float* beta, int tid, Sync sync) {
+  chunk_gates_scan(ga, chunk_gates_load(ga, t0, len, hv, tid), len, G, beta, tid, sync);
 }
 
 // Column c of (I + N)^-1 for a strictly lower triangular 16 x 16 block N in fp32 (rows `stride`

@@ -181,46 +181,6 @@ __device__ __forceinline__ void st_elems(TS* p, const float (&x)[C]) {
   }
 }
 
-// An element's raw bits (fp32, or fp16/bf16 zero-extended), converted at the use: a prefetch must
-// not wait for its own load.
-__device__ __forceinline__ uint32_t ld_raw(const void* p, DType dt, int64_t i) {
-  if (dt == DType::kFloat32) return static_cast<const uint32_t*>(p)[i];
-  return static_cast<const uint16_t*>(p)[i];
-}
-__device__ __forceinline__ float raw_f(uint32_t r, DType dt) {
-  // All three conversions and a select: no branch per element.
-  const float h = __half2float(__ushort_as_half(static_cast<unsigned short>(r)));
-  const float b = __uint_as_float(r << 16);  // bf16: the high half of an fp32
-  return dt == DType::kFloat32 ? __uint_as_float(r) : (dt == DType::kFloat16 ? h : b);
-}
-
-// One token's gate inputs of one value head: g and beta as raw bits, A_log and dt_bias (fused
-// gates; 0 otherwise).
-struct GateBits {
-  uint32_t g, b;
-  float a_log, dt_bias;
-};
-__device__ __forceinline__ GateBits load_gate_bits(const GateArgs& ga, int64_t t, int hv) {
-  GateBits x;
-  x.g = ld_raw(ga.g, ga.dt, t * ga.g_st + hv * ga.g_sh);
-  x.b = ld_raw(ga.beta, ga.dt, t * ga.b_st + hv * ga.b_sh);
-  x.a_log = ga.fused ? ga.A_log[hv] : 0.f;
-  x.dt_bias = ga.fused ? ga.dt_bias[hv] : 0.f;
-  return x;
-}
-// The decay g (natural log) and beta of prefetched gate bits: load_gates of common.cuh, split in
-// two so that the loads go ahead.
-__device__ __forceinline__ void gates_of(const GateArgs& ga, const GateBits& x, float& g, float& beta) {
-  const float a = raw_f(x.g, ga.dt), b = raw_f(x.b, ga.dt);
-  if (ga.fused) {
-    g = spec::fused_gate(a, x.a_log, x.dt_bias);
-    beta = spec::fused_beta(b);
-  } else {
-    g = a;
-    beta = b;
-  }
-}
-
 // One token's inputs of one persistent-warp item, as raw bits: lane holds q[lane + 32 m],
 // k[lane + 32 m], v[v0 + lane] and the gates.
 template <int K>
