@@ -132,8 +132,9 @@ __device__ __forceinline__ void chain_prefetch(Sm& sm, const FastBufs<E>& b, int
   const uint32_t as = smem_u32(sm.a[s]), ks = smem_u32(sm.k[s]), vs = smem_u32(sm.vin[s]);
   // This thread's pieces are affine in it (no 64-bit multiply per copy: -12% of the chain's
   // time on 1x32k with the halves below, docs/perf.md v12): rows r = tid / 16 + 8 it (the swizzle's r & 7 fixed),
-  // 16-byte piece ch = tid % 16; row pointers step by 8 rows (one add, no multiply); rows past
-  // len read nothing, from the chunk's first row.
+  // 16-byte piece ch = tid % 16; row pointers step by 8 rows (one add, no multiply). Rows past
+  // len are zero-filled: a source size of 0 (ptxas: the ignore-src form) reads nothing, so their
+  // pointers, which may lie past the tensor's end, are passed as they are (no selects).
   {
     const int r0 = tid / 16, ch = tid % 16;
     const uint32_t off0 = (ch / 8) * (kC * 128) + sw128(r0, ch % 8);
@@ -146,10 +147,10 @@ __device__ __forceinline__ void chain_prefetch(Sm& sm, const FastBufs<E>& b, int
     for (int it = 0; it < kC * kD / 8 / 128; ++it) {
       const bool ok = r0 + 8 * it < len;
       const uint32_t off = off0 + 1024 * it;
-      cp_async16(as + off, ok ? pa : a0, ok ? 16 : 0);
-      cp_async16(ks + off, ok ? pk : k0, ok ? 16 : 0);
+      cp_async16(as + off, pa, ok ? 16 : 0);
+      cp_async16(ks + off, pk, ok ? 16 : 0);
       if constexpr (kFused)  // q for the o warpgroup, in the same layout
-        cp_async16(smem_u32(sm.q[s]) + off, ok ? pq : q0, ok ? 16 : 0);
+        cp_async16(smem_u32(sm.q[s]) + off, pq, ok ? 16 : 0);
       pa += da;
       pk += dk;
       if constexpr (kFused) pq += dq;
@@ -164,7 +165,7 @@ __device__ __forceinline__ void chain_prefetch(Sm& sm, const FastBufs<E>& b, int
 #pragma unroll
     for (int it = 0; it < kC * kBV / 8 / 128; ++it) {
       const bool ok = r0 + 16 * it < len;
-      cp_async16(vs + off0 + 2048 * it, ok ? pv : v0p, ok ? 16 : 0);
+      cp_async16(vs + off0 + 2048 * it, pv, ok ? 16 : 0);
       pv += dv;
     }
   }
