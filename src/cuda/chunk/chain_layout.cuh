@@ -13,15 +13,17 @@
 //   eg[ST] ((exp(G_i), exp(G_last - G_i)) from kkt_solve), G[ST] (fp64, kFusedO only: the o
 //   warpgroup's fallback), rk[ST] (inverse norms of k's rows, with l2norm)
 // ST = 2: 107.5 KB (two blocks per SM, for many chains); ST = 4: 190 KB (the summary pass with few
-// chains, one block per SM: the deepest prefetch); kFusedO, ST = 3: ~221 KiB for bf16 (226,064 B + 1 KB alignment
-// slack), ~206 KiB for fp16 (no h_lo staging: 209,680 B + 1 KB).
+// chains, one block per SM: the deepest prefetch); kFusedO, ST = 3: ~221 KiB for bf16 (226,072 B + 1 KB alignment
+// slack), ~206 KiB for fp16 (no h_lo staging: 209,688 B + 1 KB).
 //
 // Synchronization per chunk c (stage s = c % ST), two block barriers, both overlapped with wgmma:
 //   wait for chunk c's cp.async group; fence.proxy.async (cp.async writes are generic-proxy
 //   writes that the async proxy of wgmma reads); barrier B1
 //   issue the 8 -U^T wgmmas; meanwhile: scalings, v^T, S^T *= exp(G_last), h_c -> global (from
 //   the h staging written before B1); wait; W^T -> A fragments; issue the 8 v_new wgmmas;
-//   meanwhile: decays, prefetch chunk c + ST - 1 into stage (c - 1) % ST (freed by B1); wait;
+//   meanwhile: decays, prefetch chunk c + ST - 1 into stage (c - 1) % ST (freed by B1; kFusedO: by
+//   F, the o warpgroup's arrival once its P v_new of chunk c - 1 is done, which B1 no longer
+//   waits for: the -U^T products of chunk c overlap it); wait;
 //   A fragments of vs^T; issue the 4 update wgmmas; meanwhile: v_new -> v staging, barrier B2
 //   (v staging complete, every read of the h staging done), v_new -> global;
 //   wait; E(S^T) -> A fragments (next chunk's k S) and -> h staging (kFusedO, bf16, after a
@@ -79,7 +81,10 @@ struct WgSmem : WgFusedSmem<ST, kFused, E> {  // (an empty base takes no space: 
   float2 eg[ST][kC];    // (exp(G_i), exp(G_last - G_i)): b.eg
   double G[ST][kC];     // kFusedO: fp64 G, for the o warpgroup's gates where a chunk's span is wide
   float rk[ST][kC];
-  uint64_t bar[2];  // kFusedO: the block barriers B1 and B2 (mbarrier_block_sync)
+  // kFusedO: bar[0] B1 (the chain warpgroup's 128 threads: chunk c landed, the h staging holds h_c;
+  // the o warpgroup waits on it), bar[1] B2 (both warpgroups, 256), bar[2] F (the o warpgroup's 128:
+  // done with chunk c's stage and the v staging; the chain waits on it before refilling them)
+  uint64_t bar[3];
 };
 static_assert(sizeof(__nv_bfloat16) * kC * kD % 1024 == 0, "stages stay 1024-aligned");
 static_assert(sizeof(WgFusedSmem<3, true, __nv_bfloat16>) % 1024 == 0, "a, k and h_lo stay 1024-aligned");

@@ -11,18 +11,18 @@
 // but on weakly decaying chunks after another (bf16) h_c as hi + lo: q h_c + q h_lo
 // (chain_precise.cuh).
 //
-// Schedule (the block's two barriers per chunk, B1 and B2, are shared with the chain warpgroup; they
-// are mbarriers, which both warpgroups may reach from their own code, and this warpgroup arrives
-// at each as soon as the chain may go past it, and waits only where it needs the chain's work:
-// ptx/sync.cuh):
+// Schedule (three mbarriers per chunk: B1 is the chain warpgroup's, this one only waits on it; B2
+// is both warpgroups'; F is this one's, the chain waits on it. Each warpgroup arrives as soon as
+// the other may go past, and waits only where it needs the other's work: ptx/sync.cuh):
 //   after B1(c): issue o_c = q_c h_c (h staging, written by the chain before B1(c)) and
 //   P_c = q_c k_c^T; q's norms meanwhile; once o_c is complete (on weakly decaying chunks
 //   after o_c += q_c h_lo too), arrive at B2(c) (the chain overwrites the h and h_lo staging
 //   after B2(c)); P_c -> hi/lo A fragments; the row scales of o_c.
 //   wait for B2(c): o_c += P_c v_new_c (v staging, written by the chain before B2(c)); once that
-//   is complete, arrive at B1(c + 1) (the chain refills stage c's ring slot and rewrites the v
-//   staging after it), then o_c -> this warpgroup's own o staging, whose rows go out while
-//   chunk c + 1's P v_new runs.
+//   is complete, arrive at F(c + 1) (the chain refills stage c's ring slot and rewrites the v
+//   staging after it, in chunk c + 1 after its -U^T products: B1(c + 1) does not wait for this
+//   warpgroup), then o_c -> this warpgroup's own o staging, whose rows go out while chunk c + 1's
+//   P v_new runs.
 // Measured on an H200 (docs/perf.md, v9) against issuing o_{c-1}'s P v_new after B1(c) instead:
 // this order is 2-4% faster. The o warpgroup's work lengthens the chain's chunk from ~1.3 us (the
 // chain alone, no h / v_new stores) to ~4 us (v13); fused, the forward still saves fwd_o and the
@@ -100,7 +100,7 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
   static_assert(sizeof(sm.k[0]) == kStageBytes, "q and k stages alike");
   int s = 0;
   bool lo_staged = true;        // the h_lo staging holds h_c's lo part (chunk c - 1 decayed weakly, or c = 0)
-  mbarrier_arrive(&sm.bar[0]);  // B1(0): nothing of this warpgroup's to wait for
+  mbarrier_arrive(&sm.bar[2]);  // F(0): nothing of this warpgroup's to wait for
   for (int64_t c = 0; c < nch; ++c) {
     mbarrier_wait(&sm.bar[0], c & 1);  // B1(c): stage s holds chunk c's q, k, G, rk; the h staging holds h_c
     const int64_t t0 = tb + c * kC;
@@ -274,14 +274,14 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
     wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(o[i]);
-    // B1(c + 1) (or the chain's epilogue barrier after the last chunk): done with stage s and the
-    // v staging; o_c's staging below touches only this warpgroup's o staging.
-    mbarrier_arrive(&sm.bar[0]);
+    // F(c + 1): done with stage s and the v staging (the chain refills them after waiting on it);
+    // o_c's staging below touches only this warpgroup's o staging.
+    mbarrier_arrive(&sm.bar[2]);
     stage_o();
     if (++s == ST) s = 0;
   }
   if (nch > 0) flush_o(nch - 1);
-  // (The chain's epilogue barrier has this warpgroup's arrival: nothing left to wait for.)
+  // (Nothing left to wait for: the chain's epilogue barrier is its own.)
 }
 
 }  // namespace cuda

@@ -88,8 +88,9 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
   };
   if constexpr (kFused) {
     if (threadIdx.x == 0) {
-      mbarrier_init(&sm.bar[0], 256);
-      mbarrier_init(&sm.bar[1], 256);
+      mbarrier_init(&sm.bar[0], 128);  // B1: the chain warpgroup
+      mbarrier_init(&sm.bar[1], 256);  // B2: both
+      mbarrier_init(&sm.bar[2], 128);  // F: the o warpgroup
     }
     __syncthreads();  // (the one barrier instruction both warpgroups reach together)
   }
@@ -195,7 +196,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
   };
 
   // Chunks 0 .. ST - 2 in flight before the loop; chunk c + ST - 1 is issued in iteration c into
-  // the stage of chunk c - 1 (free after barrier B1). One commit group per chunk (empty past the
+  // the stage of chunk c - 1 (free after barrier B1; kFusedO: after F). One commit group per chunk (empty past the
   // end), so "all but the newest ST - 2 groups complete" means "chunk c has landed".
 #pragma unroll
   for (int c = 0; c < ST - 1; ++c) {
@@ -239,7 +240,10 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     cp_async_wait<ST - 2>();
     fence_proxy_async();  // this thread's landed cp.async writes -> visible to wgmma (async proxy)
     if (kBulk && tid == 0) bulk_wait_read<0>();  // v_new_{c-1}'s staging read: rewritten after B1
-    block_sync(0, c & 1);  // B1: chunk c complete for all; h staging holds h_c; stage (c - 1) % ST free
+    // B1: chunk c complete for all; h staging holds h_c; stage (c - 1) % ST free (kFusedO: B1 is this
+    // warpgroup's alone, the o warpgroup only waits on it; the stage and the v staging are freed by
+    // F below, so that these products need not wait for the o warpgroup's P v_new of chunk c - 1).
+    block_sync(0, c & 1);
 
     // 1. acc = -U^T = -S^T k^T (U = k S: the state's prediction of v): 8 x m64n64k16, A = E(S^T)
     //    from registers, B = k [token][kk] (K-major, SW128): k-step ks is 32 bytes into the
@@ -368,6 +372,9 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
           pin(dec[j][e]);  // computed while the tensor cores run, not after the wait
         }
     }
+    // kFusedO: F(c), the o warpgroup done with chunk c - 1 (its stage, refilled now, and the v
+    // staging, rewritten below); one phase per chunk, the o warpgroup's first arrival being F(0).
+    if constexpr (kFused) mbarrier_wait(&sm.bar[2], c & 1);
     {
       const int64_t cn = c + ST - 1;
       int sn = s + ST - 1;
@@ -468,7 +475,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     base = transition && negligible ? nullptr : dst + hv * DD;
     out_kmajor = true;
   } else {
-    block_sync(0, nch & 1);  // last_part_flag, set before the loop, seen by every thread
+    block_sync(0, nch & 1);  // last_part_flag, set before the loop, seen by every thread (of the chain)
     const int64_t r = last_part_flag ? state_row(fin, seq_of_block()) : -1;
     if (r >= 0) base = static_cast<float*>(fin.data) + state_offset(fin, r, hv, HV, DD);
   }
