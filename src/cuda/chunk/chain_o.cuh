@@ -58,11 +58,12 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
 #pragma unroll
   for (int i = 0; i < 32; ++i) o[i] = 0.f;  // P of the chunk in flight as A fragments (k-step ks: [4 ks, 4 ks + 4))
 
-  // o of chunk c (rows < len) -> out, times scale, through this warp's 16 rows of the o staging, in
-  // two steps: stage_o (the registers -> the staging, once P v_new is complete) and flush_o (the
-  // staging -> out, one chunk later, while the next chunk's P v_new runs on the tensor cores).
+  // o of chunk c (rows < len; its scale is in rq, below) -> out through this warp's 16 rows of the
+  // o staging, in two steps: stage_o (the registers -> the staging, once P v_new is complete) and
+  // flush_o (the staging -> out, one chunk later, while the next chunk's P v_new runs on the
+  // tensor cores).
   auto stage_o = [&]() {
-    stage_acc<E, 8>(sm.o_stage, kChainOStride, 16 * warp, 0, reinterpret_cast<const float(&)[8][4]>(o), b.scale);
+    stage_acc<E, 8>(sm.o_stage, kChainOStride, 16 * warp, 0, reinterpret_cast<const float(&)[8][4]>(o), 1.f);
     __syncwarp();
   };
   auto flush_o = [&](int64_t c) {
@@ -156,6 +157,10 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
       rq0 = quad_inv_l2norm(s0);
       rq1 = quad_inv_l2norm(s1);
     }
+    // o's scale folded into q's row factors, which both parts of o_i carry (exp(G_i) rq_i of q h,
+    // rq_i of P's row): one multiply per row instead of one per element at the store.
+    rq0 *= b.scale;
+    rq1 *= b.scale;
 
     // P_c: gates, norms and the causal mask (rows past len and columns past the row: 0), then the
     // hi / lo A fragments (E). exp(G_i - G_j) as a row factor times a column factor (the columns'
