@@ -1,30 +1,41 @@
 #!/usr/bin/env bash
-# Session 26, device call 1 (prepared in session 25): the fused chain as a stream (s26_fused_stream.patch), in one
-# call (~9 min). Here first, on main:
-#   M=$(git rev-parse --short HEAD); git checkout -b stream; git am -3 -q docs/prepared/s26_fused_stream.patch
-#   scripts/ab_base.sh $M
-# then run with carry .ab .deps as `bash docs/prepared/device_s26.sh <commit>`. Sides: base = main, new = + the stream.
-# What it changes: where the fused chain's blocks fill several waves (fuse_o, no split, > 1 block per SM's worth of
-# (sequence, head, slice) items: 4x8k, 8x1k, 64x256, mixed, tp4-8x4k), one block per SM runs its items back to back
-# (items b, b + 132, ...): the o warpgroup walks the items ST chunks ahead and describes each chunk in a ring of 8
-# ChunkDesc in shared memory, the chain prefetches from them (into the next item), stores an item's final state and
-# loads the next item's initial state between the last chunk's update and the next B1. Per-item overhead on main
-# (64x256: 4 chunks of ~2.2 us per item, ~12.5 us per wave): ~3.7 us (block start, the initial state's load, the
-# ring's fill, the last o rows). Predicted: 64x256 -15 to -25% (h ~0.39 -> ~0.30 ms), 8x1k -3 to -8%, 4x8k ~0,
-# mixed ? (static striding of items vs the hardware's dynamic block scheduling: varied lengths may balance worse),
-# 256x64/fused (o fused, which main's heuristics do not choose there: 0.996 fused vs 0.901 unfused in session 22)
-# maybe below 256x64's default: then let the heuristics fuse one-chunk batches too. 1x32k: the control (split,
-# unchanged kernel: its SASS is identical to main's). The stream kernel: bf16 255 registers (no spills), fp16 248.
+# Session 26, device call 1 (prepared in session 25): q's norms from prep (s26_rq_in_prep.patch) and the fused chain as
+# a stream (s26_fused_stream.patch), in one call (~9 min). Here first, on main:
+#   M=$(git rev-parse --short HEAD); git checkout -b s26
+#   git am -3 -q docs/prepared/s26_rq_in_prep.patch;   A=$(git rev-parse --short HEAD)
+#   git am -3 -q docs/prepared/s26_fused_stream.patch
+#   scripts/ab_base.sh $M $A
+# then run with carry .ab .deps as `bash docs/prepared/device_s26.sh <commit>`. Sides: base = main, v1 = + q's norms
+# from prep, new = + the stream.
+#  v1: kkt_solve writes q's inverse norms (b.rq, the first value head of each q/k head, in the o warpgroup's summation
+#      order: same fp32 sums), the chain prefetches them with the chunk, and the fused o warpgroup, which paces the
+#      chain (ncu, session 24), loses ~224 instructions per chunk (static SASS 6259 -> 6035 for bf16; its q norms were
+#      ~200 instructions and 17% of its samples). kkt_solve +~150 instructions per thread on half its items (static
+#      3739 -> 4043, 93 registers as before): prep +2-5%. Predicted: the fused cases -2 to -6% net, if the norms were
+#      not hidden under q h / q k^T's tensor time. Same arithmetic: the quick check must equal main's (0 lines).
+#  new: where the fused chain's blocks fill several waves (fuse_o, no split, > 1 block per SM's worth of
+#      (sequence, head, slice) items: 4x8k, 8x1k, 64x256, mixed, tp4-8x4k), one block per SM runs its items back to
+#      back (items b, b + 132, ...): the o warpgroup walks the items ST chunks ahead and describes each chunk in a ring
+#      of 8 ChunkDesc in shared memory, the chain prefetches from them (into the next item), stores an item's final
+#      state and loads the next item's initial state between the last chunk's update and the next B1. Per-item
+#      overhead on main (64x256: 4 chunks of ~2.2 us per item, ~12.5 us per wave): ~3.7 us (block start, the initial
+#      state's load, the ring's fill, the last o rows). Predicted: 64x256 -15 to -25%, 8x1k -3 to -8%, 4x8k ~0,
+#      mixed ? (static striding of items vs the hardware's dynamic block order: varied lengths may balance worse),
+#      256x64/fused (o fused, which main's heuristics do not choose there: 0.996 fused vs 0.901 unfused in session 22)
+#      perhaps below 256x64's default: then let the heuristics fuse one-chunk batches too. 1x32k: the control for
+#      new (split: the unchanged kFusedO kernel). The stream kernel: bf16 255 registers (no spills), fp16 248.
 # A barrier or ring mistake hangs: each side is smoke-run first (20 s per case), only passing sides are timed.
-# The quick check: base's lines unchanged (0 differing of base's count), the new " fused stream" cases (3 blocks
-# each streaming many items, with empty and 1-token sequences) all ok; sanitizers on the stream cases.
+# The quick checks against main's (bench/results/h200_s25_quick_8131e5e.log, 122 lines): v1 0 lines differ; new: main's
+# lines unchanged and its " fused stream" cases (3 blocks each streaming many items, empty and one-token sequences,
+# checkpoints) all ok; sanitizers on new's stream cases.
 set -u
 export GDN_COMMIT=$1
 GDN_AB_CASES=none scripts/device.sh build,ab > /dev/null 2>&1  # builds this tree and .ab's base (no timing)
 cat $OUT/summary.txt 2>/dev/null | cut -c1-200
-declare -A BIN=([base]=/tmp/ab-base/build/tools/cuda_check/gdn_cuda_check [new]=build-device/tools/cuda_check/gdn_cuda_check)
+declare -A BIN=([base]=/tmp/ab-base/build/tools/cuda_check/gdn_cuda_check [v1]=/tmp/ab-v1/build/tools/cuda_check/gdn_cuda_check
+  [new]=build-device/tools/cuda_check/gdn_cuda_check)
 OK=()
-for side in base new; do
+for side in base v1 new; do
   good=1
   for c in 8x1k 64x256 256x64/fused; do
     timeout 20 ${BIN[$side]} --bench --no-check --case $c > /tmp/smoke_$side.log 2>&1 || { good=0; break; }
@@ -32,7 +43,7 @@ for side in base new; do
   if [[ $good == 1 ]]; then OK+=($side); else echo "[$SECONDS s] smoke $side FAILED on $c:"; tail -3 /tmp/smoke_$side.log; fi
 done
 echo "[$SECONDS s] smoke passed: ${OK[*]}"
-for round in 1 2; do for c in 64x256 8x1k 4x8k mixed 256x64 256x64/fused tp4-8x4k 1x32k; do for side in "${OK[@]}"; do
+for round in 1 2; do for c in 64x256 8x1k 4x8k mixed 256x64/fused tp4-8x4k 1x32k; do for side in "${OK[@]}"; do
   echo "$side $c $(timeout 30 ${BIN[$side]} --bench --no-check --profile --case $c 2>&1 | grep -E '^bench |phases' | tr '\n' ' ')" >> $OUT/ab.log
 done; done; done
 python3 - $OUT/ab.log <<'PY' | tee -a $OUT/summary.txt
@@ -52,13 +63,18 @@ for c in cases:
           "".join(f" {ms['base'] / ms[s]:9.3f}" if 'base' in ms and s in ms else f" {'-':>9s}" for s in sides[1:]))
 PY
 grep -E '^(base|new) (64x256|256x64/fused) ' $OUT/ab.log | head -4 | grep -oE '(base|new) \S+|phases.*' | paste - - | cut -c1-160
-timeout 60 ${BIN[base]} --quick > /tmp/q_base.log 2>&1
-timeout 90 ${BIN[new]} --quick > $OUT/quick.log 2>&1
-nb=$(grep -cE '^(ok|FAIL)' /tmp/q_base.log)
-echo "[$SECONDS s] quick new: $(grep -c '^FAIL' $OUT/quick.log) FAIL; of base's $nb lines $(diff <(grep -E '^(ok|FAIL)' /tmp/q_base.log) <(grep -E '^(ok|FAIL)' $OUT/quick.log | head -$nb) | grep -c '^[<>]') differ (0 expected); stream cases: $(grep -cE '^ok .*stream' $OUT/quick.log) ok, $(grep -cE '^FAIL.*stream' $OUT/quick.log) FAIL"
-grep -E 'stream' $OUT/quick.log | grep -E '^FAIL' | head -5
+REF=bench/results/h200_s25_quick_8131e5e.log
+nb=$(grep -cE '^(ok|FAIL)' $REF)
+for side in v1 new; do
+  [[ " ${OK[*]} " == *" $side "* ]] || continue
+  timeout 90 ${BIN[$side]} --quick > /tmp/q_$side.log 2>&1
+  echo "[$SECONDS s] quick $side: $(grep -c '^FAIL' /tmp/q_$side.log) FAIL; of main's $nb lines $(diff <(grep -E '^(ok|FAIL)' $REF) <(grep -E '^(ok|FAIL)' /tmp/q_$side.log | head -$nb) | grep -c '^[<>]') differ (0 expected); stream cases: $(grep -cE '^ok .*stream' /tmp/q_$side.log) ok, $(grep -cE '^FAIL.*stream' /tmp/q_$side.log) FAIL"
+  grep -E '^FAIL' /tmp/q_$side.log | head -5
+done
+for f in /tmp/q_v1.log /tmp/q_new.log; do echo "== $f"; cat $f 2>/dev/null; done > $OUT/quick_all.log
 for spec in "synccheck:stream" "memcheck:stream" "racecheck:ckpt bf16 128 vmajor oob fused stream"; do
   tool=${spec%%:*}; only=${spec#*:}; left=$((570 - SECONDS)); [[ $left -lt 15 ]] && break
+  [[ " ${OK[*]} " == *" new "* ]] || break
   timeout $left compute-sanitizer --tool $tool --error-exitcode 9 ${BIN[new]} --quick --only "$only" > $OUT/$tool.log 2>&1
   echo "[$SECONDS s] $tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $OUT/$tool.log | tail -1)"
 done
