@@ -15,15 +15,17 @@
 #      not hidden under q h / q k^T's tensor time. Same arithmetic: the quick check must equal main's (0 lines).
 #  new: where the fused chain's blocks fill several waves (fuse_o, no split, > 1 block per SM's worth of
 #      (sequence, head, slice) items: 4x8k, 8x1k, 64x256, mixed, tp4-8x4k), one block per SM runs its items back to
-#      back (items b, b + 132, ...): the o warpgroup walks the items ST chunks ahead and describes each chunk in a ring
+#      back (block b takes item b, then claims items 132, 133, ... from a counter the plan kernel zeroes: the hardware's
+#      dynamic order; bitwise the same whichever block takes an item): warp 0 of the o warpgroup walks the items ST
+#      chunks ahead and describes each chunk in a ring
 #      of 8 ChunkDesc in shared memory, the chain prefetches from them (into the next item), stores an item's final
 #      state and loads the next item's initial state between the last chunk's update and the next B1. Per-item
 #      overhead on main (64x256: 4 chunks of ~2.2 us per item, ~12.5 us per wave): ~3.7 us (block start, the initial
 #      state's load, the ring's fill, the last o rows). Predicted: 64x256 -15 to -25%, 8x1k -3 to -8%, 4x8k ~0,
-#      mixed ? (static striding of items vs the hardware's dynamic block order: varied lengths may balance worse),
+#      mixed ~0 or better (the claims keep a ragged batch balanced),
 #      256x64/fused (o fused, which main's heuristics do not choose there: 0.996 fused vs 0.901 unfused in session 22)
 #      perhaps below 256x64's default: then let the heuristics fuse one-chunk batches too. 1x32k: the control for
-#      new (split: the unchanged kFusedO kernel). The stream kernel: bf16 255 registers (no spills), fp16 248.
+#      new (split: the unchanged kFusedO kernel). The stream kernel: bf16 255 registers (no spills), fp16 250.
 # A barrier or ring mistake hangs: each side is smoke-run first (20 s per case), only passing sides are timed.
 # The quick checks against main's (bench/results/h200_s25_quick_8131e5e.log, 122 lines): v1 0 lines differ; new: main's
 # lines unchanged and its " fused stream" cases (3 blocks each streaming many items, empty and one-token sequences,
