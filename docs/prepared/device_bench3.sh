@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The three-column prefill benchmark (gdn, fla 0.6, FlashQLA 0.1.3) at a commit: `bash docs/prepared/device_bench3.sh <commit>`
 # with carry .whl .peers (fla wheels; FlashQLA + tilelang + tvm-ffi + z3 unpacked and packed as .peers/qla-site.tar.xz; both ignored by git,
-# on this machine since session 18). Writes $OUT/h200.json; merge it into bench/results/h200.json and run bench/report.py.
+# on this machine since session 18). Writes $OUT/h200.json; then here: cp it to bench/results/h200_sNN.json,
+# `python3 scripts/merge_bench.py <it> bench/results/h200.json --note "prefill: commit ... (session NN: ...)"` (keeps the
+# committed decode and serving rows) and `/tmp/mpl/bin/python bench/report.py bench/results/h200.json` (matplotlib).
 set -u
 export GDN_COMMIT=$1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader

@@ -1,0 +1,42 @@
+#!/usr/bin/env python3
+"""Merges a device run's prefill-only benchmark JSON (bench/bench_gpu.py --no-decode --no-serving, e.g. from
+docs/prepared/device_bench3.sh) into the committed one, keeping the committed decode and serving rows (and their
+note) where the new run has none, and records which rows come from which run in `partial_note`.
+
+    python3 scripts/merge_bench.py NEW.json bench/results/h200.json --note "prefill: commit abc1234 (session N: ...)"
+    python3 bench/report.py bench/results/h200.json        (BENCHMARK_H200.md and the plot)
+
+Also copy NEW.json to bench/results/h200_sNN.json: the run as measured.
+"""
+import argparse
+import json
+import sys
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("new", help="the device run's JSON (prefill rows)")
+    ap.add_argument("target", help="the committed JSON to update in place")
+    ap.add_argument("--note", required=True, help="what the prefill rows are (commit, session, changes)")
+    a = ap.parse_args()
+    new = json.load(open(a.new))
+    old = json.load(open(a.target))
+    if not new.get("prefill"):
+        sys.exit(f"{a.new}: no prefill rows")
+    kept = [k for k in ("decode", "serving") if not new.get(k) and old.get(k)]
+    merged = dict(new)
+    merged.pop("complete", None)
+    for k in kept:
+        merged[k] = old[k]
+    if "serving" in kept and "serving_note" in old:
+        merged["serving_note"] = old["serving_note"]
+    # The rows kept from the committed run keep their provenance: the part of its note after "; decode".
+    prior = old.get("partial_note", "")
+    tail = prior[prior.find("decode"):] if kept and "decode" in prior else ""
+    merged["partial_note"] = a.note + (f"; {tail}" if tail else "")
+    json.dump(merged, open(a.target, "w"), indent=1)
+    print(f"{a.target}: prefill from {a.new} ({len(new['prefill'])} rows); kept from before: {', '.join(kept) or 'nothing'}")
+
+
+if __name__ == "__main__":
+    main()
