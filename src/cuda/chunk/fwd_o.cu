@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(NW * 32)
   const int HV = b.HV;
   const int64_t gc = blockIdx.x / HV;
   const int hv = blockIdx.x % HV;
-  const int hk = static_cast<int>(unsigned(hv) / (unsigned(HV) / unsigned(b.H)));  // (unsigned: fewer instructions)
+  const int hk = qk_head_of(hv, HV, b.H);
   int64_t t0;
   int len;
   if (!chunk_rows(b.pl, gc, t0, len)) return;

@@ -111,7 +111,7 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
   const int HV = b.HV;
   const int64_t gc = item / HV;
   const int hv = item % HV;
-  const int hk = static_cast<int>(unsigned(hv) / (unsigned(HV) / unsigned(b.H)));  // (unsigned: fewer instructions)
+  const int hk = qk_head_of(hv, HV, b.H);
   int64_t t0;
   int len;
   if (!chunk_rows(b.pl, gc, t0, len)) return false;

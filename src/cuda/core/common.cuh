@@ -199,6 +199,12 @@ __device__ __forceinline__ void unit_lower_inverse_column16(const float* N, int 
   }
 }
 
+// The q/k head that value head hv reads (GVA: each q/k head serves HV / H value heads), in unsigned
+// arithmetic (fewer instructions than a signed division).
+__host__ __device__ __forceinline__ int qk_head_of(int hv, int HV, int H) {
+  return static_cast<int>(unsigned(hv) / (unsigned(HV) / unsigned(H)));
+}
+
 // Gate arguments of a forward call (decode and prefill share them).
 inline GateArgs make_gates(const ForwardArgs& f) {
   GateArgs g;
