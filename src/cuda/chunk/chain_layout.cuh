@@ -11,7 +11,8 @@
 //                 decaying chunks, chain_precise.cuh)
 //   v:            [64 tokens][64 vv] staging of v_new (stmatrix.trans; kStoreBulk: one bulk store)
 //   eg[ST] ((exp(G_i), exp(G_last - G_i)) from kkt_solve), G[ST] (fp64, kFusedO only: the o
-//   warpgroup's fallback), rk[ST] (inverse norms of k's rows, with l2norm)
+//   warpgroup's fallback), rk[ST] (inverse norms of k's rows, with l2norm), rq[ST] (of q's rows,
+//   kFusedO with l2norm)
 // ST = 2: 107.5 KB (two blocks per SM, for many chains); ST = 4: 190 KB (the summary pass with few
 // chains, one block per SM: the deepest prefetch); kFusedO, ST = 3: ~221 KiB for bf16 (226,072 B + 1 KB alignment
 // slack), ~206 KiB for fp16 (no h_lo staging: 209,688 B + 1 KB).
@@ -81,6 +82,7 @@ struct WgSmem : WgFusedSmem<ST, kFused, E> {  // (an empty base takes no space: 
   float2 eg[ST][kC];    // (exp(G_i), exp(G_last - G_i)): b.eg
   double G[ST][kC];     // kFusedO: fp64 G, for the o warpgroup's gates where a chunk's span is wide
   float rk[ST][kC];
+  float rq[ST][kC];  // kFusedO with l2norm: inverse norms of q's rows (kkt_solve's b.rq)
   // kFusedO: bar[0] B1 (the chain warpgroup's 128 threads: chunk c landed, the h staging holds h_c;
   // the o warpgroup waits on it), bar[1] B2 (both warpgroups, 256), bar[2] F (the o warpgroup's 128:
   // done with chunk c's stage and the v staging; the chain waits on it before refilling them)
@@ -183,6 +185,7 @@ __device__ __forceinline__ void chain_prefetch(Sm& sm, const FastBufs<E>& b, int
     const int i = tid - kC;
     const bool ok = i < len;
     cp_async4(&sm.rk[s][i], b.rk + int64_t(hk) * b.T + t0 + (ok ? i : 0), ok ? 4 : 0);
+    if constexpr (kFused) cp_async4(&sm.rq[s][i], b.rq + int64_t(hk) * b.T + t0 + (ok ? i : 0), ok ? 4 : 0);
   }
 }
 

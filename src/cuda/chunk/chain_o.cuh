@@ -134,28 +134,13 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
     }
     wgmma_commit();
 
-    // Inverse norms of rows i0, i1 of q while the tensor cores run: the quad's four lanes share the
-    // rows, lane t sums 16-byte chunks 4 t .. 4 t + 3 of the 16 (two 64-wide swizzle atoms).
+    // Inverse norms of rows i0, i1 of q: kkt_solve's (b.rq), prefetched with the chunk (rows past
+    // len: 0, never stored). (Formed here from the ring they took ~200 instructions per chunk of
+    // this warpgroup, which paces the chain: docs/perf.md, session 24.)
     float rq0 = 1.f, rq1 = 1.f;
     if (b.l2norm) {
-      float s0 = 0.f, s1 = 0.f;
-#pragma unroll
-      for (int m = 0; m < 4; ++m) {
-        const int ch = 4 * t + m;
-        const char* atom = reinterpret_cast<const char*>(sm.q[s]) + (ch / 8) * (kC * 128);
-        const uint4 x0 = *reinterpret_cast<const uint4*>(atom + sw128(i0, ch % 8));
-        const uint4 x1 = *reinterpret_cast<const uint4*>(atom + sw128(i1, ch % 8));
-        const uint32_t* w0 = reinterpret_cast<const uint32_t*>(&x0);
-        const uint32_t* w1 = reinterpret_cast<const uint32_t*>(&x1);
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const float a0 = lo_f<E>(w0[k]), b0 = hi_f<E>(w0[k]), a1 = lo_f<E>(w1[k]), b1 = hi_f<E>(w1[k]);
-          s0 += a0 * a0 + b0 * b0;
-          s1 += a1 * a1 + b1 * b1;
-        }
-      }
-      rq0 = quad_inv_l2norm(s0);
-      rq1 = quad_inv_l2norm(s1);
+      rq0 = sm.rq[s][i0];
+      rq1 = sm.rq[s][i1];
     }
     // o's scale folded into q's row factors, which both parts of o_i carry (exp(G_i) rq_i of q h,
     // rq_i of P's row): one multiply per row instead of one per element at the store.

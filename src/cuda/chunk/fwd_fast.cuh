@@ -58,7 +58,10 @@ struct FastBufs {
   const E* v;  // [T, HV, D] (token stride v_st, head stride v_sh)
   int64_t v_st, v_sh;
   bool l2norm;
-  float* rk;   // [H, T] inverse l2 norms of k's rows (written by fwd_prep or kkt_solve; 1 without l2norm)
+  float* rk;  // [H, T] inverse l2 norms of k's rows (written by fwd_prep or kkt_solve; 1 without l2norm)
+  // [H, T] inverse l2 norms of q's rows, with l2norm where the chain computes o (D = 128, fuse_o):
+  // written by kkt_solve, read by the fused chain's o warpgroup (chain_o.cuh); else null
+  float* rq;
   double* Gt;  // [HV, T] chunk-local cumsum (fp64), head-major (contiguous per chunk)
   // D = 128 (kkt_solve writes it for the wgmma chain): [HV, T] (exp(G_i), exp(G_last - G_i)) of
   // token i, G_last its chunk's last G, from fp64 G: the chain's decays without fp64 or an
