@@ -10,9 +10,9 @@
 //   1. the Gram matrix k k^T by one warpgroup wgmma (m64n64k16 x 8, k in shared memory in the
 //      128-byte swizzle as both operands; warp m's accumulator rows are block row m, in the
 //      mma.sync accumulator layout the rest uses); L's blocks scaled in registers;
-//   2. the diagonal blocks D_m = (I + L_mm)^-1 by forward substitution in fp32 (one column per
-//      lane; a product form such as (I - N)(I + N^2)... cancels large powers of N and loses
-//      accuracy when keys repeat), all four at once;
+//   2. the diagonal blocks D_m = (I + L_mm)^-1 by blocked forward substitution in fp32 (8 x 8
+//      blocks over the warp's 32 lanes; a product form such as (I - N)(I + N^2)... cancels large
+//      powers of N and loses accuracy when keys repeat), all four at once;
 //   3. the off-diagonal blocks, X_mj = -D_m sum_{j <= k < m} L_mk X_kj, every product on the tensor
 //      cores, one diagonal of blocks at a time (X_10, X_21, X_32 side by side, then X_20 and X_31,
 //      then X_30: 3 solved blocks on the longest path, not 5); blocks cross warps through shared
@@ -98,6 +98,76 @@ __device__ __forceinline__ void zero(float (&acc)[2][4]) {
   for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
+}
+
+// (I + N)^-1 for a strictly lower triangular 16 x 16 block N in fp32, in place (rows `stride`
+// floats apart, 16-byte aligned), by the 32 lanes of a warp, in 8 x 8 blocks
+//   (I + N)^-1 = [[A, 0], [X, B]],  A = (I + N11)^-1,  B = (I + N22)^-1,  X = -B (N21 A):
+// lanes 0-7 solve A column by column by forward substitution in fp32 (sums in order of j), lanes
+// 8-15 B (lanes 16-31 repeat them); then each lane forms two entries of Y = N21 A and of X = -B Y
+// (rows r and r + 4 of column c). A's and Y's columns cross lanes by shuffles, B's rows through the
+// block. Blocked substitution, not a product form: as accurate as one column per lane
+// (unit_lower_inverse_column16; host model, random and repeated-key blocks: the same error), with
+// ~60 multiply-adds per lane instead of 120.
+__device__ __forceinline__ void unit_lower_inverse16_warp(float* N, int stride, int lane) {
+  const int c = lane % 8, q = (lane / 8) % 2, r0 = lane / 8 % 4;
+  float* blk = N + 8 * q * stride + 8 * q;  // N11 (q = 0) or N22 (q = 1)
+  float x[8];                               // column c of A or B
+#pragma unroll
+  for (int i = 0; i < 8; ++i) x[i] = i == c ? 1.f : 0.f;
+#pragma unroll
+  for (int i = 1; i < 8; ++i) {
+    float s = 0.f;
+#pragma unroll
+    for (int j4 = 0; j4 < i; j4 += 4) {  // row i in float4 pieces
+      const float4 l = *reinterpret_cast<const float4*>(&blk[i * stride + j4]);
+      s = fmaf(l.x, x[j4], s);
+      if (j4 + 1 < i) s = fmaf(l.y, x[j4 + 1], s);
+      if (j4 + 2 < i) s = fmaf(l.z, x[j4 + 2], s);
+      if (j4 + 3 < i) s = fmaf(l.w, x[j4 + 3], s);
+    }
+    if (i > c) x[i] = -s;
+  }
+  // Y[r][c] = (N21 A)[r][c] for r = r0, r0 + 4: column c of A from lane c, rows of N21 (rows 8 ..
+  // 15, columns 0 .. 7: untouched until X replaces them).
+  float a[8];
+#pragma unroll
+  for (int k = 0; k < 8; ++k) a[k] = __shfl_sync(0xffffffffu, x[k], c);
+  float y[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float* row = N + (8 + r0 + 4 * h) * stride;
+    const float4 n0 = *reinterpret_cast<const float4*>(row), n1 = *reinterpret_cast<const float4*>(row + 4);
+    const float n[8] = {n0.x, n0.y, n0.z, n0.w, n1.x, n1.y, n1.z, n1.w};
+    float t = 0.f;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) t = fmaf(n[k], a[k], t);
+    y[h] = t;
+  }
+  __syncwarp();  // every lane has read N11 and N22
+  if (lane < 16)
+#pragma unroll
+    for (int i = 0; i < 8; ++i) blk[i * stride + c] = x[i];  // A and B in place (0 above the diagonal)
+  __syncwarp();                                              // B's rows complete
+  // X[r][c] = -(B Y)[r][c]: Y[k][c] is entry k / 4 of lane (k % 4) 8 + c; B's row r (0 past r).
+  float yk[8];
+#pragma unroll
+  for (int k = 0; k < 8; ++k) yk[k] = __shfl_sync(0xffffffffu, y[k / 4], (k % 4) * 8 + c);
+  float xo[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float* row = N + (8 + r0 + 4 * h) * stride + 8;
+    const float4 b0 = *reinterpret_cast<const float4*>(row), b1 = *reinterpret_cast<const float4*>(row + 4);
+    const float bk[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+    float t = 0.f;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) t = fmaf(bk[k], yk[k], t);
+    xo[h] = -t;
+  }
+  __syncwarp();  // every lane has read N21
+#pragma unroll
+  for (int h = 0; h < 2; ++h) N[(8 + r0 + 4 * h) * stride + c] = xo[h];
+  __syncwarp();
 }
 
 // One item (chunk gc, value head hv), item = gc HV + hv, by 128 threads tid = 0 .. 127 (the whole
@@ -310,7 +380,7 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
     return f;
   };
 
-  // 2. D_m = (I + L_mm)^-1: lane c solves column c % 16 by forward substitution in fp32 (the
+  // 2. D_m = (I + L_mm)^-1 in fp32 by blocked forward substitution (unit_lower_inverse16_warp; the
   //    diagonal inside the block stays 1, the part above it 0).
   float* Ld = reinterpret_cast<float*>(&sm.u.x.out[16 * m * S::SO]);  // (16 x 272 bytes >= 16 x SD floats)
 #pragma unroll
@@ -323,16 +393,7 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
           *reinterpret_cast<float2*>(&Ld[(g + 8 * h) * SD + 8 * nt + 2 * t]) =
               make_float2(acc[jb][nt][2 * h], acc[jb][nt][2 * h + 1]);
   __syncwarp();
-  {
-    const int c = lane % 16;
-    float x[16];
-    unit_lower_inverse_column16(Ld, SD, c, x);
-    __syncwarp();  // every lane has read L_mm
-    if (lane < 16)
-#pragma unroll
-      for (int i = 0; i < 16; ++i) Ld[i * SD + c] = x[i];
-    __syncwarp();
-  }
+  unit_lower_inverse16_warp(Ld, SD, lane);
   float dm[2][4];  // D_m
 #pragma unroll
   for (int nt = 0; nt < 2; ++nt)
