@@ -18,7 +18,9 @@ kernel, beta = sigmoid(randn), g = logsigmoid(randn) ("normal") or 0 ("zero"), S
     python3 tools/precision/emulate_roundings.py [--tokens 4096] [--gates zero,normal]
         [--set W=hilo,vs=hilo ...]     (each --set one variant; none: the main variants)
         [--adaptive A]                 (the variants only on chunks whose decay G_last > -A)
-    --gates: zero, normal, or xF (the normal gates times F, e.g. x0.1)
+    --gates: zero, normal, or xF (the normal gates times F, e.g. x0.1); a suffix +resets adds the
+        check tool's extremes (g = -1e4 every 89 tokens, beta 0 / 2 every 83 / 79)
+    [--rule last|tail]                 (with --adaptive: which chunks take the lo parts, emulate())
 Session 16's table (T = 4096 and 32768): docs/perf.md.
 """
 from __future__ import annotations
@@ -68,16 +70,29 @@ def make_inputs(T, gates, seed):
     q, k, v = (bf16(rng.standard_normal((T, n)).astype(np.float32)) for n in (K, K, V))
     beta = (1 / (1 + np.exp(-rng.standard_normal(T)))).astype(np.float32)
     x = rng.standard_normal(T)
+    resets = gates.endswith("+resets")
+    gates = gates.removesuffix("+resets")
     g = np.zeros(T, np.float32) if gates == "zero" else (-np.log1p(np.exp(-x))).astype(np.float32)
     if gates.startswith("x"):  # "x0.1": the normal gates times 0.1
         g = (float(gates[1:]) * -np.log1p(np.exp(-x))).astype(np.float32)
+    if resets:  # the check tool's extremes (tools/cuda_check/run_case.cu), for one head
+        t = np.arange(T)
+        g[t % 97 == 5] = 0
+        g[t % 89 == 7] = -1e4
+        beta[t % 83 == 3] = 0
+        beta[t % 79 == 2] = 2
     S0 = (0.1 * rng.standard_normal((K, V))).astype(np.float32)
     return q, k, v, g, beta, S0
 
 
-def emulate(q, k, v, g, beta, S0, modes, adaptive=None):
+def emulate(q, k, v, g, beta, S0, modes, adaptive=None, rule="last"):
     """modes apply to every chunk, or with `adaptive` = a only to chunks whose decay G_last > -a
-    (the others as the kernels: all bf16)."""
+    (the others as the kernels: all bf16). rule "last" is the kernels': h_o's lo part only where
+    the chunk before was such a chunk too (the h_lo staging exists only then). rule "tail"
+    (docs/prepared/s27_precise_resets.patch): the chunk's state is also weakly decayed where its
+    last quarter decays by less than e^-4 (G_last - G_{3n/4} > -4: a reset early in the chunk),
+    and W's and h_o's lo parts are also taken where the chunk before was such a chunk and this one
+    starts weakly decaying (G_0 > -a: rows before a late reset see the whole state)."""
     m0 = dict.fromkeys(ROUNDINGS, "bf16")
     m1 = dict(m0)
     m1.update(modes)
@@ -90,12 +105,21 @@ def emulate(q, k, v, g, beta, S0, modes, adaptive=None):
     rk_all = (1 / np.sqrt((k**2).sum(1) + eps)).astype(f32)
     rq_all = (1 / np.sqrt((q**2).sum(1) + eps)).astype(f32)
     strict, incl = np.tril(np.ones((C, C), bool), -1), np.tril(np.ones((C, C), bool))
+    prev = True  # chunk -1 counts as weakly decaying (the kernels stage h_0's lo part)
     for c0 in range(0, T, C):
         sl = slice(c0, min(c0 + C, T))
         n = sl.stop - sl.start
         kr, qr, vv, b, rk, rq = k[sl], q[sl], v[sl], beta[sl], rk_all[sl], rq_all[sl]
         G = np.cumsum(g[sl], dtype=f32)
         m = m1 if adaptive is None or G[-1] > -adaptive else m0
+        if adaptive is not None:
+            weak = G[-1] > -adaptive or (rule == "tail" and G[-1] - G[(3 * n) // 4] > -4)
+            m = dict(m1 if weak else m0)
+            if rule == "tail" and not weak and prev and G[0] > -adaptive:
+                m.update(W=m1["W"], h_o=m1["h_o"])
+            if not prev:
+                m["h_o"] = m0["h_o"]
+            prev = weak
         kn, qn = kr * rk[:, None], qr * rq[:, None]
         gated = np.where(incl[:n, :n], np.exp(np.where(incl[:n, :n], G[:, None] - G[None, :], 0)), 0).astype(f32)
         L = np.where(strict[:n, :n], b[:, None] * (kn @ kn.T) * gated, 0)
@@ -128,6 +152,7 @@ def main():
     ap.add_argument("--adaptive", type=float, default=None,
                     help="apply the --set modes only to chunks whose decay G_last > -ADAPTIVE")
     ap.add_argument("--set", action="append", default=[], help="one variant: NAME=MODE[,NAME=MODE...]")
+    ap.add_argument("--rule", default="last", choices=["last", "tail"], help="with --adaptive: emulate()'s rules")
     args = ap.parse_args()
     variants = MAIN_VARIANTS
     if args.set:
@@ -138,7 +163,7 @@ def main():
                                           initial_state=S0[None, None], use_qk_l2norm=True)
         print(f"T = {args.tokens}, gates {gates}")
         for name, modes in variants.items():
-            o, S = emulate(q, k, v, g, beta, S0, modes, args.adaptive)
+            o, S = emulate(q, k, v, g, beta, S0, modes, args.adaptive, args.rule)
             print(f"  {name:28s} err_o {gdn_ref.rel_err(o, o_ref[:, 0]):.3e}  "
                   f"err_state {gdn_ref.rel_err(S, S_ref[0, 0]):.3e}", flush=True)
 
