@@ -40,7 +40,7 @@ echo "[$SECONDS s] smoke passed: ${OK[*]}"
 for round in 1 2; do
   prof=--profile && [[ $round == 2 ]] && prof=
   for c in 1x32k 4x8k 8x1k 64x256 256x64 tp4-1x32k; do for side in "${OK[@]}"; do
-    [[ $SECONDS -gt 380 ]] && break 3
+    [[ $SECONDS -gt 350 ]] && break 3
     echo "$side $c $(timeout 30 ${BIN[$side]} --bench --no-check $prof --case $c 2>&1 | grep -E '^bench |phases' | tr '\n' ' ')" >> $OUT/ab.log
   done; done
 done
@@ -74,8 +74,8 @@ for side in v1 v2 new; do
 done
 for f in /tmp/q_v1.log /tmp/q_v2.log /tmp/q_new.log; do echo "== $f"; cat $f 2>/dev/null; done > $OUT/quick_all.log
 # The sanitizers on the fused cases (barrier Q, the zeroed slots) of new, then of v2 as time allows.
-for spec in "new:synccheck:fused" "new:racecheck:ckpt bf16 128 vmajor oob fused" "new:memcheck:fused" "v2:synccheck:fused" \
-  "v2:racecheck:ckpt bf16 128 vmajor oob fused"; do
+for spec in "new:synccheck:vmajor pool fused,split 2 parts fused" "new:racecheck:ckpt bf16 128 vmajor oob fused" \
+  "v2:synccheck:vmajor pool fused,split 2 parts fused" "new:memcheck:fused" "v2:racecheck:ckpt bf16 128 vmajor oob fused"; do
   side=${spec%%:*}; rest=${spec#*:}; tool=${rest%%:*}; only=${rest#*:}; left=$((580 - SECONDS)); [[ $left -lt 15 ]] && break
   [[ " ${OK[*]} " == *" $side "* ]] || continue
   timeout $left compute-sanitizer --tool $tool --error-exitcode 9 ${BIN[$side]} --quick --only "$only" > /tmp/san.log 2>&1
