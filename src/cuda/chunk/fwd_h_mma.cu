@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(NW * 32, 1)
   const int sl = static_cast<int>(item % SLICES);
   const int hv = static_cast<int>((item / SLICES) % HV);
   const int64_t n = item / (int64_t(SLICES) * HV);
-  const int hk = hv / (HV / b.H);
+  const int hk = qk_head_of(hv, HV, b.H);
   const int v0 = sl * BV;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int um = warp / UNG, ung = warp % UNG;

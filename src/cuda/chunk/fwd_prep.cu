@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
   const int HV = b.HV;
   const int64_t gc = blockIdx.x / HV;
   const int hv = blockIdx.x % HV;
-  const int hk = hv / (HV / b.H);
+  const int hk = qk_head_of(hv, HV, b.H);
   int64_t n, t0;
   int len;
   if (!chunk_info(b.pl, gc, n, t0, len)) return;

@@ -46,7 +46,7 @@ __global__ void __launch_bounds__(256) stage_kkt_kernel(Plan pl, int H, int HV, 
   __shared__ TG Gs[C];
   const int64_t gc = blockIdx.x / HV;
   const int hv = blockIdx.x % HV;
-  const int hk = hv / (HV / H);
+  const int hk = qk_head_of(hv, HV, H);
   int64_t n, t0;
   int len;
   if (!chunk_info(pl, gc, n, t0, len)) return;
@@ -110,7 +110,7 @@ __global__ void __launch_bounds__(256)
   __shared__ float cw[C], cu[C];
   const int64_t gc = blockIdx.x / HV;
   const int hv = blockIdx.x % HV;
-  const int hk = hv / (HV / H);
+  const int hk = qk_head_of(hv, HV, H);
   int64_t n, t0;
   int len;
   if (!chunk_info(pl, gc, n, t0, len)) return;
@@ -165,7 +165,7 @@ __global__ void __launch_bounds__(256)
   const int sl = static_cast<int>(item % slices);
   const int hv = static_cast<int>((item / slices) % HV);
   const int64_t n = item / (int64_t(slices) * HV);
-  const int hk = hv / (HV / H);
+  const int hk = qk_head_of(hv, HV, H);
   const int v0 = sl * kHSlice;
   const int cols = min(kHSlice, V - v0);  // columns of this slice inside V; the rest stay zero
   const int tid = threadIdx.x;
@@ -264,7 +264,7 @@ __global__ void __launch_bounds__(256)
   __shared__ TG Gs[C];
   const int64_t gc = blockIdx.x / HV;
   const int hv = blockIdx.x % HV;
-  const int hk = hv / (HV / H);
+  const int hk = qk_head_of(hv, HV, H);
   int64_t n, t0;
   int len;
   if (!chunk_info(pl, gc, n, t0, len)) return;
