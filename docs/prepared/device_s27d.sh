@@ -5,9 +5,9 @@
 #   git am -3 -q docs/prepared/s27_precise_resets.patch;        V1=$(git rev-parse --short HEAD)
 #   git am -3 -q docs/prepared/s28_precise_body_on_resets.patch
 #   scripts/ab_base.sh $M $V1
-# then with carry .ab .deps: `bash docs/prepared/device_s27d.sh <commit>`. (s28_precise_body_on_resets does not apply
-# where s27_rq_shadow landed: its q norms sit in the body; move the q_norms(c + 1, ...) call into
-# chain_chunk_body.inc after the -U^T commit. If call 1 finds the two placements within ~1%, land s27_rq_chain.)
+# then with carry .ab .deps: `bash docs/prepared/device_s27d.sh <commit>`. (Where call 1 landed s27_rq_shadow, take
+# s28_precise_body_on_shadow_resets.patch instead: it applies on all four s27 patches. If call 1 finds the two
+# placements of q's norms within ~1%, land s27_rq_chain: fewer registers.)
 #  v1: the extra precision where resets left it out (device_s27c.sh's header): the quick check's "fast bf16 128 g=0"
 #      case 2.69e-3 -> ~2.2e-3 expected (now held to 2.4e-3); fused bf16 registers 236 -> 247.
 #  new: the chunk body in two copies (device_s28.sh's header): precise chunks two waits fewer, ordinary chunks
