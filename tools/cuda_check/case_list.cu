@@ -369,6 +369,23 @@ std::vector<Case> correctness_cases(bool quick) {
     c.fwd_o_after = true;
     cases.push_back(c);
   }
+  // fp16 at g = 0 on a long sequence: the fp16 kernels take no lo passes (chain_precise.cuh), so
+  // their roundings accumulate as long as the state remembers; issue 11's fp16 target. The CPU
+  // model (tools/precision/emulate_roundings.py --gates zero, every rounding fp16): 4.77e-4 at
+  // T = 16384, saturating (4.78e-4 at 32768). Listed last: the cases before draw the same inputs.
+  {
+    Case c;
+    c.name = "fast fp16 128 g=0 long";
+    c.lens = {8192};
+    c.H = 1;
+    c.HV = 2;
+    c.dt = DType::kFloat16;
+    c.fused = false;
+    c.gscale = 0.f;
+    c.gate_extremes = false;
+    c.tol = kFp16Target;
+    cases.push_back(c);
+  }
   return cases;
 }
 
