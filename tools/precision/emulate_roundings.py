@@ -11,7 +11,7 @@ Per chunk, as src/cuda/chunk/fwd_prep.cu, fwd_h_wgmma.cuh and fwd_o.cu compute i
     S   = exp(G_last) S + k^T vs
     o   = E(scale (diag(exp(G) rq) q h + P E(v_new)))                             (vnew_o, o)
 Each named rounding can be "bf16" (as the kernels), "hilo" (a second bf16 part: the cost of one
-more product), "fp16" or "fp32" (none). The reference is the float64 recurrence of the tests
+more product), "fp16", "hilo16" (fp16 hi + lo parts) or "fp32" (none). The reference is the float64 recurrence of the tests
 (python/tests/gdn_ref.py). Inputs as bench/bench_gpu.py's: bf16 randn q, k, v, l2norm in the
 kernel, beta = sigmoid(randn), g = logsigmoid(randn) ("normal") or 0 ("zero"), S0 = 0.1 randn.
 
@@ -21,6 +21,7 @@ kernel, beta = sigmoid(randn), g = logsigmoid(randn) ("normal") or 0 ("zero"), S
     --gates: zero, normal, or xF (the normal gates times F, e.g. x0.1); a suffix +resets adds the
         check tool's extremes (g = -1e4 every 89 tokens, beta 0 / 2 every 83 / 79)
     [--rule last|tail]                 (with --adaptive: which chunks take the lo parts, emulate())
+    [--base bf16|fp16]                 (the roundings --set leaves alone; fp16: the fp16 kernels)
 Session 16's table (T = 4096 and 32768): docs/perf.md.
 """
 from __future__ import annotations
@@ -57,7 +58,10 @@ def rnd(x, mode):
         return hi
     if mode == "hilo":
         return hi + bf16(x - hi)
-    raise ValueError(f"rounding mode {mode!r}: bf16, hilo, fp16 or fp32")
+    if mode == "hilo16":  # fp16 hi + lo parts (the fp16 kernels, were they to take the lo passes)
+        h16 = x.astype(np.float16).astype(np.float32)
+        return h16 + (x - h16).astype(np.float16).astype(np.float32)
+    raise ValueError(f"rounding mode {mode!r}: bf16, hilo, fp16, hilo16 or fp32")
 
 
 def partner(x, mode):
@@ -85,7 +89,7 @@ def make_inputs(T, gates, seed):
     return q, k, v, g, beta, S0
 
 
-def emulate(q, k, v, g, beta, S0, modes, adaptive=None, rule="last"):
+def emulate(q, k, v, g, beta, S0, modes, adaptive=None, rule="last", base="bf16"):
     """modes apply to every chunk, or with `adaptive` = a only to chunks whose decay G_last > -a
     (the others as the kernels: all bf16). rule "last" is the kernels': h_o's lo part only where
     the chunk before was such a chunk too (the h_lo staging exists only then). rule "tail"
@@ -93,7 +97,7 @@ def emulate(q, k, v, g, beta, S0, modes, adaptive=None, rule="last"):
     last quarter decays by less than e^-4 (G_last - G_{3n/4} > -4: a reset early in the chunk),
     and W's and h_o's lo parts are also taken where the chunk before was such a chunk and this one
     starts weakly decaying (G_0 > -a: rows before a late reset see the whole state)."""
-    m0 = dict.fromkeys(ROUNDINGS, "bf16")
+    m0 = dict.fromkeys(ROUNDINGS, base)  # the kernels' roundings: bf16, or fp16 for fp16 inputs
     m1 = dict(m0)
     m1.update(modes)
     T = len(q)
@@ -153,6 +157,8 @@ def main():
                     help="apply the --set modes only to chunks whose decay G_last > -ADAPTIVE")
     ap.add_argument("--set", action="append", default=[], help="one variant: NAME=MODE[,NAME=MODE...]")
     ap.add_argument("--rule", default="last", choices=["last", "tail"], help="with --adaptive: emulate()'s rules")
+    ap.add_argument("--base", default="bf16", choices=["bf16", "fp16"],
+                    help="the roundings not named by --set (fp16: the fp16 kernels)")
     args = ap.parse_args()
     variants = MAIN_VARIANTS
     if args.set:
@@ -163,7 +169,7 @@ def main():
                                           initial_state=S0[None, None], use_qk_l2norm=True)
         print(f"T = {args.tokens}, gates {gates}")
         for name, modes in variants.items():
-            o, S = emulate(q, k, v, g, beta, S0, modes, args.adaptive, args.rule)
+            o, S = emulate(q, k, v, g, beta, S0, modes, args.adaptive, args.rule, args.base)
             print(f"  {name:28s} err_o {gdn_ref.rel_err(o, o_ref[:, 0]):.3e}  "
                   f"err_state {gdn_ref.rel_err(S, S_ref[0, 0]):.3e}", flush=True)
 
