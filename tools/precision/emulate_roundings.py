@@ -92,7 +92,8 @@ def make_inputs(T, gates, seed):
 def emulate(q, k, v, g, beta, S0, modes, adaptive=None, rule="last", base="bf16"):
     """modes apply to every chunk, or with `adaptive` = a only to chunks whose decay G_last > -a
     (the others as the kernels: all bf16). rule "last" is the kernels': h_o's lo part only where
-    the chunk before was such a chunk too (the h_lo staging exists only then). rule "tail"
+    the chunk before was such a chunk too (the h_lo staging exists only then; before session 26
+    this model took it on every such chunk, so older tables differ slightly in h_o's variants). rule "tail"
     (docs/prepared/s27_precise_resets.patch): the chunk's state is also weakly decayed where its
     last quarter decays by less than e^-4 (G_last - G_{3n/4} > -4: a reset early in the chunk),
     and W's and h_o's lo parts are also taken where the chunk before was such a chunk and this one
