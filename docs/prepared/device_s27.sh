@@ -22,51 +22,21 @@
 # A barrier mistake hangs: each side is smoke-run first (20 s per case), only passing sides are timed.
 set -u
 export GDN_COMMIT=$1
-GDN_AB_CASES=none scripts/device.sh build,ab > /dev/null 2>&1  # builds this tree and .ab's revisions (no timing)
-cat $OUT/summary.txt 2>/dev/null | cut -c1-200
+source docs/prepared/ab_lib.sh
+ab_build
 SIDES=(base v1 v2 new)
-declare -A BIN=([base]=/tmp/ab-base/build/tools/cuda_check/gdn_cuda_check [v1]=/tmp/ab-v1/build/tools/cuda_check/gdn_cuda_check
-  [v2]=/tmp/ab-v2/build/tools/cuda_check/gdn_cuda_check [new]=build-device/tools/cuda_check/gdn_cuda_check)
-OK=()
-for side in "${SIDES[@]}"; do
-  good=1
-  for c in 8x1k 1x32k 256x64/fused; do
-    timeout 20 ${BIN[$side]} --bench --no-check --case $c > /tmp/smoke_$side.log 2>&1 || { good=0; break; }
-  done
-  if [[ $good == 1 ]]; then OK+=($side); else echo "[$SECONDS s] smoke $side FAILED on $c:"; tail -3 /tmp/smoke_$side.log; fi
-done
-echo "[$SECONDS s] smoke passed: ${OK[*]}"
+ab_smoke 8x1k 1x32k 256x64/fused
 # Round 1 with the phases (prep / h), round 2 without (shorter); both rounds' times averaged.
-for round in 1 2; do
-  prof=--profile && [[ $round == 2 ]] && prof=
-  for c in 1x32k 4x8k 8x1k 64x256 256x64 tp4-1x32k; do for side in "${OK[@]}"; do
-    [[ $SECONDS -gt 350 ]] && break 3
-    echo "$side $c $(timeout 30 ${BIN[$side]} --bench --no-check $prof --case $c 2>&1 | grep -E '^bench |phases' | tr '\n' ' ')" >> $OUT/ab.log
-  done; done
-done
-python3 - $OUT/ab.log <<'PY' | tee -a $OUT/summary.txt
-import re, sys, collections
-t = collections.defaultdict(list); sides = []; cases = []
-for line in open(sys.argv[1]):
-    w = line.split()
-    m = re.search(r"bench \S+\s+T=\d+\s+([\d.]+) ms", line)
-    if len(w) > 1 and m:
-        t[(w[1], w[0])].append(float(m.group(1)))
-        if w[0] not in sides: sides.append(w[0])
-        if w[1] not in cases: cases.append(w[1])
-print(f"{'case':13s}" + "".join(f" {s:>8s}" for s in sides) + "".join(f" {'base/' + s:>9s}" for s in sides[1:]))
-for c in cases:
-    ms = {s: sum(t[(c, s)]) / len(t[(c, s)]) for s in sides if t[(c, s)]}
-    print(f"{c:13s}" + "".join(f" {ms.get(s, 0):8.3f}" for s in sides) +
-          "".join(f" {ms['base'] / ms[s]:9.3f}" if 'base' in ms and s in ms else f" {'-':>9s}" for s in sides[1:]))
-PY
+AB_PHASES=1 ab_time 350 1x32k 4x8k 8x1k 64x256 256x64 tp4-1x32k
+ab_table
 grep -E '^\S+ (1x32k|4x8k) .*phases' $OUT/ab.log | grep -oE '^\S+ \S+|prep [0-9.]+  h [0-9.]+' | paste - - | tee -a $OUT/summary.txt
+# Every side bitwise equal to the one before: main's committed quick lines, then each side's.
 REF=bench/results/h200_s26_quick_a46606b.log  # main's quick lines (a46606b; main's kernels since)
 lines() { grep -E '^(ok|FAIL)' $1; }
 prev=$REF
 for side in v1 v2 new; do
-  [[ " ${OK[*]} " == *" $side "* ]] || continue
-  timeout 90 ${BIN[$side]} --quick > /tmp/q_$side.log 2>&1
+  has_side $side || continue
+  timeout 90 $(bin_of $side) --quick > /tmp/q_$side.log 2>&1
   n=$(lines $prev | wc -l)
   echo "[$SECONDS s] quick $side: $(grep -c '^FAIL' /tmp/q_$side.log) FAIL, of $(basename $prev)'s $n lines $(diff <(lines $prev) <(lines /tmp/q_$side.log | head -$n) | grep -c '^[<>]') differ (0 expected)" | tee -a $OUT/summary.txt
   grep -E '^FAIL' /tmp/q_$side.log | head -5
@@ -74,12 +44,8 @@ for side in v1 v2 new; do
 done
 for f in /tmp/q_v1.log /tmp/q_v2.log /tmp/q_new.log; do echo "== $f"; cat $f 2>/dev/null; done > $OUT/quick_all.log
 # The sanitizers on the fused cases (barrier Q, the zeroed slots) of new, then of v2 as time allows.
-for spec in "new:synccheck:vmajor pool fused,split 2 parts fused" "new:racecheck:ckpt bf16 128 vmajor oob fused" \
-  "v2:synccheck:vmajor pool fused,split 2 parts fused" "new:memcheck:fused" "v2:racecheck:ckpt bf16 128 vmajor oob fused"; do
-  side=${spec%%:*}; rest=${spec#*:}; tool=${rest%%:*}; only=${rest#*:}; left=$((580 - SECONDS)); [[ $left -lt 15 ]] && break
-  [[ " ${OK[*]} " == *" $side "* ]] || continue
-  timeout $left compute-sanitizer --tool $tool --error-exitcode 9 ${BIN[$side]} --quick --only "$only" > /tmp/san.log 2>&1
-  rc=$?
-  { echo "== $side $tool ($only): rc=$rc"; tail -40 /tmp/san.log; } >> $OUT/sanitize.log  # (8 files come back at most)
-  echo "[$SECONDS s] $side $tool rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/san.log | tail -1)" | tee -a $OUT/summary.txt
-done
+ab_sanitize new synccheck "vmajor pool fused,split 2 parts fused" 580
+ab_sanitize new racecheck "ckpt bf16 128 vmajor oob fused" 580
+ab_sanitize v2 synccheck "vmajor pool fused,split 2 parts fused" 580
+ab_sanitize new memcheck fused 580
+ab_sanitize v2 racecheck "ckpt bf16 128 vmajor oob fused" 580

@@ -20,48 +20,11 @@
 #  against base is what its smem costs. Build the shared P only if solP - st2's loss is worth it (> ~5%).
 set -u
 export GDN_COMMIT=$1
-GDN_AB_CASES=none scripts/device.sh build,ab > /dev/null 2>&1
-cat $OUT/summary.txt 2>/dev/null | cut -c1-200
+source docs/prepared/ab_lib.sh
+ab_build
 SIDES=(base v1 v2 v3 new)
-declare -A BIN=([base]=/tmp/ab-base/build/tools/cuda_check/gdn_cuda_check [v1]=/tmp/ab-v1/build/tools/cuda_check/gdn_cuda_check
-  [v2]=/tmp/ab-v2/build/tools/cuda_check/gdn_cuda_check [v3]=/tmp/ab-v3/build/tools/cuda_check/gdn_cuda_check
-  [new]=build-device/tools/cuda_check/gdn_cuda_check)
-OK=()
-for side in "${SIDES[@]}"; do
-  good=1
-  for c in 8x1k 1x32k; do
-    timeout 20 ${BIN[$side]} --bench --no-check --case $c > /tmp/smoke_$side.log 2>&1 || { good=0; break; }
-  done
-  if [[ $good == 1 ]]; then OK+=($side); else echo "[$SECONDS s] smoke $side FAILED on $c:"; tail -3 /tmp/smoke_$side.log; fi
-done
-echo "[$SECONDS s] smoke passed: ${OK[*]}"
-for round in 1 2; do
-  for c in 1x32k 4x8k 8x1k 64x256 tp4-1x32k; do for side in "${OK[@]}"; do
-    [[ $SECONDS -gt 430 ]] && break 3
-    echo "$side $c $(timeout 30 ${BIN[$side]} --bench --no-check --case $c 2>&1 | grep -E '^bench ' | tr '\n' ' ')" >> $OUT/ab.log
-  done; done
-done
-python3 - $OUT/ab.log <<'PY' | tee -a $OUT/summary.txt
-import re, sys, collections
-t = collections.defaultdict(list); sides = []; cases = []
-for line in open(sys.argv[1]):
-    w = line.split()
-    m = re.search(r"bench \S+\s+T=\d+\s+([\d.]+) ms", line)
-    if len(w) > 1 and m:
-        t[(w[1], w[0])].append(float(m.group(1)))
-        if w[0] not in sides: sides.append(w[0])
-        if w[1] not in cases: cases.append(w[1])
-print(f"{'case':13s}" + "".join(f" {s:>8s}" for s in sides) + "  st2/base  solP/v2   noP/v2")
-for c in cases:
-    ms = {s: sum(t[(c, s)]) / len(t[(c, s)]) for s in sides if t[(c, s)]}
-    r = lambda a, b: f"{ms[a] / ms[b]:9.3f}" if a in ms and b in ms else f"{'-':>9s}"
-    print(f"{c:13s}" + "".join(f" {ms.get(s, 0):8.3f}" for s in sides) + " " + r('v1', 'base') + r('v3', 'v2') + r('new', 'v2'))
-PY
-if [[ " ${OK[*]} " == *" base "* && " ${OK[*]} " == *" v1 "* ]]; then
-  timeout 90 ${BIN[base]} --quick --only fast,ckpt,prefill > /tmp/q_base.log 2>&1
-  timeout 90 ${BIN[v1]} --quick --only fast,ckpt,prefill > /tmp/q_v1.log 2>&1
-  echo "[$SECONDS s] quick st2: $(grep -c '^FAIL' /tmp/q_v1.log) FAIL, $(diff <(grep -E '^(ok|FAIL)' /tmp/q_base.log) <(grep -E '^(ok|FAIL)' /tmp/q_v1.log) | grep -c '^[<>]') of $(grep -cE '^(ok|FAIL)' /tmp/q_base.log) lines differ from base's (0 expected)" | tee -a $OUT/summary.txt
-  left=$((580 - SECONDS))
-  [[ $left -gt 20 ]] && timeout $left compute-sanitizer --tool synccheck --error-exitcode 9 ${BIN[v1]} --quick --only fused > /tmp/san.log 2>&1
-  echo "[$SECONDS s] st2 synccheck rc=$? $(grep -E 'ERROR SUMMARY' /tmp/san.log | tail -1)" | tee -a $OUT/summary.txt
-fi
+ab_smoke 8x1k 1x32k
+ab_time 400 1x32k 4x8k 8x1k 64x256 tp4-1x32k
+ab_table v1/base v3/v2 new/v2  # st2 / base, solP / v2, noP / v2
+ab_quick base v1  # st2 is a real variant: its err_o lines as base's
+ab_sanitize v1 synccheck fused 580

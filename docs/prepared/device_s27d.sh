@@ -20,68 +20,12 @@
 #      quick line's err_o should drop or stay.
 set -u
 export GDN_COMMIT=$1
-GDN_AB_CASES=none scripts/device.sh build,ab > /dev/null 2>&1
-cat $OUT/summary.txt 2>/dev/null | cut -c1-200
+source docs/prepared/ab_lib.sh
+ab_build
 SIDES=(base v1 v2 new)
-declare -A BIN=([base]=/tmp/ab-base/build/tools/cuda_check/gdn_cuda_check [v1]=/tmp/ab-v1/build/tools/cuda_check/gdn_cuda_check
-  [v2]=/tmp/ab-v2/build/tools/cuda_check/gdn_cuda_check [new]=build-device/tools/cuda_check/gdn_cuda_check)
-OK=()
-for side in "${SIDES[@]}"; do
-  good=1
-  for c in 8x1k g0-1x32k 256x64; do
-    timeout 20 ${BIN[$side]} --bench --no-check --case $c > /tmp/smoke_$side.log 2>&1 || { good=0; break; }
-  done
-  if [[ $good == 1 ]]; then OK+=($side); else echo "[$SECONDS s] smoke $side FAILED on $c:"; tail -3 /tmp/smoke_$side.log; fi
-done
-echo "[$SECONDS s] smoke passed: ${OK[*]}"
-for round in 1 2; do
-  for c in g0-1x32k model-1x32k 1x32k 4x8k 8x1k 256x64; do for side in "${OK[@]}"; do
-    [[ $side == new ]] && continue  # (bf16 kernels as v2's)
-    [[ $SECONDS -gt 330 ]] && break 3
-    echo "$side $c $(timeout 30 ${BIN[$side]} --bench --no-check --case $c 2>&1 | grep -E '^bench ' | tr '\n' ' ')" >> $OUT/ab.log
-  done; done
-done
-python3 - $OUT/ab.log <<'PY' | tee -a $OUT/summary.txt
-import re, sys, collections
-t = collections.defaultdict(list); sides = []; cases = []
-for line in open(sys.argv[1]):
-    w = line.split()
-    m = re.search(r"bench \S+\s+T=\d+\s+([\d.]+) ms", line)
-    if len(w) > 1 and m:
-        t[(w[1], w[0])].append(float(m.group(1)))
-        if w[0] not in sides: sides.append(w[0])
-        if w[1] not in cases: cases.append(w[1])
-print(f"{'case':13s}" + "".join(f" {s:>8s}" for s in sides) + "".join(f" {'base/' + s:>9s}" for s in sides[1:]))
-for c in cases:
-    ms = {s: sum(t[(c, s)]) / len(t[(c, s)]) for s in sides if t[(c, s)]}
-    print(f"{c:13s}" + "".join(f" {ms.get(s, 0):8.3f}" for s in sides) +
-          "".join(f" {ms['base'] / ms[s]:9.3f}" if 'base' in ms and s in ms else f" {'-':>9s}" for s in sides[1:]))
-PY
-for side in "${SIDES[@]}"; do [[ " ${OK[*]} " == *" $side "* ]] && timeout 100 ${BIN[$side]} --quick > /tmp/q_$side.log 2>&1; done
-python3 - /tmp/q_base.log /tmp/q_v1.log /tmp/q_v2.log /tmp/q_new.log <<'PY' | tee -a $OUT/summary.txt
-import re, sys
-def read(f):
-    d = {}
-    try:
-        for line in open(f):
-            m = re.match(r"(ok|FAIL)\s+(.*?)\s+T=.*?err_o=([\d.e+-]+)", line)
-            if m: d[m.group(2)] = (m.group(1), float(m.group(3)))
-    except OSError:
-        pass
-    return d
-ds = [read(f) for f in sys.argv[1:5]]
-for name, d in zip(("base", "v1", "v2", "new"), ds):
-    print(f"quick {name}: {sum(x[0] == 'FAIL' for x in d.values())} FAIL of {len(d)} lines with err_o")
-print("lines whose err_o moved (base -> v1 -> v2 -> new):")
-for k in ds[-1]:
-    vals = [d.get(k) for d in ds]
-    if None not in vals and len({x[1] for x in vals}) > 1:
-        print(f"  {k:40s} " + " -> ".join(f"{x[0]} {x[1]:.3e}" for x in vals))
-PY
-{ for side in "${SIDES[@]}"; do echo "== $side"; cat /tmp/q_$side.log; done; } > $OUT/quick_all.log 2>/dev/null
-for side in new v2; do
-  left=$((585 - SECONDS)); [[ $left -lt 20 ]] && break
-  [[ " ${OK[*]} " == *" $side "* ]] || continue
-  timeout $left compute-sanitizer --tool synccheck --error-exitcode 9 ${BIN[$side]} --quick --only "g=0" > /tmp/san.log 2>&1
-  echo "[$SECONDS s] $side synccheck (g=0 cases) rc=$? $(grep -E 'ERROR SUMMARY' /tmp/san.log | tail -1)" | tee -a $OUT/summary.txt
-done
+ab_smoke 8x1k g0-1x32k 256x64
+AB_SKIP=new ab_time 330 g0-1x32k model-1x32k 1x32k 4x8k 8x1k 256x64  # (new's bf16 kernels are v2's)
+ab_table
+ab_quick base v1 v2 new
+ab_sanitize new synccheck "g=0" 585
+ab_sanitize v2 synccheck "g=0" 585

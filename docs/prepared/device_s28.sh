@@ -19,46 +19,11 @@
 # (on the resets patch, chunks that needed only W's lo part now take vs's too: those lines may move, all ok).
 set -u
 export GDN_COMMIT=$1
-GDN_AB_CASES=none scripts/device.sh build,ab > /dev/null 2>&1
-cat $OUT/summary.txt 2>/dev/null | cut -c1-200
-declare -A BIN=([base]=/tmp/ab-base/build/tools/cuda_check/gdn_cuda_check [new]=build-device/tools/cuda_check/gdn_cuda_check)
-OK=()
-for side in base new; do
-  good=1
-  for c in 8x1k g0-1x32k 256x64; do
-    timeout 20 ${BIN[$side]} --bench --no-check --case $c > /tmp/smoke_$side.log 2>&1 || { good=0; break; }
-  done
-  if [[ $good == 1 ]]; then OK+=($side); else echo "[$SECONDS s] smoke $side FAILED on $c:"; tail -3 /tmp/smoke_$side.log; fi
-done
-echo "[$SECONDS s] smoke passed: ${OK[*]}"
-for round in 1 2; do
-  for c in g0-1x32k model-1x32k 1x32k 4x8k 8x1k 256x64; do for side in "${OK[@]}"; do
-    [[ $SECONDS -gt 360 ]] && break 3
-    echo "$side $c $(timeout 30 ${BIN[$side]} --bench --no-check --case $c 2>&1 | grep -E '^bench ' | tr '\n' ' ')" >> $OUT/ab.log
-  done; done
-done
-python3 - $OUT/ab.log <<'PY' | tee -a $OUT/summary.txt
-import re, sys, collections
-t = collections.defaultdict(list); sides = []; cases = []
-for line in open(sys.argv[1]):
-    w = line.split()
-    m = re.search(r"bench \S+\s+T=\d+\s+([\d.]+) ms", line)
-    if len(w) > 1 and m:
-        t[(w[1], w[0])].append(float(m.group(1)))
-        if w[0] not in sides: sides.append(w[0])
-        if w[1] not in cases: cases.append(w[1])
-print(f"{'case':13s}" + "".join(f" {s:>8s}" for s in sides) + "  base/new")
-for c in cases:
-    ms = {s: sum(t[(c, s)]) / len(t[(c, s)]) for s in sides if t[(c, s)]}
-    print(f"{c:13s}" + "".join(f" {ms.get(s, 0):8.3f}" for s in sides) +
-          (f" {ms['base'] / ms['new']:9.3f}" if 'base' in ms and 'new' in ms else ""))
-PY
-for side in base new; do [[ " ${OK[*]} " == *" $side "* ]] && timeout 100 ${BIN[$side]} --quick > /tmp/q_$side.log 2>&1; done
-echo "[$SECONDS s] quick: base $(grep -c '^FAIL' /tmp/q_base.log) FAIL, new $(grep -c '^FAIL' /tmp/q_new.log) FAIL, $(diff <(grep -E '^(ok|FAIL)' /tmp/q_base.log) <(grep -E '^(ok|FAIL)' /tmp/q_new.log) | grep -c '^[<>]') lines differ (0 expected without the resets patch)" | tee -a $OUT/summary.txt
-diff <(grep -E '^(ok|FAIL)' /tmp/q_base.log) <(grep -E '^(ok|FAIL)' /tmp/q_new.log) | head -20 | tee -a $OUT/summary.txt
-{ echo "== base"; cat /tmp/q_base.log; echo "== new"; cat /tmp/q_new.log; } > $OUT/quick_all.log 2>/dev/null
-left=$((580 - SECONDS))
-if [[ $left -gt 20 && " ${OK[*]} " == *" new "* ]]; then
-  timeout $left compute-sanitizer --tool synccheck --error-exitcode 9 ${BIN[new]} --quick --only "g=0" > /tmp/san.log 2>&1
-  echo "[$SECONDS s] new synccheck (g=0 cases) rc=$? $(grep -E 'ERROR SUMMARY' /tmp/san.log | tail -1)" | tee -a $OUT/summary.txt
-fi
+source docs/prepared/ab_lib.sh
+ab_build
+SIDES=(base new)
+ab_smoke 8x1k g0-1x32k 256x64
+ab_time 360 g0-1x32k model-1x32k 1x32k 4x8k 8x1k 256x64
+ab_table
+ab_quick base new  # bitwise expected without the resets patch: no line listed
+ab_sanitize new synccheck "g=0" 580

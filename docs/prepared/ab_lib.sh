@@ -1,0 +1,109 @@
+# The pieces every prepared device script shares (sourced: `source docs/prepared/ab_lib.sh` after
+# `export GDN_COMMIT=$1`). Sides: base, v1, v2, ... (.ab's revisions, scripts/ab_base.sh) and new (this
+# tree); each side's check binary is bin_of <side>. Results go to $OUT (summary.txt, ab.log).
+
+# This tree and .ab's revisions built (scripts/device.sh's build and ab steps, no timing).
+ab_build() {
+  GDN_AB_CASES=none scripts/device.sh build,ab > /dev/null 2>&1
+  cut -c1-200 "$OUT/summary.txt" 2>/dev/null
+}
+
+bin_of() {
+  if [[ $1 == new ]]; then echo build-device/tools/cuda_check/gdn_cuda_check; else echo "/tmp/ab-$1/build/tools/cuda_check/gdn_cuda_check"; fi
+}
+
+# OK = the sides of SIDES whose check runs each case given (20 s each: a barrier mistake hangs).
+ab_smoke() {
+  OK=()
+  local side c good
+  for side in "${SIDES[@]}"; do
+    good=1
+    for c in "$@"; do
+      timeout 20 "$(bin_of "$side")" --bench --no-check --case "$c" > "/tmp/smoke_$side.log" 2>&1 || { good=0; break; }
+    done
+    if [[ $good == 1 ]]; then OK+=("$side"); else echo "[$SECONDS s] smoke $side FAILED on $c:"; tail -3 "/tmp/smoke_$side.log"; fi
+  done
+  echo "[$SECONDS s] smoke passed: ${OK[*]}"
+}
+
+has_side() { [[ " ${OK[*]} " == *" $1 "* ]]; }
+
+# Two rounds over the cases, the sides of OK in turn, into $OUT/ab.log; stops once $SECONDS passes
+# STOP. AB_PHASES=1: round 1 with the phases (--profile). AB_SKIP: a side not timed.
+ab_time() {
+  local stop=$1 round c side prof
+  shift
+  for round in 1 2; do
+    prof=
+    [[ ${AB_PHASES:-0} == 1 && $round == 1 ]] && prof=--profile
+    for c in "$@"; do for side in "${OK[@]}"; do
+      [[ $side == "${AB_SKIP:-}" ]] && continue
+      [[ $SECONDS -gt $stop ]] && return
+      echo "$side $c $(timeout 30 "$(bin_of "$side")" --bench --no-check $prof --case "$c" 2>&1 | grep -E '^bench |phases' | tr '\n' ' ')" >> "$OUT/ab.log"
+    done; done
+  done
+}
+
+# The mean ms per case and side, base over each side, and the extra ratios "a/b" (a's ms over b's).
+ab_table() {
+  python3 - "$OUT/ab.log" "$@" <<'PY' | tee -a "$OUT/summary.txt"
+import re, sys, collections
+t = collections.defaultdict(list); sides = []; cases = []
+for line in open(sys.argv[1]):
+    w = line.split()
+    m = re.search(r"bench \S+\s+T=\d+\s+([\d.]+) ms", line)
+    if len(w) > 1 and m:
+        t[(w[1], w[0])].append(float(m.group(1)))
+        if w[0] not in sides: sides.append(w[0])
+        if w[1] not in cases: cases.append(w[1])
+pairs = [p.split("/") for p in sys.argv[2:]]
+print(f"{'case':13s}" + "".join(f" {s:>8s}" for s in sides) + "".join(f" {'base/' + s:>9s}" for s in sides[1:]) +
+      "".join(f" {a + '/' + b:>9s}" for a, b in pairs))
+for c in cases:
+    ms = {s: sum(t[(c, s)]) / len(t[(c, s)]) for s in sides if t[(c, s)]}
+    r = lambda a, b: f" {ms[a] / ms[b]:9.3f}" if a in ms and b in ms else f" {'-':>9s}"
+    print(f"{c:13s}" + "".join(f" {ms.get(s, 0):8.3f}" for s in sides) + "".join(r("base", s) for s in sides[1:]) +
+          "".join(r(a, b) for a, b in pairs))
+PY
+}
+
+# The quick check of each side given (/tmp/q_<side>.log, all of them in $OUT/quick_all.log), then the
+# FAIL count of each and every line whose err_o moved from one side to the next.
+ab_quick() {
+  local side
+  for side in "$@"; do has_side "$side" && timeout 100 "$(bin_of "$side")" --quick > "/tmp/q_$side.log" 2>&1; done
+  for side in "$@"; do echo "== $side"; cat "/tmp/q_$side.log" 2>/dev/null; done > "$OUT/quick_all.log"
+  python3 - "$@" <<'PY' | tee -a "$OUT/summary.txt"
+import re, sys
+def read(side):
+    d = {}
+    try:
+        for line in open(f"/tmp/q_{side}.log"):
+            m = re.match(r"(ok|FAIL)\s+(.*?)\s+T=.*?err_o=([\d.e+-]+)", line)
+            if m: d[m.group(2)] = (m.group(1), float(m.group(3)))
+    except OSError:
+        pass
+    return d
+sides = sys.argv[1:]
+ds = [read(s) for s in sides]
+for name, d in zip(sides, ds):
+    print(f"quick {name}: {sum(x[0] == 'FAIL' for x in d.values())} FAIL of {len(d)} lines with err_o")
+print(f"lines whose err_o moved ({' -> '.join(sides)}):")
+for k in ds[-1]:
+    vals = [d.get(k) for d in ds]
+    if None not in vals and len({x[1] for x in vals}) > 1:
+        print(f"  {k:40s} " + " -> ".join(f"{x[0]} {x[1]:.3e}" for x in vals))
+PY
+}
+
+# compute-sanitizer TOOL on the quick cases named ONLY of SIDE, if it passed its smoke run and more
+# than 15 s are left before DEADLINE; its output's tail into $OUT/sanitize.log.
+ab_sanitize() {
+  local side=$1 tool=$2 only=$3 left=$(($4 - SECONDS)) rc
+  [[ $left -lt 15 ]] && return
+  has_side "$side" || return
+  timeout $left compute-sanitizer --tool "$tool" --error-exitcode 9 "$(bin_of "$side")" --quick --only "$only" > /tmp/san.log 2>&1
+  rc=$?
+  { echo "== $side $tool ($only): rc=$rc"; tail -40 /tmp/san.log; } >> "$OUT/sanitize.log"
+  echo "[$SECONDS s] $side $tool rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/san.log | tail -1)" | tee -a "$OUT/summary.txt"
+}
