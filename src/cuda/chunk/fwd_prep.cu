@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
     const float r = b.l2norm ? rsqrtf(ss + float(spec::kL2NormEps)) : 1.f;
     if (part == 0) {
       sm.rk[row] = r;
-      if (row < len && hv % (HV / b.H) == 0) b.rk[int64_t(hk) * b.T + t0 + row] = r;
+      if (row < len && first_of_qk_group(hv, HV, b.H)) b.rk[int64_t(hk) * b.T + t0 + row] = r;
     }
   }
   __syncthreads();

@@ -215,7 +215,7 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
   // head writes them, as r): the quad of lanes 4 i' .. 4 i' + 3 takes rows i' and i' + 32, lane t
   // summing 16-byte pieces 4 t .. 4 t + 3 of a row in the order the o warpgroup summed them from
   // its ring (the same fp32 sums: its o unchanged bit for bit), then the quad adds.
-  if (b.rq != nullptr && hv % (HV / b.H) == 0) {
+  if (b.rq != nullptr && first_of_qk_group(hv, HV, b.H)) {
     const int t4 = tid % 4;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -295,7 +295,7 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
       const float r1 = b.l2norm ? rsqrtf(d1 + float(spec::kL2NormEps)) : 1.f;
       sm.rk[i0] = r0;
       sm.rk[i1] = r1;
-      if (hv % (HV / b.H) == 0) {
+      if (first_of_qk_group(hv, HV, b.H)) {
         if (i0 < len) b.rk[int64_t(hk) * b.T + t0 + i0] = r0;
         if (i1 < len) b.rk[int64_t(hk) * b.T + t0 + i1] = r1;
       }

@@ -204,6 +204,9 @@ __device__ __forceinline__ void unit_lower_inverse_column16(const float* N, int 
 __host__ __device__ __forceinline__ int qk_head_of(int hv, int HV, int H) {
   return static_cast<int>(unsigned(hv) / (unsigned(HV) / unsigned(H)));
 }
+// Whether value head hv is the first of its q/k head's group: the one that writes what depends on
+// the q/k head only (k's and q's inverse norms).
+__host__ __device__ __forceinline__ bool first_of_qk_group(int hv, int HV, int H) { return hv % (HV / H) == 0; }
 
 // Gate arguments of a forward call (decode and prefill share them).
 inline GateArgs make_gates(const ForwardArgs& f) {
