@@ -50,7 +50,11 @@ std::vector<Case> correctness_cases(bool quick) {
     c.lens = {2000, 300};
     c.fused = false;
     c.gscale = 0.f;
+    // With the resets (g = -1e4 every 89 tokens): chunks whose last quarter or first rows decay
+    // weakly take the extra precision too (chain_precise.cuh; the model: 2.73e-3 -> 2.21e-3).
+    c.tol = 2.4e-3;
     cases.push_back(c);
+    c.tol = 5e-3;
     // Repeated tokens without decay: 4 keys per head, and one key with 5% noise (the inverse's
     // worst case in tools/precision/kkt_inverse.py).
     c.name = "fast bf16 128 repeated keys";

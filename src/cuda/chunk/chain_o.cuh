@@ -159,8 +159,8 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
     // another (the chain stages h_c's lo part only then): o_c += q h_lo from the h_lo staging, a
     // group complete within the branch (as the chain's lo passes), before B2(c) (the chain
     // rewrites h_lo after it). Its wait takes P_c's product too.
-    const bool precise = precise_chunk<E>(sm.eg[s][len - 1].x);
-    if (precise && lo_staged) {
+    const bool precise = precise_state_chunk<E>(sm.eg[s], len);
+    if (lo_staged && precise_w_chunk<E>(sm.eg[s], precise, lo_staged)) {
       qh_lo_pass<E>(o, qs, hls_lo);
 #pragma unroll
       for (int i = 0; i < 32; ++i) pin(o[i]);

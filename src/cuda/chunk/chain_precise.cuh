@@ -11,8 +11,9 @@
 // 2.18e-3, the bench's gates times 0.4 2.34e-3), while a chunk that decays more wipes what its
 // roundings left, so the bench's gates (G_last ~ -51 per chunk) keep today's instructions.
 //
-// On such a chunk (a per-chunk, warp-uniform branch: every thread reads exp(G_last) of the chunk
-// from the ring's eg in shared memory, so both warpgroups decide alike):
+// On such a chunk (a per-chunk, warp-uniform branch: every thread reads the chunk's decays from the
+// ring's eg in shared memory, so both warpgroups decide alike; precise_state_chunk and
+// precise_w_chunk below say which chunks):
 //   chain:  v_new^T += W_lo^T A_s_hi^T (6 m64n32k16: A_s's lower triangle as the hi pass's);
 //           S^T += vs_lo^T k (4 m64n128k16);
 //   fused o: o += q h_lo (8 m64n64k16) from the h_lo staging, which the chain writes beside h's
@@ -57,10 +58,26 @@ __device__ __forceinline__ uint32_t lo_part(float x0, float x1, uint32_t hi) {
   return pack2<E>(x0 - lo_f<E>(hi), x1 - hi_f<E>(hi));
 }
 
-// Whether a chunk whose decay is exp_g_last (eg[len - 1].x) takes them; NaN: no.
+// exp(G_last - G_i) of the chunk's last quarter (i = 3 len / 4) above this (e^-4): its state is
+// made of weakly decaying tokens too, whatever came before them.
+constexpr float kPreciseTail = 0.0183156389f;  // e^-4
+
+// Which chunks take them, from the chunk's (exp(G_i), exp(G_last - G_i)) (eg, len rows; NaN: no).
+// precise_state_chunk: the vs pass, and the h_lo staging after the chunk. The chunk decays weakly
+// (exp(G_last) > e^-32), or its last quarter does: a reset (g = -1e4) early in the chunk gives
+// exp(G_last) = 0, but the state the tokens after it build lasts as at g = 0 (the model, --gates
+// zero+resets --rule ...: err_o 2.73e-3 with exp(G_last) alone, 2.21e-3 with both rules here;
+// the bench's gates take no more chunks: their last 16 tokens decay by ~e^-13).
 template <typename E>
-__device__ __forceinline__ bool precise_chunk(float exp_g_last) {
-  return kHiLoOperands<E> && exp_g_last > kPreciseDecay;
+__device__ __forceinline__ bool precise_state_chunk(const float2* eg, int len) {
+  return kHiLoOperands<E> && (eg[len - 1].x > kPreciseDecay || eg[(3 * len) / 4].y > kPreciseTail);
+}
+// precise_w_chunk: W's pass (and the fused o's q h_lo). Also where the chunk before left a weakly
+// decayed state (after_precise: its precise_state_chunk) that this chunk's first rows still see
+// (exp(G_0) > e^-32): rows before a reset read the whole state.
+template <typename E>
+__device__ __forceinline__ bool precise_w_chunk(const float2* eg, bool state_precise, bool after_precise) {
+  return state_precise || (kHiLoOperands<E> && after_precise && eg[0].x > kPreciseDecay);
 }
 
 // lo[i] = the lo part of hi[i] = pack2<E>(x[2 i], x[2 i + 1]), pinned here (formed before the

@@ -229,6 +229,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
   };
   stage_state(true);  // (h_0's lo part: the o warpgroup counts chunk -1 as weakly decaying)
   int s = 0;
+  bool after_precise = true;  // (chunk -1 counts as weakly decaying here too: precise_w_chunk)
   for (int64_t c = 0; c < nch; ++c) {
     const int64_t gc = c0 + c;
     const int64_t t0 = tb + c * kC;
@@ -297,8 +298,10 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
         ldsm_x4_t(vsm + sw128(16 * p + lrow, lch), vx[4 * p], vx[4 * p + 1], vx[4 * p + 2], vx[4 * p + 3]);
     }
     const float dl = eg[len - 1].x;  // exp(G_last)
-    // A weakly decaying chunk: W and vs also as hi + lo parts below (chain_precise.cuh).
-    const bool precise = precise_chunk<E>(dl);
+    // A weakly decaying chunk: vs (precise) and W (precise_w) also as hi + lo parts below
+    // (chain_precise.cuh).
+    const bool precise = precise_state_chunk<E>(eg, len);
+    const bool precise_w = precise_w_chunk<E>(eg, precise, after_precise);
 #pragma unroll
     for (int i = 0; i < 64; ++i) st[i] *= dl;
     // h_c -> workspace: the staging's image (fwd_h_image).
@@ -331,7 +334,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
       }
 #pragma unroll
     for (int i = 0; i < 16; ++i) pin(wa[i]);
-    if (precise) lo_parts<E>(wl, wf, wa);
+    if (precise_w) lo_parts<E>(wl, wf, wa);
     float left[16], right[16];  // v_new^T's columns i < 32 and i >= 32 (acc after the wait)
     wgmma_fence();
     {
@@ -383,7 +386,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
       cp_async_commit();
     }
     wgmma_wait<0>();
-    if (precise) w_lo_pass<E>(left, right, wl, smem_u32(sm.a[s]));  // after the hi pass (chain_precise.cuh)
+    if (precise_w) w_lo_pass<E>(left, right, wl, smem_u32(sm.a[s]));  // after the hi pass (chain_precise.cuh)
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
       acc[i] = left[i];
@@ -455,6 +458,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     // h_{c+1}: A fragments and staging (read after the next B1); its lo part only after a weakly
     // decaying chunk (the o warpgroup takes q h_lo on chunk c + 1 only then: chain_o.cuh).
     stage_state(precise);
+    after_precise = precise;
     // A checkpoint boundary: stores only (nothing waits for them; st is not changed until the next
     // chunk's update).
     if (at_boundary(c)) store_checkpoint(c);
