@@ -14,8 +14,8 @@
 //   warpgroup's fallback), rk[ST] (inverse norms of k's rows, with l2norm), rq[ST] (of q's rows,
 //   kFusedO with l2norm)
 // ST = 2: 107.5 KB (two blocks per SM, for many chains); ST = 4: 190 KB (the summary pass with few
-// chains, one block per SM: the deepest prefetch); kFusedO, ST = 3: ~221 KiB for bf16 (226,072 B + 1 KB alignment
-// slack), ~206 KiB for fp16 (no h_lo staging: 209,688 B + 1 KB).
+// chains, one block per SM: the deepest prefetch); kFusedO, ST = 3: ~221 KiB (226,072 B + 1 KB alignment
+// slack; bf16 and fp16 alike).
 //
 // Synchronization per chunk c (stage s = c % ST), two block barriers, both overlapped with wgmma:
 //   wait for chunk c's cp.async group; fence.proxy.async (cp.async writes are generic-proxy
@@ -55,22 +55,18 @@ constexpr int kBV = 64;         // V slice per block (the wgmma M)
 //             global memory but o, and fwd_o does not run.
 enum class ChainMode { kStoreBulk, kSummary, kFusedO };
 
-// kFusedO's additions: the q ring beside w and k, the h_lo staging where the operands carry hi + lo
-// parts (bf16: kHiLoOperands, chain_precise.cuh), and the o staging (kChainOStride-element rows).
+// kFusedO's additions: the q ring beside w and k, the h_lo staging (the operands' hi + lo parts:
+// kHiLoOperands, chain_precise.cuh), and the o staging (kChainOStride-element rows).
 // E: the 16-bit operand type (the input dtype, bf16 or fp16; fwd_fast.cuh).
-template <int ST, bool kFused, typename E, bool kLo = kHiLoOperands<E> >
+template <int ST, bool kFused, typename E>
 struct WgFusedSmem {
+  static_assert(kHiLoOperands<E>, "operands without lo parts would need no h_lo staging");
   E q[ST][kC * kD];               // 16 KB per stage, SW128 like w and k
   E h_lo[kD * kBV];               // 16 KB: the h staging's residual (chain_precise.cuh), as h
   E o_stage[kC * kChainOStride];  // 9 KB
 };
 template <int ST, typename E>
-struct WgFusedSmem<ST, true, E, false> {  // fp16: no lo parts, no h_lo staging
-  E q[ST][kC * kD];
-  E o_stage[kC * kChainOStride];
-};
-template <int ST, typename E, bool kLo>
-struct WgFusedSmem<ST, false, E, kLo> {};
+struct WgFusedSmem<ST, false, E> {};
 
 template <int ST, bool kFused, typename E>
 struct WgSmem : WgFusedSmem<ST, kFused, E> {  // (an empty base takes no space: w stays at offset 0)

@@ -8,7 +8,7 @@
 //                                                              P v_new: P hi + lo from registers,
 //                                                              x 2 x 4 from the v staging)
 // The same two roundings to E as fwd_o (h_c and v_new as stored there, P split into hi + lo),
-// but on weakly decaying chunks after another (bf16) h_c as hi + lo: q h_c + q h_lo
+// but on weakly decaying chunks after another h_c as hi + lo: q h_c + q h_lo
 // (chain_precise.cuh).
 //
 // Schedule (three mbarriers per chunk: B1 is the chain warpgroup's, this one only waits on it; B2
@@ -94,7 +94,7 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
     wgmma_commit();
   };
 
-  uint32_t hls_lo = 0;  // the h_lo staging (bf16; fp16 has none and never takes q h_lo)
+  uint32_t hls_lo = 0;  // the h_lo staging (kHiLoOperands: bf16 and fp16)
   if constexpr (kHiLoOperands<E>) hls_lo = smem_u32(sm.h_lo);
   const uint32_t q_base = smem_u32(sm.q[0]), k_base = smem_u32(sm.k[0]);
   constexpr uint32_t kStageBytes = sizeof(sm.q[0]);  // a [64 x 128] tile of E

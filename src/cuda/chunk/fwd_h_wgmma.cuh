@@ -41,7 +41,7 @@
 // only the kernels it launches), instantiated by mode, each in one file: fwd_h_wgmma_store.cu
 // (kStoreBulk; launch_fwd_h_wgmma), fwd_h_wgmma_fused.cu (kFusedO; chain::launch_fused),
 // fwd_h_wgmma_summary.cu (kSummary; launch_fwd_h_wgmma_summary).
-// On chunks that decay weakly (bf16), W, vs and the fused o's h also as hi + lo: chain_precise.cuh.
+// On chunks that decay weakly, W, vs and the fused o's h also as hi + lo: chain_precise.cuh.
 // The split's decisions (the negligible history of the summary pass, where part 1 of two begins):
 // split_cut.cuh.
 #pragma once
@@ -187,11 +187,11 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
   };
 
   // E(S^T) as the A fragments of w h and into the h staging (the summary pass stores no h);
-  // kFusedO (bf16), with_lo: the residual into the h_lo staging too, for the o warpgroup's q h_lo.
+  // kFusedO, with_lo: the residual into the h_lo staging too, for the o warpgroup's q h_lo.
   uint32_t ha[32];
   auto stage_state = [&](bool with_lo) {
     uint32_t hls = 0;
-    if constexpr (kFused && kHiLoOperands<E>) hls = smem_u32(sm.h_lo);  // (fp16 has no h_lo staging)
+    if constexpr (kFused && kHiLoOperands<E>) hls = smem_u32(sm.h_lo);
     stage_state_fragments<E, !kSummary, kFused && kHiLoOperands<E> >(ha, st, smem_u32(sm.h), hls, lrow, lch, with_lo);
   };
 
@@ -514,7 +514,7 @@ void launch_wg(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, 
 namespace chain {
 
 // launch_fwd_h_wgmma's fused branch (fwd_h_wgmma_fused.cu): kFusedO with 3 stages and the o
-// warpgroup (~221 KiB with bf16's h_lo image, ~206 KiB for fp16; one block per SM; o in E). Instantiated for E =
+// warpgroup (~221 KiB with the h_lo image; one block per SM; o in E). Instantiated for E =
 // __nv_bfloat16 and __half.
 template <typename E>
 void launch_fused(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s, bool after_summary);

@@ -8,7 +8,7 @@ namespace chain {
 
 template <typename E>
 void launch_fused(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s, bool after_summary) {
-  // 3 stages and the o warpgroup: ~221 KiB (bf16; fp16 ~206 KiB), one block per SM.
+  // 3 stages and the o warpgroup: ~221 KiB (bf16 and fp16), one block per SM.
   launch_wg<3, ChainMode::kFusedO>(b, sp, f, s, after_summary);
 }
 
