@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Session 28, call 1 (prepared in session 27, ~9 min): the chain's ring filled by the TMA engine. Here
+# first, on main:
+#   M=$(git rev-parse --short HEAD); git checkout -b s28a
+#   git am -3 -q docs/prepared/s28_a_bulk.patch; V1=$(git rev-parse --short HEAD)
+#   git am -3 -q docs/prepared/s28_tma.patch
+#   scripts/ab_base.sh $M $V1
+# then with carry .ab .deps: `bash docs/prepared/device_s28a.sh <commit>`.
+# Session 27 measured that both warpgroups of the fused chain are on its critical path (docs/perf.md,
+# "Session 27"): any instruction added to the chain warpgroup costs its full length, so the ~300
+# instructions of its prefetch in the v_new products' shadow (~200 tensor cycles: the shadow overflows,
+# session 24's profile) are the cut to make. Sides:
+#  base: main before them.
+#  v1:   A_s as one image per (chunk, value head) in the stage's layout (kkt_solve writes it, zero rows
+#        past len), one bulk copy by thread 0 on a per-stage mbarrier instead of 8 cp.async per thread.
+#        SASS: the v_new shadow 312 -> 308 instructions (the per-thread pointer steps were cheap; the
+#        LSU loses 25% of the LDGSTS). Predicted 0 to -2%.
+#  new:  + k, q and v by TMA boxes of tensor maps of the caller's rows (row_maps.cuh): thread 0 issues
+#        six copies per stage; a partial chunk's rows past len zeroed in shared memory. SASS: the v_new
+#        shadow 312 -> 229 instructions, LDGSTS 96 -> 12 per kernel; fused bf16 247 registers (main 247).
+#        Predicted h -4 to -8% on 1x32k, 4x8k (the v_new wait ~150-200 cycles late per chunk of ~3900).
+# Every side should be bitwise equal to main's quick lines (the same zeros, the same sums).
+# A barrier or tx-count mistake hangs: each side is smoke-run first (20 s per case).
+set -u
+export GDN_COMMIT=$1
+source docs/prepared/ab_lib.sh
+ab_build
+SIDES=(base v1 new)
+ab_smoke 8x1k 1x32k 256x64 mixed
+AB_PHASES=1 ab_time 330 1x32k 4x8k 8x1k 64x256 mixed 256x64 tp4-1x32k
+ab_table
+grep -E '^\S+ (1x32k|4x8k) .*phases' $OUT/ab.log | grep -oE '^\S+ \S+|prep [0-9.]+  h [0-9.]+' | paste - - | tee -a $OUT/summary.txt
+REF=bench/results/h200_s27_quick_2e6989c.log  # main's quick lines (main's kernels since 2e6989c)
+lines() { grep -E '^(ok|FAIL)' $1; }
+prev=$REF
+for side in v1 new; do
+  has_side $side || continue
+  timeout 90 $(bin_of $side) --quick > /tmp/q_$side.log 2>&1
+  n=$(lines $prev | wc -l)
+  echo "[$SECONDS s] quick $side: $(grep -c '^FAIL' /tmp/q_$side.log) FAIL, of $(basename $prev)'s $n lines $(diff <(lines $prev) <(lines /tmp/q_$side.log | head -$n) | grep -c '^[<>]') differ (0 expected)" | tee -a $OUT/summary.txt
+  grep -E '^FAIL' /tmp/q_$side.log | head -5
+  prev=/tmp/q_$side.log
+done
+for f in /tmp/q_v1.log /tmp/q_new.log; do echo "== $f"; cat $f 2>/dev/null; done > $OUT/quick_all.log
+# The sanitizers on new: the fused chain, the split (summary pass: M_p without v), checkpoints, the
+# store mode (ragged, partial chunks).
+ab_sanitize new synccheck "vmajor pool fused,split 2 parts fused,140 seqs" 470
+ab_sanitize new racecheck "ckpt bf16 128 vmajor oob fused,split 4 parts" 470
+ab_sanitize new memcheck "fused,split,140 seqs,odd stride" 470
+# The GPU suites on new (its build is this tree's): the API's layouts, head counts, strides.
+if [[ $SECONDS -lt 440 ]]; then
+  (cd build-device && timeout $((585 - SECONDS)) ctest -L gpu -j4 2>&1) > $OUT/ctest.log
+  echo "[$SECONDS s] ctest -L gpu: $(grep -E 'tests passed|tests failed' $OUT/ctest.log | tail -1)" | tee -a $OUT/summary.txt
+fi
