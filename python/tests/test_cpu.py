@@ -87,6 +87,27 @@ def test_mixed_gate_dtypes_are_promoted(rng):
     assert rel_err(o, ro) <= F16_TOL
 
 
+def test_nan_stays_in_its_sequence(rng):
+    """A batch's requests are independent: NaN in one sequence's inputs (q, k, v, g, beta and its
+    initial state) leaves every other sequence's o and final state bit for bit as without it. The
+    NaN sequence sits between partial chunks (70 = 64 + 6 tokens before it, 130 = 2 x 64 + 2 its own),
+    whose rows past their end are the next sequence's tokens."""
+    H, HV, D = 2, 4, 128
+    cu = np.array([0, 70, 200, 400, 445], dtype=np.int32)
+    T, bad = int(cu[-1]), slice(70, 200)
+    q, k, v, g, beta = make_inputs(rng, (1, T), H, HV, D, D)
+    h0 = (0.1 * rng.standard_normal((4, HV, D, D))).astype(np.float32)
+    kw = dict(output_final_state=True, cu_seqlens=cu, use_qk_l2norm_in_kernel=True)
+    o, ht = gdn.chunk_gated_delta_rule(q, k, v, g, beta=beta, initial_state=h0, **kw)
+    for x in (q, k, v, g, beta):
+        x[:, bad] = np.nan
+    h0[1] = np.nan
+    o2, ht2 = gdn.chunk_gated_delta_rule(q, k, v, g, beta=beta, initial_state=h0, **kw)
+    keep = np.r_[0:70, 200:T]
+    assert np.isfinite(o2[:, keep]).all() and np.isfinite(ht2[[0, 2, 3]]).all()
+    assert np.array_equal(o2[:, keep], o[:, keep]) and np.array_equal(ht2[[0, 2, 3]], ht[[0, 2, 3]])
+
+
 @pytest.mark.parametrize("g_mode,beta_mode", [("zero", "normal"), ("very_negative", "normal"),
                                               ("normal", "extremes"), ("very_negative", "extremes"),
                                               ("mixed_very_negative", "normal")])

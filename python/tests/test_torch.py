@@ -146,6 +146,42 @@ def test_torch_low_precision_pool_padded_rows(device, state_dtype, fn):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_nan_stays_in_its_sequence(device, dtype):
+    """A batch's requests are independent on every path (bf16 / fp16: the tensor-core forward at
+    D = 128): NaN in one sequence's q, k, v, g, beta and initial state leaves every other
+    sequence's o and final state finite and as without it (assert_same). The NaN sequence sits
+    between partial chunks (70 = 64 + 6 tokens before it, 130 = 2 x 64 + 2 its own), whose rows
+    past their end hold its tokens, and the sequence after it ends the batch on a partial chunk."""
+    gen = torch.Generator().manual_seed(11)
+    H, HV, D = 2, 4, 128
+    cu = torch.tensor([0, 70, 200, 400, 445], dtype=torch.int32)
+    T = int(cu[-1])
+    q = torch.randn(1, T, H, D, generator=gen).to(dtype)
+    k = torch.randn(1, T, H, D, generator=gen).to(dtype)
+    v = torch.randn(1, T, HV, D, generator=gen).to(dtype)
+    g = torch.nn.functional.logsigmoid(torch.randn(1, T, HV, generator=gen))
+    beta = torch.sigmoid(torch.randn(1, T, HV, generator=gen))
+    h0 = 0.1 * torch.randn(4, HV, D, D, generator=gen)
+
+    def run(*xs):
+        args = [x.to(device) for x in xs]
+        o, ht = gdn.chunk_gated_delta_rule(*args[:5], initial_state=args[5], output_final_state=True,
+                                           cu_seqlens=cu.to(device), use_qk_l2norm_in_kernel=True)
+        return o.cpu(), ht.cpu()
+
+    o, ht = run(q, k, v, g, beta, h0)
+    for x in (q, k, v, g, beta):
+        x[:, 70:200] = float("nan")
+    h0[1] = float("nan")
+    o2, ht2 = run(q, k, v, g, beta, h0)
+    keep, rows = torch.cat([torch.arange(0, 70), torch.arange(200, T)]), [0, 2, 3]
+    assert torch.isfinite(o2[:, keep]).all() and torch.isfinite(ht2[rows]).all()
+    assert_same(o2[:, keep].float(), o[:, keep].float(), "o of the other sequences")
+    assert_same(ht2[rows], ht[rows], "their final states")
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_torch_errors_name_the_argument(device):
     q, k, v, g, beta, h0 = gen(3, 1, 64, 2, 4, 64, 64, torch.bfloat16, device)
     with pytest.raises(ValueError, match="HV"):
