@@ -15,9 +15,10 @@
 #        past len), one bulk copy by thread 0 on a per-stage mbarrier instead of 8 cp.async per thread.
 #        SASS: the v_new shadow 312 -> 308 instructions (the per-thread pointer steps were cheap; the
 #        LSU loses 25% of the LDGSTS). Predicted 0 to -2%.
-#  new:  + k, q and v by TMA boxes of tensor maps of the caller's rows (row_maps.cuh): thread 0 issues
-#        six copies per stage; a partial chunk's rows past len zeroed in shared memory. SASS: the v_new
-#        shadow 312 -> 229 instructions, LDGSTS 96 -> 12 per kernel; fused bf16 247 registers (main 247).
+#  new:  + k, q and v by TMA boxes of tensor maps of the caller's rows (row_maps.cuh): one lane per
+#        warp issues the stage's six copies; a partial chunk's rows past len zeroed in shared memory.
+#        SASS: the v_new shadow 312 -> ~230 instructions (all warps' branches), LDGSTS 96 -> 12 per
+#        kernel; fused bf16 243 registers (main 247).
 #        Predicted h -4 to -8% on 1x32k, 4x8k (the v_new wait ~150-200 cycles late per chunk of ~3900).
 # Every side should be bitwise equal to main's quick lines (the same zeros, the same sums).
 # A barrier or tx-count mistake hangs: each side is smoke-run first (20 s per case).
