@@ -20,7 +20,10 @@
 #        SASS: the v_new shadow 312 -> ~230 instructions (all warps' branches), LDGSTS 96 -> 12 per
 #        kernel; fused bf16 243 registers (main 247).
 #        Predicted h -4 to -8% on 1x32k, 4x8k (the v_new wait ~150-200 cycles late per chunk of ~3900).
-# Every side should be bitwise equal to main's quick lines (the same zeros, the same sums).
+# Every side should be bitwise equal to main's quick lines (the same zeros, the same sums). The quick
+# set now ends with "fast bf16 128 g=0 one-chunk" (session 27, after the reference log: not compared),
+# held to issue 11's 2.4e-3 where the model puts it at 2.39-2.46e-3: a FAIL there is that path's
+# accuracy gap (perf.md next steps), the same on every side, not this patch's.
 # A barrier or tx-count mistake hangs: each side is smoke-run first (20 s per case).
 set -u
 export GDN_COMMIT=$1

@@ -373,10 +373,10 @@ std::vector<Case> correctness_cases(bool quick) {
     c.fwd_o_after = true;
     cases.push_back(c);
   }
-  // fp16 at g = 0 on a long sequence: the fp16 kernels take no lo passes (chain_precise.cuh), so
-  // their roundings accumulate as long as the state remembers; issue 11's fp16 target. The CPU
-  // model (tools/precision/emulate_roundings.py --gates zero, every rounding fp16): 4.77e-4 at
-  // T = 16384, saturating (4.78e-4 at 32768). Listed last: the cases before draw the same inputs.
+  // fp16 at g = 0 on a long sequence: issue 11's fp16 target, which the fp16 kernels reach by the
+  // lo passes of weakly decaying chunks (chain_precise.cuh; H200: 2.72e-4, 4.75e-4 without them).
+  // The CPU model (tools/precision/emulate_roundings.py --gates zero --base fp16): 4.77e-4 at
+  // T = 16384 without the lo passes, saturating. Listed after the others: those draw the same inputs.
   {
     Case c;
     c.name = "fast fp16 128 g=0 long";
@@ -388,6 +388,23 @@ std::vector<Case> correctness_cases(bool quick) {
     c.gscale = 0.f;
     c.gate_extremes = false;
     c.tol = kFp16Target;
+    cases.push_back(c);
+  }
+  // One-chunk sequences at g = 0 from initial states (a 256x64-like batch): the heuristics leave o
+  // to fwd_o, whose q h reads the bf16 h image and whose P v_new the bf16 v_new image. The CPU
+  // model (emulate_roundings.py --tokens 64 --gates zero --set W=hilo,vs=hilo) puts that at
+  // 2.39-2.46e-3 against issue 11's bf16 2.4e-3 (1.73-1.79e-3 with v_new's lo part in P v_new:
+  // docs/perf.md, next steps). Held to the issue's bound: this line says whether the path meets it.
+  {
+    Case c;
+    c.name = "fast bf16 128 g=0 one-chunk";
+    c.lens = std::vector<int64_t>(46, 64);
+    c.lens.push_back(40);
+    c.lens.push_back(17);
+    c.fused = false;
+    c.gscale = 0.f;
+    c.gate_extremes = false;
+    c.tol = 2.4e-3;
     cases.push_back(c);
   }
   return cases;
