@@ -27,7 +27,8 @@
 #        TMA ring took ~80 instructions a chunk off it: whether that left room is what this side asks.
 #        Land it only if it beats v2.
 # Every side should be bitwise equal to main's quick lines (the same zeros, the same sums). The quick
-# set now ends with "fast bf16 128 g=0 one-chunk" (session 27, after the reference log: not compared),
+# set now ends with "fast bf16 64 g=0" (where the D = 64 path stands at g = 0; SPEC's 5e-3) and
+# "fast bf16 128 g=0 one-chunk" (session 27, after the reference log: not compared),
 # held to issue 11's 2.4e-3 where the model puts it at 2.39-2.46e-3: a FAIL there is that path's
 # accuracy gap (perf.md next steps), the same on every side, not this patch's.
 # A barrier or tx-count mistake hangs: each side is smoke-run first (20 s per case).

@@ -390,6 +390,20 @@ std::vector<Case> correctness_cases(bool quick) {
     c.tol = kFp16Target;
     cases.push_back(c);
   }
+  // bf16 at head size 64 and g = 0 (with the unfused gates' resets): the D = 64 path (fwd_prep's w and
+  // u, fwd_h_mma, fwd_o) has none of D = 128's extra precision (A_s applied last, the lo passes), so
+  // its roundings build up as long as the state remembers. Held to SPEC's bf16 bound; the line records
+  // where it stands against issue 11's 2.4e-3, which that issue sets for Qwen3-Next's D = 128.
+  {
+    Case c;
+    c.name = "fast bf16 64 g=0";
+    c.lens = {2000, 300};
+    c.K = c.V = 64;
+    c.fused = false;
+    c.gscale = 0.f;
+    c.tol = 5e-3;
+    cases.push_back(c);
+  }
   // One-chunk sequences at g = 0 from initial states (a 256x64-like batch): the heuristics leave o
   // to fwd_o, whose q h reads the bf16 h image and whose P v_new the bf16 v_new image. The CPU
   // model (emulate_roundings.py --tokens 64 --gates zero --set W=hilo,vs=hilo) puts that at
