@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A host model of unit_lower_inverse16_warp (kkt_solve.cu, session 26): the 32 lanes' blocked
 substitution for (I + N)^-1, N strictly lower 16 x 16, in fp32 step by step (lane roles, shuffles, in-place writes),
-against one column per lane (unit_lower_inverse_column16, the kernel before) and float64. Prints the relative error
+against one column per lane (unit_lower_inverse_column<16>, the kernel before) and float64. Prints the relative error
 of both on random blocks (by scale) and on blocks of repeated unit keys (L = beta k_i . k_j). Both stay ~1e-7 where
 the inverse is well conditioned, far below A_s's hi + lo precision (~2^-17).
     python3 tools/precision/kkt_inverse_warp.py

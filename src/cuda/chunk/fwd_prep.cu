@@ -185,7 +185,7 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
   if (tid < 64) {  // warp-uniform: warps 0 and 1
     const int o = 16 * (tid / 16), c = tid % 16;
     float a[16];
-    unit_lower_inverse_column16(Ls + o * LS + o, LS, c, a);  // (o LS + o and LS: 16-byte multiples)
+    unit_lower_inverse_column<16>(Ls + o * LS + o, LS, c, a);  // (o LS + o and LS: 16-byte multiples)
 #pragma unroll
     for (int i = 0; i < 16; ++i) As[(o + i) * LS + o + c] = a[i];
   }

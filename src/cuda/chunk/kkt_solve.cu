@@ -107,27 +107,13 @@ __device__ __forceinline__ void zero(float (&acc)[2][4]) {
 // 8-15 B (lanes 16-31 repeat them); then each lane forms two entries of Y = N21 A and of X = -B Y
 // (rows r and r + 4 of column c). A's and Y's columns cross lanes by shuffles, B's rows through the
 // block. Blocked substitution, not a product form: as accurate as one column per lane
-// (unit_lower_inverse_column16; host model, random and repeated-key blocks: the same error), with
+// (unit_lower_inverse_column<16>; host model, random and repeated-key blocks: the same error), with
 // ~60 multiply-adds per lane instead of 120.
 __device__ __forceinline__ void unit_lower_inverse16_warp(float* N, int stride, int lane) {
   const int c = lane % 8, q = (lane / 8) % 2, r0 = lane / 8 % 4;
   float* blk = N + 8 * q * stride + 8 * q;  // N11 (q = 0) or N22 (q = 1)
   float x[8];                               // column c of A or B
-#pragma unroll
-  for (int i = 0; i < 8; ++i) x[i] = i == c ? 1.f : 0.f;
-#pragma unroll
-  for (int i = 1; i < 8; ++i) {
-    float s = 0.f;
-#pragma unroll
-    for (int j4 = 0; j4 < i; j4 += 4) {  // row i in float4 pieces
-      const float4 l = *reinterpret_cast<const float4*>(&blk[i * stride + j4]);
-      s = fmaf(l.x, x[j4], s);
-      if (j4 + 1 < i) s = fmaf(l.y, x[j4 + 1], s);
-      if (j4 + 2 < i) s = fmaf(l.z, x[j4 + 2], s);
-      if (j4 + 3 < i) s = fmaf(l.w, x[j4 + 3], s);
-    }
-    if (i > c) x[i] = -s;
-  }
+  unit_lower_inverse_column<8>(blk, stride, c, x);
   // Y[r][c] = (N21 A)[r][c] for r = r0, r0 + 4: column c of A from lane c, rows of N21 (rows 8 ..
   // 15, columns 0 .. 7: untouched until X replaces them).
   float a[8];

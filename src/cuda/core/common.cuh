@@ -177,15 +177,18 @@ __device__ __forceinline__ void chunk_gates_cumsum(const GateArgs& ga, int64_t t
   chunk_gates_scan(ga, chunk_gates_load(ga, t0, len, hv, tid), len, G, beta, tid, sync);
 }
 
-// Column c of (I + N)^-1 for a strictly lower triangular 16 x 16 block N in fp32 (rows `stride`
+// Column c of (I + N)^-1 for a strictly lower triangular kN x kN block N in fp32 (rows `stride`
 // floats apart, each 16-byte aligned; every lane of a warp may read the same row: broadcast), by
 // forward substitution in fp32, the sums in the order j = 0, 1, ... Rows above c stay those of
-// the identity. The prep kernels' diagonal blocks, one column per thread.
-__device__ __forceinline__ void unit_lower_inverse_column16(const float* N, int stride, int c, float (&x)[16]) {
+// the identity. The prep kernels' diagonal blocks (kN = 16, one column per thread; kkt_solve's
+// blocked 16 x 16 inverse: its two 8 x 8 diagonal blocks).
+template <int kN>
+__device__ __forceinline__ void unit_lower_inverse_column(const float* N, int stride, int c, float (&x)[kN]) {
+  static_assert(kN % 4 == 0, "rows read in float4 pieces");
 #pragma unroll
-  for (int i = 0; i < 16; ++i) x[i] = i == c ? 1.f : 0.f;
+  for (int i = 0; i < kN; ++i) x[i] = i == c ? 1.f : 0.f;
 #pragma unroll
-  for (int i = 1; i < 16; ++i) {
+  for (int i = 1; i < kN; ++i) {
     float s = 0.f;
 #pragma unroll
     for (int j4 = 0; j4 < i; j4 += 4) {  // row i in float4 pieces
