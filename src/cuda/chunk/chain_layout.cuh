@@ -14,14 +14,15 @@
 //   warpgroup's fallback), rk[ST] (inverse norms of k's rows, with l2norm), rq[ST] (of q's rows,
 //   kFusedO with l2norm)
 // ST = 2: 107.5 KB (two blocks per SM, for many chains); ST = 4: 190 KB (the summary pass with few
-// chains, one block per SM: the deepest prefetch); kFusedO, ST = 3: ~221 KiB (226,072 B + 1 KB alignment
+// chains, one block per SM: the deepest prefetch); kFusedO, ST = 3: ~221 KiB (226,096 B + 1 KB alignment
 // slack; bf16 and fp16 alike).
 //
 // Synchronization per chunk c (stage s = c % ST), two block barriers, both overlapped with wgmma:
 //   wait for chunk c's cp.async group; fence.proxy.async (cp.async writes are generic-proxy
 //   writes that the async proxy of wgmma reads); barrier B1
 //   issue the 8 -U^T wgmmas; meanwhile: scalings, v^T, S^T *= exp(G_last), h_c -> global (from
-//   the h staging written before B1); wait; W^T -> A fragments; issue the 8 v_new wgmmas;
+//   the h staging written before B1); wait; W^T -> A fragments; wait for the stage's A_s (its
+//   bulk copy on a_full[s]); issue the 8 v_new wgmmas;
 //   meanwhile: decays, prefetch chunk c + ST - 1 into stage (c - 1) % ST (freed by B1; kFusedO: by
 //   F, the o warpgroup's arrival once its P v_new of chunk c - 1 is done, which B1 no longer
 //   waits for: the -U^T products of chunk c overlap it); wait;
@@ -31,7 +32,8 @@
 //   weakly decaying chunk: its residual -> h_lo staging too). A weakly decaying chunk (bf16)
 //   adds a lo pass after the v_new wait and one before the update's hi pass, each waited for at once
 //   (chain_precise.cuh).
-// Rows past len: A_s, k, v are zero-filled, their decays are 0, and they are never stored.
+// Rows past len: zero in A_s's image (kkt_solve writes them), k and v zero-filled; their decays are
+// 0, and they are never stored.
 #pragma once
 
 #include <cstdint>
@@ -83,6 +85,9 @@ struct WgSmem : WgFusedSmem<ST, kFused, E> {  // (an empty base takes no space: 
   // the o warpgroup waits on it), bar[1] B2 (both warpgroups, 256), bar[2] F (the o warpgroup's 128:
   // done with chunk c's stage and the v staging; the chain waits on it before refilling them)
   uint64_t bar[3];
+  // a_full[s]: stage s's A_s landed (its bulk copy's bytes, announced by thread 0's arrival; phase
+  // parity (c / ST) & 1 for chunk c). Every mode.
+  uint64_t a_full[ST];
 };
 static_assert(sizeof(__nv_bfloat16) * kC * kD % 1024 == 0, "stages stay 1024-aligned");
 static_assert(sizeof(WgFusedSmem<3, true, __nv_bfloat16>) % 1024 == 0, "a, k and h_lo stay 1024-aligned");
@@ -123,16 +128,22 @@ __device__ __forceinline__ void stage_state_fragments(uint32_t (&ha)[32], const 
   }
 }
 
-// Ring stage s <- the chunk at tokens t0 .. t0 + len - 1 (len = min(te - t0, kC)) of (value head hv,
-// key head hk) by cp.async (the caller commits one group per chunk): A_s (hi | lo) and k in rows
-// of 16 pieces of 16 bytes, q beside them (kFused: for the o warpgroup), v of the slice
-// [v0, v0 + kBV) (8 pieces per row; none for the identity's chain: `transition`), eg (and G for
-// the o warpgroup), rk.
+// Ring stage s <- global chunk gc at tokens t0 .. t0 + len - 1 (len = min(te - t0, kC)) of (value
+// head hv, key head hk): A_s (hi | lo) by one bulk copy of its image (fwd_a_image: kkt_solve wrote it
+// in the stage's layout, zero rows past len) that thread 0 issues on the stage's a_full barrier;
+// the rest by cp.async (the caller commits one group per chunk): k in rows of 16 pieces of 16
+// bytes, q beside them (kFused: for the o warpgroup), v of the slice [v0, v0 + kBV) (8 pieces per
+// row; none for the identity's chain: `transition`), eg (and G for the o warpgroup), rk.
 template <bool kFused, typename E, typename Sm>
-__device__ __forceinline__ void chain_prefetch(Sm& sm, const FastBufs<E>& b, int64_t t0, int64_t te, int s, int HV,
-                                               int hv, int hk, int v0, bool transition, int tid) {
+__device__ __forceinline__ void chain_prefetch(Sm& sm, const FastBufs<E>& b, int64_t gc, int64_t t0, int64_t te, int s,
+                                               int HV, int hv, int hk, int v0, bool transition, int tid) {
   const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
-  const uint32_t as = smem_u32(sm.a[s]), ks = smem_u32(sm.k[s]), vs = smem_u32(sm.vin[s]);
+  const uint32_t ks = smem_u32(sm.k[s]), vs = smem_u32(sm.vin[s]);
+  if (tid == 0) {
+    constexpr uint32_t kBytes = kC * kD * sizeof(E);  // 16 KB
+    mbarrier_arrive_expect_tx(&sm.a_full[s], kBytes);
+    bulk_load(smem_u32(sm.a[s]), b.w + fwd_a_image(gc, hv, HV), kBytes, &sm.a_full[s]);
+  }
   // This thread's pieces are affine in it (no 64-bit multiply per copy: -12% of the chain's
   // time on 1x32k with the halves below, docs/perf.md v12): rows r = tid / 16 + 8 it (the swizzle's r & 7 fixed),
   // 16-byte piece ch = tid % 16; row pointers step by 8 rows (one add, no multiply). Rows past
@@ -141,20 +152,17 @@ __device__ __forceinline__ void chain_prefetch(Sm& sm, const FastBufs<E>& b, int
   {
     const int r0 = tid / 16, ch = tid % 16;
     const uint32_t off0 = (ch / 8) * (kC * 128) + sw128(r0, ch % 8);
-    const E* a0 = b.w + (t0 * HV + hv) * kD + ch * 8;
     const E* k0 = b.k + t0 * b.k_st + hk * b.k_sh + ch * 8;
     const E* q0 = kFused ? b.q + t0 * b.q_st + hk * b.q_sh + ch * 8 : nullptr;
-    const E *pa = a0 + r0 * (int64_t(HV) * kD), *pk = k0 + r0 * b.k_st, *pq = kFused ? q0 + r0 * b.q_st : nullptr;
-    const int64_t da = 8 * int64_t(HV) * kD, dk = 8 * b.k_st, dq = 8 * b.q_st;
+    const E *pk = k0 + r0 * b.k_st, *pq = kFused ? q0 + r0 * b.q_st : nullptr;
+    const int64_t dk = 8 * b.k_st, dq = 8 * b.q_st;
 #pragma unroll
     for (int it = 0; it < kC * kD / 8 / 128; ++it) {
       const bool ok = r0 + 8 * it < len;
       const uint32_t off = off0 + 1024 * it;
-      cp_async16(as + off, pa, ok ? 16 : 0);
       cp_async16(ks + off, pk, ok ? 16 : 0);
       if constexpr (kFused)  // q for the o warpgroup, in the same layout
         cp_async16(smem_u32(sm.q[s]) + off, pq, ok ? 16 : 0);
-      pa += da;
       pk += dk;
       if constexpr (kFused) pq += dq;
     }

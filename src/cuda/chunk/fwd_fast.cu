@@ -22,7 +22,7 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
   // q's inverse norms: where the fused chain's o warpgroup reads them (FastBufs::rq).
   const bool with_rq = D == 128 && cfg.fuse_o && p.use_qk_l2norm;
   float* rq = c.take<float>(with_rq ? T * H : 0);
-  E* w = c.take<E>(T * HV * D);
+  E* w = c.take<E>(D == 128 ? mc * kChunkSize * HV * D : T * HV * D);  // (D = 128: A_s's images, fwd_a_image)
   E* u = c.take<E>(T * HV * D);
   // The per-chunk hand-off to fwd_o (none when the chain computes o itself).
   const bool to_fwd_o = !cfg.fuse_o;

@@ -72,8 +72,8 @@ struct FastBufs {
   // [0, 2] and k is l2-normalized (each token's map is then e^g (I - beta k k^T), of norm <= e^g),
   // else +inf (no bound). Null without a split.
   float* transition_log_bound;
-  E* w;      // [T, HV, D]: D = 64: w; D = 128: A_s = (I + L)^-1 diag(beta), row i of each chunk
-             // = [hi (64) | lo (64)] in E (the chain applies it: fwd_h_wgmma.cuh)
+  E* w;      // D = 64: w [T, HV, D]; D = 128: A_s = (I + L)^-1 diag(beta) as images
+             // [max_chunks, HV, 2, 64, 64] (fwd_a_image; the chain applies it: fwd_h_wgmma.cuh)
   E* u;      // [T, HV, D]: D = 64: u; D = 128: the copy of v when its rows are not aligned
   E* v_new;  // D = 64: [T, HV, D]; D = 128: images [max_chunks, HV, 2, 64, 64] (fwd_v_image)
   E* h;      // D = 64: [max_chunks, HV, D, D] state at each chunk start, K-major;
@@ -90,6 +90,13 @@ GDN_HOST_DEVICE inline int64_t fwd_h_image(int64_t gc, int hv, int sl, int HV) {
 }
 GDN_HOST_DEVICE inline int64_t fwd_v_image(int64_t gc, int hv, int sl, int HV) {
   return ((gc * HV + hv) * 2 + sl) * (kChunkSize * 64);
+}
+// A_s of chunk gc and value head hv goes the other way, kkt_solve -> the chain, as the image of the
+// chain's ring stage (one bulk copy, chain_prefetch): its hi part's [64 rows i][64 columns j], then
+// its lo part's, in 128-byte rows with the same swizzle; every row written (past the chunk's end:
+// zeros). Offset in elements of b.w ([max_chunks, HV, 2, 64, 64]).
+GDN_HOST_DEVICE inline int64_t fwd_a_image(int64_t gc, int hv, int HV) {
+  return (gc * HV + hv) * (2 * kChunkSize * 64);
 }
 
 // Whether a tensor of 2-byte elements can be read or written in 16-byte row pieces: an aligned

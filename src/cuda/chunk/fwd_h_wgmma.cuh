@@ -86,14 +86,16 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     else
       __syncthreads();
   };
-  if constexpr (kFused) {
-    if (threadIdx.x == 0) {
+  if (threadIdx.x == 0) {
+    if constexpr (kFused) {
       mbarrier_init(&sm.bar[0], 128);  // B1: the chain warpgroup
       mbarrier_init(&sm.bar[1], 256);  // B2: both
       mbarrier_init(&sm.bar[2], 128);  // F: the o warpgroup
     }
-    __syncthreads();  // (the one barrier instruction both warpgroups reach together)
+#pragma unroll
+    for (int i = 0; i < ST; ++i) mbarrier_init(&sm.a_full[i], 1);  // thread 0's arrival + A_s's bytes
   }
+  __syncthreads();  // (kFusedO: the one barrier instruction both warpgroups reach together)
   // The summary pass: the chain launched after it as its programmatic dependent (no scan between
   // them: split.cuh) may start now; its part 0 blocks need nothing from this kernel.
   if constexpr (kSummary) pdl_launch_dependents();
@@ -183,7 +185,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
 
   // Chunk c into ring stage s (chain_layout.cuh).
   auto prefetch = [&](int64_t c, int s) {
-    chain_prefetch<kFused>(sm, b, tb + c * kC, te, s, HV, hv, hk, v0, transition, tid);
+    chain_prefetch<kFused>(sm, b, c0 + c, tb + c * kC, te, s, HV, hv, hk, v0, transition, tid);
   };
 
   // E(S^T) as the A fragments of w h and into the h staging (the summary pass stores no h);
@@ -336,6 +338,8 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     for (int i = 0; i < 16; ++i) pin(wa[i]);
     if (precise_w) lo_parts<E>(wl, wf, wa);
     float left[16], right[16];  // v_new^T's columns i < 32 and i >= 32 (acc after the wait)
+    // A_s's bulk copy (issued two chunks ago: no wait in practice), here where nothing is in flight.
+    mbarrier_wait(&sm.a_full[s], (static_cast<uint32_t>(c) / ST) & 1u);
     wgmma_fence();
     {
       const uint32_t as = smem_u32(sm.a[s]);

@@ -2,7 +2,7 @@
 // the gates and G = chunk-local cumsum (fp64), k's inverse l2 norms r (from the diagonal of the
 // Gram matrix k k^T, which the tensor cores form anyway), L and
 //   A_s = (I + L)^-1 diag(beta),   L_ij = beta_i r_i r_j (k_i . k_j) exp(G_i - G_j) for j < i,
-// stored as hi + lo rows in E (b.w [T, HV, 128]: row i = [hi (64) | lo (64)]) for the wgmma chain,
+// stored as hi + lo parts in E (b.w: one image per chunk and value head, fwd_a_image) for the wgmma chain,
 // which applies it to v - diag(exp(G) r) k S (fwd_h_wgmma.cuh). Writes G and r as fwd_prep.cu does.
 //
 // One block of 4 warps per (chunk, value head). Warp m owns rows [16 m, 16 m + 16) of every 64 x 64
@@ -437,18 +437,23 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
     mma3(T[0], Lf[2], load_b(2, 0));
     finish(T[0], 0);
   }
-  // This warp's 16 rows of A_s -> b.w, 16 bytes per lane and copy: lane copies piece lane % 16 of
-  // rows 16 m + lane / 16 + 2 j (16 rows x 256 bytes), pointers stepped two rows at a time.
+  // This warp's 16 rows of A_s -> its image in b.w (fwd_a_image: the chain's ring stage, one bulk
+  // copy there), 16 bytes per lane and copy: lane copies piece lane % 16 of rows
+  // 16 m + lane / 16 + 2 j, i.e. 16-byte chunk piece % 8 of the row in atom piece / 8 (hi, lo).
+  // Rows past len are written as zeros (the chain reads all 64).
   __syncwarp();
   {
     constexpr int kPieces = 2 * C / 8;  // 16 pieces of 8 elements per row [hi 64 | lo 64]
     const int piece = lane % kPieces, i0 = 16 * m + lane / kPieces;
     const E* from = &sm.u.x.out[i0 * S::SO + 8 * piece];
-    E* to = b.w + ((t0 + i0) * HV + hv) * D + 8 * piece;  // [T, HV, D]
-    const int64_t step = int64_t(32 / kPieces) * HV * D;
+    char* const img = reinterpret_cast<char*>(b.w + fwd_a_image(gc, hv, HV)) + (piece / 8) * (C * 128);
 #pragma unroll
-    for (int j = 0; j < 16 * kPieces / 32; ++j, from += (32 / kPieces) * S::SO, to += step)
-      if (i0 + (32 / kPieces) * j < len) *reinterpret_cast<uint4*>(to) = *reinterpret_cast<const uint4*>(from);
+    for (int j = 0; j < 16 * kPieces / 32; ++j, from += (32 / kPieces) * S::SO) {
+      const int i = i0 + (32 / kPieces) * j;
+      uint4 x = *reinterpret_cast<const uint4*>(from);
+      if (i >= len) x = make_uint4(0u, 0u, 0u, 0u);
+      *reinterpret_cast<uint4*>(img + sw128(i, piece % 8)) = x;
+    }
   }
   return true;
 }

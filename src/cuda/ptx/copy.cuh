@@ -59,6 +59,17 @@ __device__ __forceinline__ void bulk_store(void* gmem, uint32_t smem_addr, uint3
   asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(gmem), "r"(smem_addr), "r"(bytes)
                : "memory");
 }
+// Bulk copy global -> shared by the TMA engine (sm_90): `bytes` (a multiple of 16) from a 16-byte
+// aligned global address to a 16-byte aligned shared one, its completion counted on the mbarrier
+// `bar` (complete_tx: the issuing thread announces the bytes first, mbarrier_arrive_expect_tx).
+// The copy writes through the async proxy: wgmma may read what it wrote once the barrier's phase
+// completes, without a proxy fence.
+__device__ __forceinline__ void bulk_load(uint32_t smem_addr, const void* gmem, uint32_t bytes, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(smem_addr),
+      "l"(gmem), "r"(bytes), "r"(smem_u32(bar))
+      : "memory");
+}
 // Closes this thread's bulk group.
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 // Waits until at most N of this thread's bulk groups still read their shared source (the source

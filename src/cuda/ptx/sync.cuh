@@ -31,6 +31,11 @@ __device__ __forceinline__ void mbarrier_init(uint64_t* bar, int threads) {
 __device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
   asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(smem_u32(bar)) : "memory");
 }
+// One arrival that also announces `bytes` of bulk copies to come (bulk_load's complete_tx): the
+// phase completes once the arrivals are in and those bytes have landed.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
 __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
   const uint32_t a = smem_u32(bar);
   uint32_t done;
