@@ -85,9 +85,9 @@ struct WgSmem : WgFusedSmem<ST, kFused, E> {  // (an empty base takes no space: 
   // the o warpgroup waits on it), bar[1] B2 (both warpgroups, 256), bar[2] F (the o warpgroup's 128:
   // done with chunk c's stage and the v staging; the chain waits on it before refilling them)
   uint64_t bar[3];
-  // a_full[s]: stage s's A_s landed (its bulk copy's bytes, announced by thread 0's arrival; phase
-  // parity (c / ST) & 1 for chunk c). Every mode.
-  uint64_t a_full[ST];
+  // full[s]: stage s's A_s, k, q and v landed (the TMA copies' bytes, announced by thread 0's
+  // arrival; phase parity (c / ST) & 1 for chunk c). Every mode.
+  uint64_t full[ST];
 };
 static_assert(sizeof(__nv_bfloat16) * kC * kD % 1024 == 0, "stages stay 1024-aligned");
 static_assert(sizeof(WgFusedSmem<3, true, __nv_bfloat16>) % 1024 == 0, "a, k and h_lo stay 1024-aligned");
@@ -129,56 +129,29 @@ __device__ __forceinline__ void stage_state_fragments(uint32_t (&ha)[32], const 
 }
 
 // Ring stage s <- global chunk gc at tokens t0 .. t0 + len - 1 (len = min(te - t0, kC)) of (value
-// head hv, key head hk): A_s (hi | lo) by one bulk copy of its image (fwd_a_image: kkt_solve wrote it
-// in the stage's layout, zero rows past len) that thread 0 issues on the stage's a_full barrier;
-// the rest by cp.async (the caller commits one group per chunk): k in rows of 16 pieces of 16
-// bytes, q beside them (kFused: for the o warpgroup), v of the slice [v0, v0 + kBV) (8 pieces per
-// row; none for the identity's chain: `transition`), eg (and G for the o warpgroup), rk.
+// head hv, key head hk). Thread 0 issues the copies of the TMA engine on the stage's full barrier:
+// A_s (hi | lo) as one bulk copy of its image (fwd_a_image: kkt_solve wrote it in the stage's layout,
+// zero rows past len), k's two 64-column atoms (and q's, kFused: for the o warpgroup) and v's slice
+// [v0, v0 + kBV) (none for the identity's chain: `transition`) as boxes of their tensor maps
+// (row_maps.cuh; rows past len hold the next sequence's tokens until chain_zero_rows). The small
+// per-token rows go by cp.async (the caller commits one group per chunk): eg (and G for the o
+// warpgroup), rk.
 template <bool kFused, typename E, typename Sm>
 __device__ __forceinline__ void chain_prefetch(Sm& sm, const FastBufs<E>& b, int64_t gc, int64_t t0, int64_t te, int s,
                                                int HV, int hv, int hk, int v0, bool transition, int tid) {
   const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
-  const uint32_t ks = smem_u32(sm.k[s]), vs = smem_u32(sm.vin[s]);
   if (tid == 0) {
-    constexpr uint32_t kBytes = kC * kD * sizeof(E);  // 16 KB
-    mbarrier_arrive_expect_tx(&sm.a_full[s], kBytes);
-    bulk_load(smem_u32(sm.a[s]), b.w + fwd_a_image(gc, hv, HV), kBytes, &sm.a_full[s]);
-  }
-  // This thread's pieces are affine in it (no 64-bit multiply per copy: -12% of the chain's
-  // time on 1x32k with the halves below, docs/perf.md v12): rows r = tid / 16 + 8 it (the swizzle's r & 7 fixed),
-  // 16-byte piece ch = tid % 16; row pointers step by 8 rows (one add, no multiply). Rows past
-  // len are zero-filled: a source size of 0 (ptxas: the ignore-src form) reads nothing, so their
-  // pointers, which may lie past the tensor's end, are passed as they are (no selects).
-  {
-    const int r0 = tid / 16, ch = tid % 16;
-    const uint32_t off0 = (ch / 8) * (kC * 128) + sw128(r0, ch % 8);
-    const E* k0 = b.k + t0 * b.k_st + hk * b.k_sh + ch * 8;
-    const E* q0 = kFused ? b.q + t0 * b.q_st + hk * b.q_sh + ch * 8 : nullptr;
-    const E *pk = k0 + r0 * b.k_st, *pq = kFused ? q0 + r0 * b.q_st : nullptr;
-    const int64_t dk = 8 * b.k_st, dq = 8 * b.q_st;
+    constexpr uint32_t kTile = kC * kD * sizeof(E), kAtom = kTile / 2, kV = kC * kBV * sizeof(E);  // 16, 8, 8 KB
+    const uint32_t bytes = 2 * kTile + (kFused ? kTile : 0) + (transition ? 0 : kV);
+    mbarrier_arrive_expect_tx(&sm.full[s], bytes);
+    bulk_load(smem_u32(sm.a[s]), b.w + fwd_a_image(gc, hv, HV), kTile, &sm.full[s]);
+    const int tt = static_cast<int>(t0);
 #pragma unroll
-    for (int it = 0; it < kC * kD / 8 / 128; ++it) {
-      const bool ok = r0 + 8 * it < len;
-      const uint32_t off = off0 + 1024 * it;
-      cp_async16(ks + off, pk, ok ? 16 : 0);
-      if constexpr (kFused)  // q for the o warpgroup, in the same layout
-        cp_async16(smem_u32(sm.q[s]) + off, pq, ok ? 16 : 0);
-      pk += dk;
-      if constexpr (kFused) pq += dq;
+    for (int atom = 0; atom < 2; ++atom) {
+      tma_load_3d(smem_u32(sm.k[s]) + atom * kAtom, &b.maps.k, 64 * atom, hk, tt, &sm.full[s]);
+      if constexpr (kFused) tma_load_3d(smem_u32(sm.q[s]) + atom * kAtom, &b.maps.q, 64 * atom, hk, tt, &sm.full[s]);
     }
-  }
-  if (!transition) {  // rows r = tid / 8 + 16 it, piece ch = tid % 8
-    const int r0 = tid / 8, ch = tid % 8;
-    const uint32_t off0 = sw128(r0, ch);
-    const E* v0p = b.v + t0 * b.v_st + hv * b.v_sh + v0 + ch * 8;
-    const E* pv = v0p + r0 * b.v_st;
-    const int64_t dv = 16 * b.v_st;
-#pragma unroll
-    for (int it = 0; it < kC * kBV / 8 / 128; ++it) {
-      const bool ok = r0 + 16 * it < len;
-      cp_async16(vs + off0 + 2048 * it, pv, ok ? 16 : 0);
-      pv += dv;
-    }
+    if (!transition) tma_load_3d(smem_u32(sm.vin[s]), &b.maps.v, v0, hv, tt, &sm.full[s]);
   }
   if (tid < kC) {
     const bool ok = tid < len;
@@ -190,6 +163,34 @@ __device__ __forceinline__ void chain_prefetch(Sm& sm, const FastBufs<E>& b, int
     const bool ok = i < len;
     cp_async4(&sm.rk[s][i], b.rk + int64_t(hk) * b.T + t0 + (ok ? i : 0), ok ? 4 : 0);
     if constexpr (kFused) cp_async4(&sm.rq[s][i], b.rq + int64_t(hk) * b.T + t0 + (ok ? i : 0), ok ? 4 : 0);
+  }
+}
+
+// A partial chunk's rows len .. kC - 1 of stage s's k (and q, kFused) and v (not for `transition`)
+// -> zeros: TMA brought the next sequence's tokens there (or the caller's padding past the last
+// sequence, which may hold anything: 0 * NaN is NaN). The chain warpgroup's 128 threads, before
+// fence.proxy.async and B1. (A_s's image has zero rows there already.)
+template <bool kFused, typename Sm>
+__device__ __forceinline__ void chain_zero_rows(Sm& sm, int s, int len, bool transition, int tid) {
+  const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+  // k, q: [2 atoms][64 rows][128 B]: piece tid % 16 (atom piece / 8) of rows tid / 16 + 8 j: the
+  // swizzle's row % 8 is the thread's own, so the rows are 1 KB apart (as chain_prefetch's were).
+  {
+    const int r0 = tid / 16;
+    const uint32_t off = ((tid % 16) / 8) * (kC * 128) + sw128(r0, tid % 8);
+#pragma unroll
+    for (int j = 0; j < kC / 8; ++j)
+      if (r0 + 8 * j >= len) {
+        *reinterpret_cast<uint4*>(reinterpret_cast<char*>(sm.k[s]) + off + 1024 * j) = z;
+        if constexpr (kFused) *reinterpret_cast<uint4*>(reinterpret_cast<char*>(sm.q[s]) + off + 1024 * j) = z;
+      }
+  }
+  if (!transition) {  // v: [64 rows][128 B]: piece tid % 8 of rows tid / 8 + 16 j (2 KB apart)
+    const int r0 = tid / 8;
+    char* const v0 = reinterpret_cast<char*>(sm.vin[s]) + sw128(r0, tid % 8);
+#pragma unroll
+    for (int j = 0; j < kC / 16; ++j)
+      if (r0 + 16 * j >= len) *reinterpret_cast<uint4*>(v0 + 2048 * j) = z;
   }
 }
 

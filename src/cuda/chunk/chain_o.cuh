@@ -104,6 +104,8 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
   mbarrier_arrive(&sm.bar[2]);  // F(0): nothing of this warpgroup's to wait for
   for (int64_t c = 0; c < nch; ++c) {
     mbarrier_wait(&sm.bar[0], c & 1);  // B1(c): stage s holds chunk c's q, k, G, rk; the h staging holds h_c
+    // (q and k came by TMA: this warpgroup observes their barrier too; complete, as B1 says.)
+    mbarrier_wait(&sm.full[s], (static_cast<uint32_t>(c) / ST) & 1u);
     const int64_t t0 = tb + c * kC;
     const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
     // The stage's q and k from a stage index ptxas knows to be warp-uniform (a broadcast): it then

@@ -140,11 +140,13 @@ void run(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg, 
   mark(phases, 1, s);
   const int64_t T = p.num_tokens;
   const int H = p.num_qk_heads, D = p.head_k;
-  // Rows with 16-byte aligned pieces are read in place; others are copied (not normalized, not
-  // converted: q, k and v are in E) into `copy` ([T, heads, D] in the workspace) first. Returns the
-  // rows to read and sets their strides.
-  auto rows16 = [&](const ConstTensor& x, int heads, E* copy, int64_t& st, int64_t& sh) -> const E* {
-    if (rows_in_16_byte_pieces(x)) {
+  // Rows with 16-byte aligned pieces (D = 128: that TMA can address, for the chain's tensor maps)
+  // are read in place; others are copied (not normalized, not converted: q, k and v are in E) into
+  // `copy` ([T, heads, D] in the workspace) first. Returns the rows to read and sets their strides
+  // (and, with `map`, encodes it).
+  auto rows16 = [&](const ConstTensor& x, int heads, E* copy, int64_t& st, int64_t& sh, CUtensorMap* map) -> const E* {
+    if (rows_in_16_byte_pieces(x) &&
+        (map == nullptr || encode_row_map(map, p.dtype, x.data, T, heads, x.stride_token, x.stride_head))) {
       st = x.stride_token;
       sh = x.stride_head;
       return static_cast<const E*>(x.data);
@@ -153,11 +155,15 @@ void run(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg, 
                  false, s);
     st = int64_t(heads) * D;
     sh = D;
+    if (map != nullptr && !encode_row_map(map, p.dtype, copy, T, heads, st, sh))
+      throw Error("cuTensorMapEncodeTiled failed on packed rows (the driver lacks TMA support?)");
     return copy;
   };
-  b.q = rows16(f.q, H, const_cast<E*>(b.q), b.q_st, b.q_sh);
-  b.k = rows16(f.k, H, const_cast<E*>(b.k), b.k_st, b.k_sh);
-  if (D == 128) b.v = rows16(f.v, p.num_v_heads, b.u, b.v_st, b.v_sh);  // the chain's v (D = 64: fwd_prep reads f.v)
+  const bool maps = D == 128 && T > 0;
+  b.q = rows16(f.q, H, const_cast<E*>(b.q), b.q_st, b.q_sh, maps ? &b.maps.q : nullptr);
+  b.k = rows16(f.k, H, const_cast<E*>(b.k), b.k_st, b.k_sh, maps ? &b.maps.k : nullptr);
+  // The chain's v (D = 64: fwd_prep reads f.v).
+  if (D == 128) b.v = rows16(f.v, p.num_v_heads, b.u, b.v_st, b.v_sh, maps ? &b.maps.v : nullptr);
   mark(phases, 2, s);
   if (D == 128) {
     launch_kkt_solve(b, f, s);

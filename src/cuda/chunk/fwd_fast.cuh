@@ -15,6 +15,7 @@
 // The tuning choices come in a ChunkForwardConfig (heuristics.h), never from global state.
 #pragma once
 #include "cuda/chunk/heuristics.h"
+#include "cuda/chunk/row_maps.cuh"
 #include "cuda/chunk/split.cuh"
 #include "cuda/core/common.cuh"
 
@@ -57,6 +58,7 @@ struct FastBufs {
   // else a copy in u's workspace); D = 64 reads f.v in fwd_prep.
   const E* v;  // [T, HV, D] (token stride v_st, head stride v_sh)
   int64_t v_st, v_sh;
+  RowMaps maps;  // D = 128: q, k, v above as TMA tensor maps (row_maps.cuh), the chain's copies
   bool l2norm;
   float* rk;  // [H, T] inverse l2 norms of k's rows (written by fwd_prep or kkt_solve; 1 without l2norm)
   // [H, T] inverse l2 norms of q's rows, with l2norm where the chain computes o (D = 128, fuse_o):

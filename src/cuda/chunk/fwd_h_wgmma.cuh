@@ -68,8 +68,8 @@ using namespace chain;  // kC, kD, kBV, ChainMode, WgSmem, chain_prefetch (chain
 // Without a split every sequence is one part.
 template <int ST, ChainMode kMode, typename E>
 __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
-    chunk_fwd_h_wgmma_kernel(FastBufs<E> b, SplitBufs sp, StateRef init, StateRef fin, bool kmajor, OutRef out,
-                             CheckpointOut ck) {
+    chunk_fwd_h_wgmma_kernel(const __grid_constant__ FastBufs<E> b, SplitBufs sp, StateRef init, StateRef fin,
+                             bool kmajor, OutRef out, CheckpointOut ck) {
   constexpr bool kSummary = kMode == ChainMode::kSummary, kFused = kMode == ChainMode::kFusedO;
   constexpr bool kBulk = kMode == ChainMode::kStoreBulk;
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
       mbarrier_init(&sm.bar[2], 128);  // F: the o warpgroup
     }
 #pragma unroll
-    for (int i = 0; i < ST; ++i) mbarrier_init(&sm.a_full[i], 1);  // thread 0's arrival + A_s's bytes
+    for (int i = 0; i < ST; ++i) mbarrier_init(&sm.full[i], 1);  // thread 0's arrival + the TMA bytes
   }
   __syncthreads();  // (kFusedO: the one barrier instruction both warpgroups reach together)
   // The summary pass: the chain launched after it as its programmatic dependent (no scan between
@@ -241,7 +241,9 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     // the state's decay below (warning-free C7517 info), serializing it behind the v_new products.)
     wgmma_wait<0>();
     cp_async_wait<ST - 2>();
-    fence_proxy_async();  // this thread's landed cp.async writes -> visible to wgmma (async proxy)
+    mbarrier_wait(&sm.full[s], (static_cast<uint32_t>(c) / ST) & 1u);    // the stage's TMA copies
+    if (len < kC) chain_zero_rows<kFused>(sm, s, len, transition, tid);  // (a sequence's last chunk)
+    fence_proxy_async();  // this thread's landed cp.async writes and zeros -> visible to wgmma (async proxy)
     if (kBulk && tid == 0) bulk_wait_read<0>();  // v_new_{c-1}'s staging read: rewritten after B1
     // B1: chunk c complete for all; h staging holds h_c; stage (c - 1) % ST free (kFusedO: B1 is this
     // warpgroup's alone, the o warpgroup only waits on it; the stage and the v staging are freed by
@@ -338,8 +340,6 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     for (int i = 0; i < 16; ++i) pin(wa[i]);
     if (precise_w) lo_parts<E>(wl, wf, wa);
     float left[16], right[16];  // v_new^T's columns i < 32 and i >= 32 (acc after the wait)
-    // A_s's bulk copy (issued two chunks ago: no wait in practice), here where nothing is in flight.
-    mbarrier_wait(&sm.a_full[s], (static_cast<uint32_t>(c) / ST) & 1u);
     wgmma_fence();
     {
       const uint32_t as = smem_u32(sm.a[s]);

@@ -70,6 +70,17 @@ __device__ __forceinline__ void bulk_load(uint32_t smem_addr, const void* gmem, 
       "l"(gmem), "r"(bytes), "r"(smem_u32(bar))
       : "memory");
 }
+// A box of a 3-d tensor map (row_maps.cuh) global -> shared by the TMA engine, at element
+// coordinates (x, y, z) of the map's dimensions, completion counted on the mbarrier `bar` as
+// bulk_load's. `map`: the generic address of a __grid_constant__ kernel parameter (or of global
+// memory). Elements outside the tensor read as zeros.
+__device__ __forceinline__ void tma_load_3d(uint32_t smem_addr, const void* map, int x, int y, int z, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+      "[%5];\n" ::"r"(smem_addr),
+      "l"(map), "r"(x), "r"(y), "r"(z), "r"(smem_u32(bar))
+      : "memory");
+}
 // Closes this thread's bulk group.
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 // Waits until at most N of this thread's bulk groups still read their shared source (the source
