@@ -18,11 +18,12 @@
 // slack; bf16 and fp16 alike).
 //
 // Synchronization per chunk c (stage s = c % ST), two block barriers, both overlapped with wgmma:
-//   wait for chunk c's cp.async group; fence.proxy.async (cp.async writes are generic-proxy
-//   writes that the async proxy of wgmma reads); barrier B1
+//   wait for chunk c's cp.async group (eg, G, rk, rq) and its stage's full barrier (A_s, k, q, v by
+//   the TMA engine); a partial chunk zeroes its rows past len (chain_zero_rows); fence.proxy.async
+//   (those zeros and the h staging are generic-proxy writes that the async proxy of wgmma reads);
+//   barrier B1
 //   issue the 8 -U^T wgmmas; meanwhile: scalings, v^T, S^T *= exp(G_last), h_c -> global (from
-//   the h staging written before B1); wait; W^T -> A fragments; wait for the stage's A_s (its
-//   bulk copy on a_full[s]); issue the 8 v_new wgmmas;
+//   the h staging written before B1); wait; W^T -> A fragments; issue the 8 v_new wgmmas;
 //   meanwhile: decays, prefetch chunk c + ST - 1 into stage (c - 1) % ST (freed by B1; kFusedO: by
 //   F, the o warpgroup's arrival once its P v_new of chunk c - 1 is done, which B1 no longer
 //   waits for: the -U^T products of chunk c overlap it); wait;
@@ -32,7 +33,7 @@
 //   weakly decaying chunk: its residual -> h_lo staging too). A weakly decaying chunk (bf16)
 //   adds a lo pass after the v_new wait and one before the update's hi pass, each waited for at once
 //   (chain_precise.cuh).
-// Rows past len: zero in A_s's image (kkt_solve writes them), k and v zero-filled; their decays are
+// Rows past len: zero in A_s's image (kkt_solve writes them), zeroed in k, q and v; their decays are
 // 0, and they are never stored.
 #pragma once
 
