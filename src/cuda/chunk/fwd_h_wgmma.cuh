@@ -199,7 +199,8 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
 
   // Chunks 0 .. ST - 2 in flight before the loop; chunk c + ST - 1 is issued in iteration c into
   // the stage of chunk c - 1 (free after barrier B1; kFusedO: after F). One commit group per chunk (empty past the
-  // end), so "all but the newest ST - 2 groups complete" means "chunk c has landed".
+  // end), so "all but the newest ST - 2 groups complete" means "chunk c's cp.async rows have landed";
+  // its TMA copies complete the phase (c / ST) % 2 of the stage's full barrier.
 #pragma unroll
   for (int c = 0; c < ST - 1; ++c) {
     if (c < nch) prefetch(c, c);
