@@ -130,29 +130,40 @@ __device__ __forceinline__ void stage_state_fragments(uint32_t (&ha)[32], const 
 }
 
 // Ring stage s <- global chunk gc at tokens t0 .. t0 + len - 1 (len = min(te - t0, kC)) of (value
-// head hv, key head hk). Thread 0 issues the copies of the TMA engine on the stage's full barrier:
-// A_s (hi | lo) as one bulk copy of its image (fwd_a_image: kkt_solve wrote it in the stage's layout,
-// zero rows past len), k's two 64-column atoms (and q's, kFused: for the o warpgroup) and v's slice
-// [v0, v0 + kBV) (none for the identity's chain: `transition`) as boxes of their tensor maps
-// (row_maps.cuh; rows past len hold the next sequence's tokens until chain_zero_rows). The small
-// per-token rows go by cp.async (the caller commits one group per chunk): eg (and G for the o
-// warpgroup), rk.
+// head hv, key head hk). One lane of each warp issues copies of the TMA engine on the stage's full
+// barrier: A_s (hi | lo) as one bulk copy of its image (fwd_a_image: kkt_solve wrote it in the
+// stage's layout, zero rows past len), k's two 64-column atoms (and q's, kFused: for the o
+// warpgroup) and v's slice [v0, v0 + kBV) (none for the identity's chain: `transition`) as boxes of
+// their tensor maps (row_maps.cuh; rows past len hold the next sequence's tokens until
+// chain_zero_rows). The small per-token rows go by cp.async (the caller commits one group per
+// chunk): eg (and G for the o warpgroup), rk.
 template <bool kFused, typename E, typename Sm>
 __device__ __forceinline__ void chain_prefetch(Sm& sm, const FastBufs<E>& b, int64_t gc, int64_t t0, int64_t te, int s,
                                                int HV, int hv, int hk, int v0, bool transition, int tid) {
   const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
-  if (tid == 0) {
+  // One lane per warp issues, so that no warp carries all the copies' issue (each is ~15
+  // instructions of uniform-register setup and elect loop): warp 0 announces the stage's bytes and
+  // copies A_s, warp 1 k, warp 2 q, warp 3 v. A copy that completes before warp 0's announcement
+  // leaves the tx-count below zero for a while, which the barrier allows; the phase cannot
+  // complete before that arrival.
+  if (tid % 32 == 0) {
     constexpr uint32_t kTile = kC * kD * sizeof(E), kAtom = kTile / 2, kV = kC * kBV * sizeof(E);  // 16, 8, 8 KB
-    const uint32_t bytes = 2 * kTile + (kFused ? kTile : 0) + (transition ? 0 : kV);
-    mbarrier_arrive_expect_tx(&sm.full[s], bytes);
-    bulk_load(smem_u32(sm.a[s]), b.w + fwd_a_image(gc, hv, HV), kTile, &sm.full[s]);
-    const int tt = static_cast<int>(t0);
+    const int warp = tid / 32, tt = static_cast<int>(t0);
+    if (warp == 0) {
+      mbarrier_arrive_expect_tx(&sm.full[s], 2 * kTile + (kFused ? kTile : 0) + (transition ? 0 : kV));
+      bulk_load(smem_u32(sm.a[s]), b.w + fwd_a_image(gc, hv, HV), kTile, &sm.full[s]);
+    } else if (warp == 1) {
 #pragma unroll
-    for (int atom = 0; atom < 2; ++atom) {
-      tma_load_3d(smem_u32(sm.k[s]) + atom * kAtom, &b.maps.k, 64 * atom, hk, tt, &sm.full[s]);
-      if constexpr (kFused) tma_load_3d(smem_u32(sm.q[s]) + atom * kAtom, &b.maps.q, 64 * atom, hk, tt, &sm.full[s]);
+      for (int atom = 0; atom < 2; ++atom)
+        tma_load_3d(smem_u32(sm.k[s]) + atom * kAtom, &b.maps.k, 64 * atom, hk, tt, &sm.full[s]);
+    } else if (warp == 2) {
+      if constexpr (kFused)
+#pragma unroll
+        for (int atom = 0; atom < 2; ++atom)
+          tma_load_3d(smem_u32(sm.q[s]) + atom * kAtom, &b.maps.q, 64 * atom, hk, tt, &sm.full[s]);
+    } else if (!transition) {
+      tma_load_3d(smem_u32(sm.vin[s]), &b.maps.v, v0, hv, tt, &sm.full[s]);
     }
-    if (!transition) tma_load_3d(smem_u32(sm.vin[s]), &b.maps.v, v0, hv, tt, &sm.full[s]);
   }
   if (tid < kC) {
     const bool ok = tid < len;
