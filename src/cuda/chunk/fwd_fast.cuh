@@ -78,8 +78,11 @@ struct FastBufs {
              // [max_chunks, HV, 2, 64, 64] (fwd_a_image; the chain applies it: fwd_h_wgmma.cuh)
   E* u;      // [T, HV, D]: D = 64: u; D = 128: the copy of v when its rows are not aligned
   E* v_new;  // D = 64: [T, HV, D]; D = 128: images [max_chunks, HV, 2, 64, 64] (fwd_v_image)
-  E* h;      // D = 64: [max_chunks, HV, D, D] state at each chunk start, K-major;
-             // D = 128: images [max_chunks, HV, 2, 128, 64] (fwd_h_image)
+  // D = 128, o by fwd_o: v_new's lo part E(v_new - E(v_new)) as the same images, written by the chain
+  // for weakly decaying chunks only (precise_state_chunk) and read by fwd_o for those only
+  E* v_new_lo;
+  E* h;  // D = 64: [max_chunks, HV, D, D] state at each chunk start, K-major;
+         // D = 128: images [max_chunks, HV, 2, 128, 64] (fwd_h_image)
 };
 
 // D = 128 (the wgmma chain): h_c and v_new leave the chain as images of its shared-memory staging,

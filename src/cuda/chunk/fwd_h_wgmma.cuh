@@ -420,6 +420,20 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     if (precise) {
       lo_parts<E>(vl, vf, va);
       vs_lo_pass<E>(st, vl, smem_u32(sm.k[s]));
+      // kStoreBulk: v_new's lo part for fwd_o's P v_new (b.v_new_lo), staged in this chunk's v input
+      // stage (read into vx by every warp before its v_new products, which this wait completed; not
+      // refilled before the next chunk's B1, which thread 0 passes only once the bulk copies below
+      // have read it), in the v staging's layout.
+      if constexpr (kBulk) {
+        const uint32_t vls = smem_u32(sm.vin[s]);
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) {
+          uint32_t hi[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) hi[q] = pack2<E>(acc[8 * ks + 2 * q], acc[8 * ks + 2 * q + 1]);
+          stage_lo_x4<E>(vls + sw128(16 * ks + lrow, lch), &acc[8 * ks], hi);
+        }
+      }
     }
     // S^T += vs^T k. B = k [token][kk] read MN-major (SW128): k-step ks starts at token 16 ks
     // (2048 bytes); kk atoms of 64 are 8192 bytes apart (LBO), 8-token groups 1024 (SBO).
@@ -454,6 +468,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     if constexpr (kBulk) {
       if (tid == 0) {
         bulk_store(b.v_new + fwd_v_image(gc, hv, v0 / kBV, HV), smem_u32(sm.v[0]), kC * kBV * 2);
+        if (precise) bulk_store(b.v_new_lo + fwd_v_image(gc, hv, v0 / kBV, HV), smem_u32(sm.vin[s]), kC * kBV * 2);
         bulk_commit();
       }
     }

@@ -8,6 +8,7 @@
 // 8 warps (4 measured slower): warps w and w + 4 own row
 // tiles w and 3 - w and one half of the columns each, so that the two warps of one SM
 // sub-partition (w % 4) carry equal triangular work.
+#include "cuda/chunk/chain_precise.cuh"  // precise_state_chunk: the chain's weakly decaying chunks
 #include "cuda/chunk/fwd_fast.cuh"
 #include "cuda/chunk/gate_factors.cuh"
 
@@ -201,6 +202,23 @@ __global__ void __launch_bounds__(NW * 32)
   // visible to all after the barrier.
   cp_async_wait<0>();
   __syncthreads();
+  // A weakly decaying chunk (the chain's decision from the same eg, chain_precise.cuh): the chain
+  // stored v_new's lo part too (b.v_new_lo); it lands in k's rows (dead since P) while q h and
+  // P v_new run, for a third pass P_hi v_new_lo. (D = 128: the store chain's images.)
+  bool vn_lo = false;
+  if constexpr (D == 128) {
+    vn_lo = b.v_new_lo != nullptr && precise_state_chunk<E>(b.eg + int64_t(hv) * b.T + t0, len);
+    if (vn_lo) {
+      const char* const limg =
+          reinterpret_cast<const char*>(b.v_new_lo + fwd_v_image(gc, hv, pc / 8, HV)) + sw128(pr, pc % 8);
+#pragma unroll
+      for (int j = 0; j < C / kRows; ++j) {
+        const int i = pr + kRows * j;
+        cp_async16(&sm.k[i * S::SK + 8 * pc], limg + j * kRows * 128, i < len ? 16 : 0);
+      }
+      cp_async_commit();
+    }
+  }
 
   float acc[2 * DP][4];
 #pragma unroll
@@ -228,22 +246,34 @@ __global__ void __launch_bounds__(NW * 32)
     acc[nt][2] *= e1;
     acc[nt][3] *= e1;
   }
-  // + P v_new (k-steps past the diagonal block are zero)
+  // + P v (k-steps past the diagonal block are zero): P's hi part, and its lo part where with_lo
+  // (each B fragment taken by hi then lo).
+  auto add_p_times = [&](const E* v, bool with_lo) {
 #pragma unroll
-  for (int ks = 0; ks < C / 16; ++ks) {
-    if (ks > m) break;
-    uint32_t a[4], al[4];
-    frag_a(sm.P, S::SP, 16 * m, 16 * ks, a);
-    frag_a(sm.Plo, S::SP, 16 * m, 16 * ks, al);
+    for (int ks = 0; ks < C / 16; ++ks) {
+      if (ks > m) break;
+      uint32_t a[4], al[4];
+      frag_a(sm.P, S::SP, 16 * m, 16 * ks, a);
+      if (with_lo) frag_a(sm.Plo, S::SP, 16 * m, 16 * ks, al);
 #pragma unroll
-    for (int jp = 0; jp < DP; ++jp) {
-      uint32_t bb[4];
-      frag_b_kn(sm.vn, S::SK, 16 * (DP * half + jp), 16 * ks, bb);
-      mma16<E>(acc[2 * jp], a, bb[0], bb[1]);
-      mma16<E>(acc[2 * jp + 1], a, bb[2], bb[3]);
-      mma16<E>(acc[2 * jp], al, bb[0], bb[1]);
-      mma16<E>(acc[2 * jp + 1], al, bb[2], bb[3]);
+      for (int jp = 0; jp < DP; ++jp) {
+        uint32_t bb[4];
+        frag_b_kn(v, S::SK, 16 * (DP * half + jp), 16 * ks, bb);
+        mma16<E>(acc[2 * jp], a, bb[0], bb[1]);
+        mma16<E>(acc[2 * jp + 1], a, bb[2], bb[3]);
+        if (with_lo) {
+          mma16<E>(acc[2 * jp], al, bb[0], bb[1]);
+          mma16<E>(acc[2 * jp + 1], al, bb[2], bb[3]);
+        }
+      }
     }
+  };
+  add_p_times(sm.vn, true);  // P v_new
+  if (vn_lo) {               // + P_hi v_new_lo (block-uniform branch)
+    cp_async_wait<0>();
+    __syncthreads();
+    add_p_times(sm.k, false);
+    __syncthreads();  // every warp's reads of v_new_lo done: k's rows become o's staging
   }
   // o leaves through shared memory in 16-byte pieces: stmatrix into k's rows (dead since P).
   const int r0 = 16 * m, c0 = 16 * DP * half;
