@@ -71,9 +71,15 @@ constexpr float kPreciseTail = 0.0183156389f;  // e^-4
 // exp(G_last) = 0, but the state the tokens after it build lasts as at g = 0 (the model, --gates
 // zero+resets --rule ...: err_o 2.73e-3 with exp(G_last) alone, 2.21e-3 with both rules here;
 // the bench's gates take no more chunks: their last 16 tokens decay by ~e^-13).
+// precise_state_decays decides from the two decays it reads (exp(G_last), exp(G_last - G_{3 len / 4}))
+// for a kernel that loads them from global memory early, to hide their latency (fwd_o.cu).
+template <typename E>
+__device__ __forceinline__ bool precise_state_decays(float last, float tail) {
+  return kHiLoOperands<E> && (last > kPreciseDecay || tail > kPreciseTail);
+}
 template <typename E>
 __device__ __forceinline__ bool precise_state_chunk(const float2* eg, int len) {
-  return kHiLoOperands<E> && (eg[len - 1].x > kPreciseDecay || eg[(3 * len) / 4].y > kPreciseTail);
+  return precise_state_decays<E>(eg[len - 1].x, eg[(3 * len) / 4].y);
 }
 // precise_w_chunk: W's pass (and the fused o's q h_lo). Also where the chunk before left a weakly
 // decayed state (after_precise: its precise_state_chunk) that this chunk's first rows still see

@@ -8,7 +8,7 @@
 // 8 warps (4 measured slower): warps w and w + 4 own row
 // tiles w and 3 - w and one half of the columns each, so that the two warps of one SM
 // sub-partition (w % 4) carry equal triangular work.
-#include "cuda/chunk/chain_precise.cuh"  // precise_state_chunk: the chain's weakly decaying chunks
+#include "cuda/chunk/chain_precise.cuh"  // precise_state_decays: the chain's weakly decaying chunks
 #include "cuda/chunk/fwd_fast.cuh"
 #include "cuda/chunk/gate_factors.cuh"
 
@@ -60,6 +60,14 @@ __global__ void __launch_bounds__(NW * 32)
   constexpr int kPieces = D / 8, kRows = kThreads / kPieces;
   static_assert(kThreads % kPieces == 0 && C % kRows == 0 && D % kRows == 0, "whole passes of rows");
   const int pc = tid % kPieces, pr = tid / kPieces;
+  // The chunk's two decays that decide whether the chain stored v_new's lo part (chain_precise.cuh),
+  // loaded now: their global latency hides behind P instead of stalling every warp before q h.
+  float last_decay = 0.f, tail_decay = 0.f;
+  if (D == 128 && b.v_new_lo != nullptr) {
+    const float2* const eg = b.eg + int64_t(hv) * b.T + t0;  // [HV, T] (exp(G_i), exp(G_last - G_i))
+    last_decay = eg[len - 1].x;
+    tail_decay = eg[(3 * len) / 4].y;
+  }
   {
     const E* const q0 = b.q + t0 * b.q_st + hk * b.q_sh + 8 * pc;  // [T, H, D], the chunk's row 0
     const E* const k0 = b.k + t0 * b.k_st + hk * b.k_sh + 8 * pc;
@@ -207,7 +215,7 @@ __global__ void __launch_bounds__(NW * 32)
   // P v_new run, for a third pass P_hi v_new_lo. (D = 128: the store chain's images.)
   bool vn_lo = false;
   if constexpr (D == 128) {
-    vn_lo = b.v_new_lo != nullptr && precise_state_chunk<E>(b.eg + int64_t(hv) * b.T + t0, len);
+    vn_lo = b.v_new_lo != nullptr && precise_state_decays<E>(last_decay, tail_decay);
     if (vn_lo) {
       const char* const limg =
           reinterpret_cast<const char*>(b.v_new_lo + fwd_v_image(gc, hv, pc / 8, HV)) + sw128(pr, pc % 8);
