@@ -15,7 +15,7 @@
 #        instructions a chunk fewer on average (warp 0 the most). Session 26 measured -224 (q's
 #        norms) as h -8%: predicted h -2 to -4%. Bitwise the same on every stored value.
 #  v2:   q's norms by a third warpgroup (s29_norm_wg): kkt_solve stops reading q, the fused chain
-#        runs 384 threads (setmaxnreg: norm 32, chain 248, o 232) and hands them over on per-stage
+#        runs 384 threads (setmaxnreg: norm 24, chain 248, o 232) and hands them over on per-stage
 #        mbarriers. Session 28 measured prep -16% (0.229 -> 0.192 ms on 1x32k) when kkt_solve
 #        stopped, and the chain +28% when its chain warpgroup formed them: here neither critical
 #        warpgroup does (the o warpgroup waits once per chunk, ~2 chunks after they are ready).
