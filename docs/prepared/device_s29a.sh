@@ -29,7 +29,7 @@ source docs/prepared/ab_lib.sh
 ab_build
 SIDES=(base v1 v2 new)
 ab_smoke 8x1k 1x32k
-AB_PHASES=1 ab_time 420 1x32k 4x8k 64x256 8x1k mixed
+AB_PHASES=1 ab_time 400 1x32k 4x8k 64x256 8x1k mixed
 ab_table
 grep -E '^\S+ (1x32k|4x8k) .*phases' $OUT/ab.log | grep -oE '^\S+ \S+|prep [0-9.]+  h [0-9.]+' | paste - - | tee -a $OUT/summary.txt
 REF=bench/results/h200_s28_quick_84a1093.log  # main's quick lines (the fused kernels since b5fefbb)
@@ -37,8 +37,8 @@ lines() { grep -E '^(ok|FAIL)' $1; }
 n=$(lines $REF | wc -l)
 for side in v1 v2 new; do
   has_side $side || continue
-  [[ $SECONDS -gt 540 ]] && break
-  timeout 50 $(bin_of $side) --quick > /tmp/q_$side.log 2>&1
+  [[ $SECONDS -gt 530 ]] && break
+  timeout 60 $(bin_of $side) --quick > /tmp/q_$side.log 2>&1
   echo "[$SECONDS s] quick $side: $(grep -c '^FAIL ' /tmp/q_$side.log) FAIL, of $(basename $REF)'s $n lines $(diff <(lines $REF) <(lines /tmp/q_$side.log | head -$n) | grep -c '^[<>]') differ (0 expected)" | tee -a $OUT/summary.txt
 done
 for f in /tmp/q_v1.log /tmp/q_v2.log /tmp/q_new.log; do echo "== $f"; cat $f 2>/dev/null; done > $OUT/quick_all.log
