@@ -266,8 +266,9 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
     }
     wgmma_commit();
 
-    // While the tensor cores run (ptxas keeps this source order: the row scalings, v^T, the
-    // state's decay, the h store; then the wait):
+    // While the tensor cores run: the row scalings, v^T, the h store; then the wait. (The state's
+    // decay below does not stay here: ptxas sinks its 64 FMUL into the v_new products' shadow
+    // wherever the source puts it, pinned or before this issue; SASS, session 28.)
     // sc[j][e]: exp(G_i) r_i of column token i = 8 j + 2 t + e of U^T (0 past len). Each lane
     // forms tokens 2 lane, 2 lane + 1, the others come by shuffles; the same for the update's
     // decays below. The exponentials come from kkt_solve (b.eg, from fp64 G): none in this loop,
