@@ -58,7 +58,7 @@ def rnd(x, mode):
         return hi
     if mode == "hilo":
         return hi + bf16(x - hi)
-    if mode == "hilo16":  # fp16 hi + lo parts (the fp16 kernels, were they to take the lo passes)
+    if mode == "hilo16":  # fp16 hi + lo parts (the fp16 kernels' lo passes)
         h16 = x.astype(np.float16).astype(np.float32)
         return h16 + (x - h16).astype(np.float16).astype(np.float32)
     raise ValueError(f"rounding mode {mode!r}: bf16, hilo, fp16, hilo16 or fp32")

@@ -14,7 +14,7 @@
 //   warpgroup's fallback), rk[ST] (inverse norms of k's rows, with l2norm), rq[ST] (of q's rows,
 //   kFusedO with l2norm)
 // ST = 2: 107.5 KB (two blocks per SM, for many chains); ST = 4: 190 KB (the summary pass with few
-// chains, one block per SM: the deepest prefetch); kFusedO, ST = 3: ~221 KiB (226,096 B + 1 KB alignment
+// chains, one block per SM: the deepest prefetch); kFusedO, ST = 3: ~222 KiB (226,864 B + 1 KB alignment
 // slack; bf16 and fp16 alike).
 //
 // Synchronization per chunk c (stage s = c % ST), two block barriers, both overlapped with wgmma:
@@ -22,16 +22,16 @@
 //   the TMA engine); a partial chunk zeroes its rows past len (chain_zero_rows); fence.proxy.async
 //   (those zeros and the h staging are generic-proxy writes that the async proxy of wgmma reads);
 //   barrier B1
-//   issue the 8 -U^T wgmmas; meanwhile: scalings, v^T, S^T *= exp(G_last), h_c -> global (from
-//   the h staging written before B1); wait; W^T -> A fragments; issue the 8 v_new wgmmas;
-//   meanwhile: decays, prefetch chunk c + ST - 1 into stage (c - 1) % ST (freed by B1; kFusedO: by
-//   F, the o warpgroup's arrival once its P v_new of chunk c - 1 is done, which B1 no longer
-//   waits for: the -U^T products of chunk c overlap it); wait;
+//   issue the 8 -U^T wgmmas; meanwhile: scalings, v^T, h_c -> global (from the h staging
+//   written before B1); wait; W^T -> A fragments; issue the 8 v_new wgmmas; meanwhile: decays,
+//   S^T *= exp(G_last) (ptxas puts it here), prefetch chunk c + ST - 1 into stage (c - 1) % ST
+//   (freed by B1; kFusedO: by F, the o warpgroup's arrival once its P v_new of chunk c - 1 is
+//   done, which B1 no longer waits for: the -U^T products of chunk c overlap it); wait;
 //   A fragments of vs^T; issue the 4 update wgmmas; meanwhile: v_new -> v staging, barrier B2
 //   (v staging complete, every read of the h staging done), v_new -> global;
-//   wait; E(S^T) -> A fragments (next chunk's k S) and -> h staging (kFusedO, bf16, after a
-//   weakly decaying chunk: its residual -> h_lo staging too). A weakly decaying chunk (bf16)
-//   adds a lo pass after the v_new wait and one before the update's hi pass, each waited for at once
+//   wait; E(S^T) -> A fragments (next chunk's k S) and -> h staging (kFusedO, after a weakly
+//   decaying chunk: its residual -> h_lo staging too). A weakly decaying chunk adds a lo pass
+//   after the v_new wait and one before the update's hi pass, each waited for at once
 //   (chain_precise.cuh).
 // Rows past len: zero in A_s's image (kkt_solve writes them), zeroed in k, q and v; their decays are
 // 0, and they are never stored.

@@ -24,7 +24,8 @@
 //           chunks of 64: err_o 2.360e-3 against 2.359e-3 with h_lo staged after every chunk).
 //           Staged after every chunk, h_lo cost ~170 instructions per thread and chunk of the
 //           chain warpgroup on every chunk (8 stmatrix, 32 packs, 64 subtractions, 64 unpacks).
-// The unfused o (fwd_o.cu) reads only the h image: its q h keeps one bf16 rounding.
+// The unfused o (fwd_o.cu): its q h reads the h image (one rounding); on such a chunk its P v_new
+// adds v_new's lo part (b.v_new_lo, which the storing chain writes for such chunks only).
 // fp16 operands take the same passes with fp16 hi + lo parts (kHiLoOperands below).
 #pragma once
 

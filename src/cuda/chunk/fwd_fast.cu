@@ -29,7 +29,8 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
   // v_new: token rows (D = 64) or one 64-row image per chunk and slice (D = 128, fwd_v_image).
   const int64_t v_rows = D == 128 ? mc * kChunkSize : T;
   E* v_new = c.take<E>(to_fwd_o ? v_rows * HV * D : 0);
-  E* v_new_lo = c.take<E>(to_fwd_o && D == 128 ? v_rows * HV * D : 0);  // (weakly decaying chunks' only)
+  const bool with_vn_lo = to_fwd_o && D == 128;  // v_new's lo part (weakly decaying chunks' only)
+  E* v_new_lo = c.take<E>(with_vn_lo ? v_rows * HV * D : 0);
   E* h = c.take<E>(to_fwd_o ? mc * HV * D * D : 0);
   // The split's part states and summaries (split.cuh): [N, P_max, HV, D, D] fp32 each.
   const int64_t part_elems = cfg.split_chunks_per_part > 0 ? p.num_seqs * cfg.split_max_parts * HV * D * D : 0;
@@ -67,7 +68,7 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
     b->w = w;
     b->u = u;
     b->v_new = v_new;
-    b->v_new_lo = to_fwd_o && D == 128 ? v_new_lo : nullptr;
+    b->v_new_lo = with_vn_lo ? v_new_lo : nullptr;
     b->h = h;
     *plan_mem = pm;
   }
