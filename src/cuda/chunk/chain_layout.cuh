@@ -12,13 +12,13 @@
 //   v:            [64 tokens][64 vv] staging of v_new (stmatrix.trans; kStoreBulk: one bulk store)
 //   eg[ST] ((exp(G_i), exp(G_last - G_i)) from kkt_solve), G[ST] (fp64, kFusedO only: the o
 //   warpgroup's fallback), rk[ST] (inverse norms of k's rows, with l2norm), rq[ST] (of q's rows,
-//   kFusedO with l2norm)
+//   kFusedO with l2norm: formed from the ring's q by a third, norm warpgroup, chain_o.cuh)
 // ST = 2: 107.5 KB (two blocks per SM, for many chains); ST = 4: 190 KB (the summary pass with few
-// chains, one block per SM: the deepest prefetch); kFusedO, ST = 3: ~222 KiB (226,864 B + 1 KB alignment
+// chains, one block per SM: the deepest prefetch); kFusedO, ST = 3: ~222 KiB (226,888 B + 1 KB alignment
 // slack; bf16 and fp16 alike).
 //
 // Synchronization per chunk c (stage s = c % ST), two block barriers, both overlapped with wgmma:
-//   wait for chunk c's cp.async group (eg, G, rk, rq) and its stage's full barrier (A_s, k, q, v by
+//   wait for chunk c's cp.async group (eg, G, rk) and its stage's full barrier (A_s, k, q, v by
 //   the TMA engine); a partial chunk zeroes its rows past len (chain_zero_rows); fence.proxy.async
 //   (those zeros and the h staging are generic-proxy writes that the async proxy of wgmma reads);
 //   barrier B1
@@ -33,6 +33,10 @@
 //   decaying chunk: its residual -> h_lo staging too). A weakly decaying chunk adds a lo pass
 //   after the v_new wait and one before the update's hi pass, each waited for at once
 //   (chain_precise.cuh).
+// kFusedO runs a third warpgroup of few registers (setmaxnreg): it waits for each stage's full
+// barrier, forms q's inverse norms from the ring's q into rq[s] and arrives at normed[s], which the
+// o warpgroup waits for before it reads them (then its F arrival frees the stage for the refill, so
+// the norm warpgroup's reads of a stage end before the TMA engine rewrites it).
 // Rows past len: zero in A_s's image (kkt_solve writes them), zeroed in k, q and v; their decays are
 // 0, and they are never stored.
 #pragma once
@@ -81,7 +85,7 @@ struct WgSmem : WgFusedSmem<ST, kFused, E> {  // (an empty base takes no space: 
   float2 eg[ST][kC];    // (exp(G_i), exp(G_last - G_i)): b.eg
   double G[ST][kC];     // kFusedO: fp64 G, for the o warpgroup's gates where a chunk's span is wide
   float rk[ST][kC];
-  float rq[ST][kC];  // kFusedO with l2norm: inverse norms of q's rows (kkt_solve's b.rq)
+  float rq[ST][kC];  // kFusedO with l2norm: inverse norms of q's rows (chain_norm_warpgroup)
   // kFusedO: bar[0] B1 (the chain warpgroup's 128 threads: chunk c landed, the h staging holds h_c;
   // the o warpgroup waits on it), bar[1] B2 (both warpgroups, 256), bar[2] F (the o warpgroup's 128:
   // done with chunk c's stage and the v staging; the chain waits on it before refilling them)
@@ -89,6 +93,9 @@ struct WgSmem : WgFusedSmem<ST, kFused, E> {  // (an empty base takes no space: 
   // full[s]: stage s's A_s, k, q and v landed (the TMA copies' bytes, announced by thread 0's
   // arrival; phase parity (c / ST) & 1 for chunk c). Every mode.
   uint64_t full[ST];
+  // kFusedO with l2norm: normed[s], stage s's rq formed by the norm warpgroup's 128 threads
+  // (chain_norm_warpgroup; phase parity (c / ST) & 1 for chunk c), which the o warpgroup waits for.
+  uint64_t normed[ST];
 };
 static_assert(sizeof(__nv_bfloat16) * kC * kD % 1024 == 0, "stages stay 1024-aligned");
 static_assert(sizeof(WgFusedSmem<3, true, __nv_bfloat16>) % 1024 == 0, "a, k and h_lo stay 1024-aligned");
@@ -174,7 +181,6 @@ __device__ __forceinline__ void chain_prefetch(Sm& sm, const FastBufs<E>& b, int
     const int i = tid - kC;
     const bool ok = i < len;
     cp_async4(&sm.rk[s][i], b.rk + int64_t(hk) * b.T + t0 + (ok ? i : 0), ok ? 4 : 0);
-    if constexpr (kFused) cp_async4(&sm.rq[s][i], b.rq + int64_t(hk) * b.T + t0 + (ok ? i : 0), ok ? 4 : 0);
   }
 }
 

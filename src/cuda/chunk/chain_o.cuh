@@ -36,6 +36,63 @@
 namespace gdn {
 namespace cuda {
 
+// q's inverse l2 norms of a ring stage's chunk for the o warpgroup (rq [kC]; rows past len: 0),
+// formed by the norm warpgroup's 128 threads (tid: 0 .. 127). Both warpgroups of the chain are on
+// its critical path (docs/perf.md, session 27: formed by either, they cost it 28-32%), and
+// kkt_solve, which formed them before, had to read all of q from memory for them (prep +12-16%).
+// The quad of lanes 4 i' .. 4 i' + 3 takes rows i' and i' + 32, lane t summing 16-byte pieces
+// 4 t .. 4 t + 3 of a row (two 64-wide SW128 atoms) in order, then the quad adds: the sums
+// kkt_solve formed. Rows past len are not read: the chain warpgroup zeroes them meanwhile.
+template <typename E>
+__device__ __forceinline__ void chain_q_inverse_norms(const E* q, float* rq, int len, int tid) {
+  const int t4 = tid % 4;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int i = tid / 4 + 32 * h;
+    float s = 0.f;
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      if (i >= len) break;
+      const int ch = 4 * t4 + m;
+      const char* atom = reinterpret_cast<const char*>(q) + (ch / 8) * (kChunkSize * 128);
+      const uint4 x = *reinterpret_cast<const uint4*>(atom + sw128(i, ch % 8));
+      const uint32_t* w = reinterpret_cast<const uint32_t*>(&x);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float a = lo_f<E>(w[k]), c = hi_f<E>(w[k]);
+        s += a * a + c * c;
+      }
+    }
+    const float r = quad_inv_l2norm(s);  // (every lane: the shuffles see the whole warp)
+    if (t4 == 0) rq[i] = i < len ? r : 0.f;
+  }
+}
+
+// The norm warpgroup (kFusedO with l2norm; tid 0 .. 127, at 24 registers): the part's chunks in
+// turn (its `tokens` from its first chunk's start, as the chain's nch chunks see them: the chunk
+// of tokens left, up to kC each), each one's q norms into
+// rq[s] once its stage has landed, then its arrival at normed[s]. It runs up to the ring's depth
+// ahead of the o warpgroup and never further: the TMA engine refills a stage only after the o
+// warpgroup's F, which follows its wait on normed[s] (so one parity per phase is unambiguous).
+// Few live values (the token count, the stage, its phase): ptxas keeps a value in one place for
+// the whole kernel, so one this warpgroup shares with the others at its small register budget
+// spilled for all three.
+template <typename E, int ST, typename Sm>
+__device__ __forceinline__ void chain_norm_warpgroup(Sm& sm, int64_t tokens, int tid) {
+  int s = 0;
+  uint32_t phase = 0;
+  for (; tokens > 0; tokens -= kChunkSize) {
+    mbarrier_wait(&sm.full[s], phase);  // q of this chunk landed
+    const int len = static_cast<int>(tokens < kChunkSize ? tokens : kChunkSize);
+    chain_q_inverse_norms<E>(sm.q[s], sm.rq[s], len, tid);
+    mbarrier_arrive(&sm.normed[s]);
+    if (++s == ST) {
+      s = 0;
+      phase ^= 1u;
+    }
+  }
+}
+
 // Where o goes: [T, HV, V] of E (bf16 or fp16), strides in elements; rows16: 16-byte pieces allowed.
 struct OutRef {
   void* data;
@@ -136,11 +193,12 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
     }
     wgmma_commit();
 
-    // Inverse norms of rows i0, i1 of q: kkt_solve's (b.rq), prefetched with the chunk (rows past
-    // len: 0, never stored). (Formed here from the ring they took ~200 instructions per chunk of
-    // this warpgroup, which paces the chain: docs/perf.md, session 24.)
+    // Inverse norms of rows i0, i1 of q: the norm warpgroup's (chain_norm_warpgroup; rows past
+    // len: 0, never stored), waited for while q h and q k^T run. (Formed here they took ~200
+    // instructions per chunk of this warpgroup, which paces the chain: docs/perf.md, session 24.)
     float rq0 = 1.f, rq1 = 1.f;
     if (b.l2norm) {
+      mbarrier_wait(&sm.normed[s], (static_cast<uint32_t>(c) / ST) & 1u);
       rq0 = sm.rq[s][i0];
       rq1 = sm.rq[s][i1];
     }

@@ -19,9 +19,6 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
   double* Gt = c.take<double>(T * HV);
   float2* eg = c.take<float2>(D == 128 ? T * HV : 0);
   float* rk = c.take<float>(T * H);
-  // q's inverse norms: where the fused chain's o warpgroup reads them (FastBufs::rq).
-  const bool with_rq = D == 128 && cfg.fuse_o && p.use_qk_l2norm;
-  float* rq = c.take<float>(with_rq ? T * H : 0);
   E* w = c.take<E>(D == 128 ? mc * kChunkSize * HV * D : T * HV * D);  // (D = 128: A_s's images, fwd_a_image)
   E* u = c.take<E>(T * HV * D);
   // The per-chunk hand-off to fwd_o (none when the chain computes o itself).
@@ -61,7 +58,6 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
     b->q_sh = b->k_sh = D;
     b->l2norm = p.use_qk_l2norm;
     b->rk = rk;
-    b->rq = with_rq ? rq : nullptr;
     b->Gt = Gt;
     b->eg = eg;
     b->transition_log_bound = part_elems > 0 ? transition_log_bound : nullptr;

@@ -60,10 +60,7 @@ struct FastBufs {
   int64_t v_st, v_sh;
   RowMaps maps;  // D = 128: q, k, v above as TMA tensor maps (row_maps.cuh), the chain's copies
   bool l2norm;
-  float* rk;  // [H, T] inverse l2 norms of k's rows (written by fwd_prep or kkt_solve; 1 without l2norm)
-  // [H, T] inverse l2 norms of q's rows, with l2norm where the chain computes o (D = 128, fuse_o):
-  // written by kkt_solve, read by the fused chain's o warpgroup (chain_o.cuh); else null
-  float* rq;
+  float* rk;   // [H, T] inverse l2 norms of k's rows (written by fwd_prep or kkt_solve; 1 without l2norm)
   double* Gt;  // [HV, T] chunk-local cumsum (fp64), head-major (contiguous per chunk)
   // D = 128 (kkt_solve writes it for the wgmma chain): [HV, T] (exp(G_i), exp(G_last - G_i)) of
   // token i, G_last its chunk's last G, from fp64 G: the chain's decays without fp64 or an

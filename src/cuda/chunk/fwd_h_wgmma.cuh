@@ -67,7 +67,7 @@ using namespace chain;  // kC, kD, kBV, ChainMode, WgSmem, chain_prefetch (chain
 // (the pool row for part 0, S_p of the scan for the others); the last part writes the final state.
 // Without a split every sequence is one part.
 template <int ST, ChainMode kMode, typename E>
-__global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
+__global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, 1)
     chunk_fwd_h_wgmma_kernel(const __grid_constant__ FastBufs<E> b, SplitBufs sp, StateRef init, StateRef fin,
                              bool kmajor, OutRef out, CheckpointOut ck) {
   constexpr bool kSummary = kMode == ChainMode::kSummary, kFused = kMode == ChainMode::kFusedO;
@@ -88,14 +88,18 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
   };
   if (threadIdx.x == 0) {
     if constexpr (kFused) {
-      mbarrier_init(&sm.bar[0], 128);  // B1: the chain warpgroup
-      mbarrier_init(&sm.bar[1], 256);  // B2: both
-      mbarrier_init(&sm.bar[2], 128);  // F: the o warpgroup
+      mbarrier_init(&sm.bar[0], 128);                                  // B1: the chain warpgroup
+      mbarrier_init(&sm.bar[1], 256);                                  // B2: both
+      mbarrier_init(&sm.bar[2], 128);                                  // F: the o warpgroup
+#pragma unroll
+      for (int i = 0; i < ST; ++i) mbarrier_init(&sm.normed[i], 128);  // the norm warpgroup
     }
 #pragma unroll
     for (int i = 0; i < ST; ++i) mbarrier_init(&sm.full[i], 1);  // thread 0's arrival + the TMA bytes
   }
-  __syncthreads();  // (kFusedO: the one barrier instruction both warpgroups reach together)
+  // (kFusedO: at its warpgroups' split below, the one barrier instruction all three reach; every
+  // thread of a block takes the early returns before it alike.)
+  if constexpr (!kFused) __syncthreads();
   // The summary pass: the chain launched after it as its programmatic dependent (no scan between
   // them: split.cuh) may start now; its part 0 blocks need nothing from this kernel.
   if constexpr (kSummary) pdl_launch_dependents();
@@ -150,12 +154,37 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 256 : 128, 1)
   const int64_t cs = cut >= 0 ? cut : cb;  // the chain's first chunk
   const int64_t c0 = sc.c0 + cs;
   const int64_t nch = negligible ? 0 : ce - cs;
-  const int64_t tb = sc.tb + cs * kC, te = sc.te;
+  int64_t tb = sc.tb + cs * kC;
+  const int64_t te = sc.te;
   if constexpr (kFused) {
-    if (threadIdx.x >= 128) {  // the o warpgroup; the rest of this kernel is the chain's
-      chain_o_warpgroup<E, ST>(sm, b, out, tb, te, nch, v0, hv);
+    // Three warpgroups share the block's registers: launched at kLaunchRegs each (384 threads, the
+    // launch bounds' most), the norm warpgroup gives registers back to the block's pool and the
+    // chain and the o warpgroup take them from it. setmaxnreg.inc waits until the pool has them, so
+    // the three counts must sum to three times the launch count exactly (more: the inc never
+    // returns). (ptxas: the chain warpgroup spills at 240, the o warpgroup fits in 232.)
+    constexpr int kLaunchRegs = 65536 / 384 / 8 * 8;                                                // 168
+    constexpr int kNormRegs = 24, kORegs = 232, kChainRegs = 3 * kLaunchRegs - kNormRegs - kORegs;  // 248
+    static_assert(kChainRegs <= 256 && kChainRegs % 8 == 0 && kNormRegs >= 24, "setmaxnreg's counts");
+    // The part's first token read back from shared memory past each setmaxnreg: carried across
+    // it in a register, ptxas spilled it (one value, reloaded in the chain's loop). The barrier
+    // also orders the mbarriers' initialization before their first use.
+    __shared__ int64_t part_tb;
+    if (threadIdx.x == 0) part_tb = tb;
+    __syncthreads();
+    if (threadIdx.x >= 256) {  // the norm warpgroup (q's inverse norms for the o warpgroup)
+      setmaxnreg_dec<kNormRegs>();
+      // The part's tokens as its nch chunks see them (a part before the last: nch whole chunks).
+      const int64_t part_tokens = te - part_tb < nch * kC ? te - part_tb : nch * kC;
+      if (b.l2norm) chain_norm_warpgroup<E, ST>(sm, part_tokens, threadIdx.x - 256);
       return;
     }
+    if (threadIdx.x >= 128) {  // the o warpgroup; the rest of this kernel is the chain's
+      setmaxnreg_inc<kORegs>();
+      chain_o_warpgroup<E, ST>(sm, b, out, part_tb, te, nch, v0, hv);
+      return;
+    }
+    setmaxnreg_inc<kChainRegs>();
+    tb = part_tb;
   }
 
   // S^T accumulator: st[4 j + 2 hh + e] = S[kk = 8 j + 2 t + e][vv = v0 + 16 warp + g + 8 hh], j < 16.
@@ -522,7 +551,7 @@ void launch_wg(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, 
   const OutRef out = {f.o.data, f.o.stride_token, f.o.stride_head, rows_in_16_byte_pieces(f.o)};
   auto k = chunk_fwd_h_wgmma_kernel<ST, kMode, E>;
   allow_smem(k, smem);
-  const LaunchConfig lc(dim3(grid_1d(blocks, 1)), dim3(kFused ? 256 : 128), smem, s, after_summary);
+  const LaunchConfig lc(dim3(grid_1d(blocks, 1)), dim3(kFused ? 384 : 128), smem, s, after_summary);
   check(cudaLaunchKernelEx(&lc.cfg, k, b, sp, f.initial_state, f.final_state,
                            f.problem.state_layout == StateLayout::kKMajor, out, checkpoint_out(f)),
         kMode == ChainMode::kSummary ? "chunk_fwd_h_wgmma_kernel (split summary)"

@@ -37,7 +37,7 @@ struct ChunkForwardConfig {
   int split_scan_cols = 16;
   // D = 128: o computed inside the chain kernel by a second warpgroup (chain_o.cuh) instead of by
   // fwd_o: h and v_new never reach global memory. The chain then runs 3 ring stages whatever
-  // fwd_h_stages says (one block of two warpgroups per SM). Otherwise fwd_o runs after the chain.
+  // fwd_h_stages says (one block of three warpgroups per SM). Otherwise fwd_o runs after the chain.
   bool fuse_o = false;
 };
 

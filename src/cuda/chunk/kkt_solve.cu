@@ -197,36 +197,6 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
   }
   cp_async_commit();
 
-  // q's inverse norms for the fused chain's o warpgroup (b.rq; the first value head of each q/k
-  // head writes them, as r): the quad of lanes 4 i' .. 4 i' + 3 takes rows i' and i' + 32, lane t
-  // summing 16-byte pieces 4 t .. 4 t + 3 of a row in the order the o warpgroup summed them from
-  // its ring (the same fp32 sums: its o unchanged bit for bit), then the quad adds.
-  if (b.rq != nullptr && first_of_qk_group(hv, HV, b.H)) {
-    const int t4 = tid % 4;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int i = tid / 4 + 32 * h;
-      float s = 0.f;
-      if (i < len) {
-        const uint4* row = reinterpret_cast<const uint4*>(b.q + (t0 + i) * b.q_st + hk * b.q_sh);  // [T, H, D]
-        uint4 x[4];
-#pragma unroll
-        for (int m = 0; m < 4; ++m) x[m] = row[4 * t4 + m];
-#pragma unroll
-        for (int m = 0; m < 4; ++m) {
-          const uint32_t* w = reinterpret_cast<const uint32_t*>(&x[m]);
-#pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            const float a = lo_f<E>(w[k]), c = hi_f<E>(w[k]);
-            s += a * a + c * c;
-          }
-        }
-      }
-      const float r = quad_inv_l2norm(s);  // (every lane: the shuffles see the whole warp)
-      if (t4 == 0 && i < len) b.rq[int64_t(hk) * b.T + t0 + i] = r;
-    }
-  }
-
   // Gates and the inclusive cumsum over the chunk.
   chunk_gates_scan(ga, raw, len, sm.G, sm.beta, tid, sync);
   cp_async_wait<0>();

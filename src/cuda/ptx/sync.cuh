@@ -51,5 +51,19 @@ __device__ __forceinline__ void mbarrier_block_sync(uint64_t* bar, uint32_t pari
   mbarrier_wait(bar, parity);
 }
 
+// A warpgroup's register budget from here on (every warp of the warpgroup executes it, converged):
+// roles of one block that need different counts share the SM's registers (the kernel is compiled at
+// its launch bounds' count; one role gives registers back, the others take them).
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  static_assert(kRegs % 8 == 0 && kRegs >= 24 && kRegs <= 256, "setmaxnreg: a multiple of 8 in [24, 256]");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  static_assert(kRegs % 8 == 0 && kRegs >= 24 && kRegs <= 256, "setmaxnreg: a multiple of 8 in [24, 256]");
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+
 }  // namespace cuda
 }  // namespace gdn
