@@ -88,8 +88,10 @@ struct WgSmem : WgFusedSmem<ST, kFused, E> {  // (an empty base takes no space: 
   float rq[ST][kC];  // kFusedO with l2norm: inverse norms of q's rows (chain_norm_warpgroup)
   // kFusedO: bar[0] B1 (the chain warpgroup's 128 threads: chunk c landed, the h staging holds h_c;
   // the o warpgroup waits on it), bar[1] B2 (both warpgroups, 256), bar[2] F (the o warpgroup's 128:
-  // done with chunk c's stage and the v staging; the chain waits on it before refilling them)
-  uint64_t bar[3];
+  // done with chunk c's stage and the v staging; the chain waits on it before refilling them),
+  // bar[3] V (the chain warpgroup's 128: its v_new products of chunk c issued; the o warpgroup
+  // issues its q k^T after them)
+  uint64_t bar[4];
   // full[s]: stage s's A_s, k, q and v landed (the TMA copies' bytes, announced by thread 0's
   // arrival; phase parity (c / ST) & 1 for chunk c). Every mode.
   uint64_t full[ST];

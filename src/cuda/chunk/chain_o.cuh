@@ -171,10 +171,10 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
     const uint32_t su = static_cast<uint32_t>(__shfl_sync(0xffffffffu, s, 0));
     const uint32_t qs = q_base + su * kStageBytes, ks0 = k_base + su * kStageBytes, hs = smem_u32(sm.h);
     // o_c = q h_c: B = the h staging [kk][vv] read MN-major (k-step = 16 rows = 2048 bytes), then
-    // P_c = q k^T (K-major SW128 operands, as w's in the chain). o_c first: once it is complete,
-    // this warpgroup is done with the h staging and arrives at B2(c), so the chain, which
-    // rewrites the staging after B2(c), need not wait for P_c's gating below (it waited there for
-    // ~40% of its time, ncu: docs/perf.md v14).
+    // (after V(c), below) P_c = q k^T (K-major SW128 operands, as w's in the chain). o_c first:
+    // once it is complete, this warpgroup is done with the h staging and arrives at B2(c), so the
+    // chain, which rewrites the staging after B2(c), need not wait for P_c's gating below (it
+    // waited there for ~40% of its time, ncu: docs/perf.md v14).
     float pacc[32];
 #pragma unroll
     for (int i = 0; i < 32; ++i) pacc[i] = 0.f;
@@ -186,15 +186,9 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
     for (int ks = 0; ks < 8; ++ks)
       wgmma_m64n64_ss<E, 1>(o, qt.at((ks / 4) * (kC * 128) + (ks % 4) * 32), ht.at(ks * 2048), ks > 0);
     wgmma_commit();
-#pragma unroll
-    for (int ks = 0; ks < 8; ++ks) {
-      const uint32_t off = (ks / 4) * (kC * 128) + (ks % 4) * 32;
-      wgmma_m64n64_ss<E, 0>(pacc, qt.at(off), kt.at(off), ks > 0);
-    }
-    wgmma_commit();
 
     // Inverse norms of rows i0, i1 of q: the norm warpgroup's (chain_norm_warpgroup; rows past
-    // len: 0, never stored), waited for while q h and q k^T run. (Formed here they took ~200
+    // len: 0, never stored), waited for while q h runs. (Formed here they took ~200
     // instructions per chunk of this warpgroup, which paces the chain: docs/perf.md, session 24.)
     float rq0 = 1.f, rq1 = 1.f;
     if (b.l2norm) {
@@ -212,13 +206,13 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
     // by lane, then shuffled, as the chain's scalings) instead of one exponential with an fp64
     // difference per element, and no branch per element (ncu: the per-element form was ~2/3 of
     // this warpgroup's time, and the chain warpgroup waited for it at B2; docs/perf.md v14).
-    wgmma_wait<1>();  // o_c = q h_c complete
+    wgmma_wait<0>();  // o_c = q h_c complete
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(o[i]);
     // A weakly decaying chunk (the chain's decision, from the same eg: chain_precise.cuh) after
     // another (the chain stages h_c's lo part only then): o_c += q h_lo from the h_lo staging, a
     // group complete within the branch (as the chain's lo passes), before B2(c) (the chain
-    // rewrites h_lo after it). Its wait takes P_c's product too.
+    // rewrites h_lo after it).
     const bool precise = precise_state_chunk<E>(sm.eg[s], len);
     if (lo_staged && precise_w_chunk<E>(sm.eg[s], precise, lo_staged)) {
       qh_lo_pass<E>(o, qs, hls_lo);
@@ -226,7 +220,19 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
       for (int i = 0; i < 32; ++i) pin(o[i]);
     }
     lo_staged = precise;
+    // P_c = q k^T, once the chain's v_new products of chunk c are issued (V(c)): on the tensor
+    // cores' queue behind them, not ahead (the chain waits for those; P_c is needed only after
+    // B2(c)). Waited before B2(c)'s arrival, so that the chain, which passes B2(c) only after
+    // it, cannot complete V(c + 1) before this wait has seen V(c) (one parity per phase).
+    mbarrier_wait(&sm.bar[3], c & 1);
     mbarrier_arrive(&sm.bar[1]);  // B2(c): this warpgroup's reads of the h staging are done
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < 8; ++ks) {
+      const uint32_t off = (ks / 4) * (kC * 128) + (ks % 4) * 32;
+      wgmma_m64n64_ss<E, 0>(pacc, qt.at(off), kt.at(off), ks > 0);
+    }
+    wgmma_commit();
     wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(pacc[i]);

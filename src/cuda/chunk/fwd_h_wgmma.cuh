@@ -91,6 +91,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, 1)
       mbarrier_init(&sm.bar[0], 128);                                  // B1: the chain warpgroup
       mbarrier_init(&sm.bar[1], 256);                                  // B2: both
       mbarrier_init(&sm.bar[2], 128);                                  // F: the o warpgroup
+      mbarrier_init(&sm.bar[3], 128);                                  // V: the chain's v_new issued
 #pragma unroll
       for (int i = 0; i < ST; ++i) mbarrier_init(&sm.normed[i], 128);  // the norm warpgroup
     }
@@ -390,6 +391,9 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, 1)
       }
     }
     wgmma_commit();
+    // V(c): the o warpgroup's q k^T of chunk c goes to the tensor cores after these products, not
+    // before them (it is not on the chain's critical path; they are).
+    if constexpr (kFused) mbarrier_arrive(&sm.bar[3]);
 
     // While the tensor cores run: the update's decays, the next prefetch.
     // dec[j][e]: decay of column token 8 j + 2 t + e of v_new^T (k_i's inverse norm folds in).

@@ -66,10 +66,12 @@ GDN_HOST_DEVICE inline int64_t split_parts_of(int64_t count, int chunks_per_part
   const int64_t p = count <= first ? 1 : 1 + (count - first + chunks_per_part - 1) / chunks_per_part;
   return p < max_parts ? p : max_parts;
 }
-// The sequence's chunk where part `part` begins (first_part_chunks <= 0: chunks_per_part).
+// The sequence's chunk where part `part` begins (first_part_chunks <= 0: chunks_per_part). A part
+// after the first exists only with chunks_per_part > 0, which is widened as unsigned: the fused
+// chain recomputes this past its setmaxnreg, and a sign word carried there from the prologue spilled.
 GDN_HOST_DEVICE inline int64_t split_part_begin(int64_t part, int chunks_per_part, int first_part_chunks) {
   const int64_t first = first_part_chunks > 0 ? first_part_chunks : chunks_per_part;
-  return part == 0 ? 0 : first + (part - 1) * int64_t(chunks_per_part);
+  return part == 0 ? 0 : first + (part - 1) * int64_t(static_cast<uint32_t>(chunks_per_part));
 }
 
 }  // namespace cuda
