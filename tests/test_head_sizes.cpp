@@ -126,7 +126,7 @@ std::vector<Case> head_size_cases() {
         c.V = kv.second;
         c.lens = {150, 1, 64};
       });
-  // fla's fused_recurrent returns o in q's dtype: fp32 q, k and o around fp16 or bf16 v.
+  // fla's chunked forward returns o in q's dtype: fp32 q, k and o around fp16 or bf16 v.
   for (DType v : {DType::kFloat16, DType::kBFloat16})
     for (const auto& kv : {std::pair<int, int>{128, 128}, {64, 64}, {60, 100}})
       add([&](Case& c) {

@@ -180,7 +180,7 @@ struct Problem {
   // Unset: dtype. Each backend reads q/k in their own dtype and computes in fp32: nothing is
   // rounded to another dtype on the way in.
   std::optional<DType> qk_dtype;
-  // o when it is written in another dtype than v (fla's fused_recurrent returns o in q's dtype).
+  // o when it is written in another dtype than v (fla's chunked forward returns o in q's dtype).
   // Unset: dtype. o is rounded once, to this dtype, when it is written.
   std::optional<DType> o_dtype;
   // Element type of the state pools (initial, final and token states): see

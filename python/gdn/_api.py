@@ -64,12 +64,12 @@ def chunk_gated_delta_rule(
         inplace_final_state: write the final states back into ``initial_state`` (pool rows, or the
             dense array) in place, rounded once to its dtype; the returned final state is then
             ``initial_state`` itself.
-        out: preallocated ``o`` (the shape of v; any float dtype, v's by default); written and returned.
+        out: preallocated ``o`` (the shape of v; any float dtype, q's by default); written and returned.
         checkpoints, checkpoint_indices, checkpoint_indices_cpu, checkpoint_every_chunks: prefix
             caching, the states at chunk boundaries (as in :func:`prefill_`; CPU and CUDA).
 
     Returns:
-        ``(o, final_state)``: o ``[B, T, HV, V]`` in v's dtype (as fla's); final_state or None.
+        ``(o, final_state)``: o ``[B, T, HV, V]`` in q's dtype (as fla's); final_state or None.
 
     Raises ValueError / TypeError naming the argument for inconsistent inputs. Backward is not
     implemented (inference only).
@@ -112,7 +112,7 @@ def fused_recurrent_gated_delta_rule(
     :func:`chunk_gated_delta_rule`; ``g`` defaults to 0 (no decay) and ``beta`` to 1. Per-key and
     per-value gates (``gk``, ``gv``) are not supported. Also takes ``cu_seqlens_cpu``,
     ``state_indices``, ``state_indices_cpu``, ``inplace_final_state`` and ``out`` (keywords).
-    As fla's, o comes back in q's dtype (which differs from v's when q/k are, e.g., fp32 and v fp16)."""
+    As fla 0.6's, o comes back in v's dtype (which differs from q's when q/k are, e.g., fp32 and v fp16)."""
     if gk is not None or gv is not None:
         raise ValueError("gdn.fused_recurrent_gated_delta_rule: gk / gv (per-key or per-value gates) are not "
                          "supported; expected g [B, T, HV]")
@@ -126,7 +126,7 @@ def fused_recurrent_gated_delta_rule(
         output_final_state=output_final_state, use_qk_l2norm=use_qk_l2norm_in_kernel,
         use_beta_sigmoid=use_beta_sigmoid_in_kernel, allow_neg_eigval=allow_neg_eigval,
         state_v_first=state_v_first, cu_seqlens=cu_seqlens, cu_seqlens_cpu=cu_seqlens_cpu, recurrent=True,
-        **extra)
+        o_like_v=True, **extra)
 
 
 def _engine(op, recurrent, q, k, v, g, beta, state, state_indices, scale, use_qk_l2norm_in_kernel, state_v_first,

@@ -54,7 +54,7 @@ def _check_shapes(op, q, k, v, g, beta, cu_seqlens):
 def run_forward(op, q, k, v, g, beta, *, scale, initial_state, output_final_state, use_qk_l2norm,
                 use_gate_in_kernel, A_log, dt_bias, use_beta_sigmoid, allow_neg_eigval, state_v_first,
                 cu_seqlens, cu_seqlens_cpu, state_indices, state_indices_cpu, inplace_final_state, out,
-                recurrent, has_initial_state=None, null_slot=-1, final_state_indices=None,
+                recurrent, o_like_v=False, has_initial_state=None, null_slot=-1, final_state_indices=None,
                 final_state_indices_cpu=None, token_states=None, token_state_indices=None,
                 token_state_indices_cpu=None, num_accepted_tokens=None, num_accepted_tokens_cpu=None,
                 disable_state_update=False, retrieve_parent_token=None, retrieve_parent_token_cpu=None,
@@ -215,9 +215,9 @@ def run_forward(op, q, k, v, g, beta, *, scale, initial_state, output_final_stat
             final_state = env.empty((N, HV, V, K) if state_v_first else (N, HV, K, V),
                                     None if like is not None else "float32", like=like)
 
-    # o's dtype as fla's: v's for the chunked form, q's for the recurrence (they differ when q/k
-    # come in another dtype than v).
-    o = out if out is not None else env.empty(_shape(v), like=q if recurrent else v)
+    # o's dtype (it matters when q/k come in another dtype than v): q's, as fla's chunked forward
+    # and the engines' kernels; v's where the caller asks (fla 0.6's fused_recurrent).
+    o = out if out is not None else env.empty(_shape(v), like=v if o_like_v else q)
 
     args = sig.pack_op_args(
         q=q, k=k, v=v, g=g, beta=beta, o=o, A_log=A_log, dt_bias=dt_bias, initial_state=initial_state,

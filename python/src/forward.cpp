@@ -200,7 +200,7 @@ void forward(In q, In k, In v, In g, In beta, Out o, In A_log, In dt_bias, In in
   }
 
   // q and k share one dtype; v and o each have theirs (fla passes fp32 q/k with fp16 v, and its
-  // fused_recurrent returns o in q's dtype).
+  // chunked forward returns o in q's dtype).
   const gdn::DType qk_dt = data_dtype(op, "q", q);
   expect_dtype(op, "k", k, qk_dt, " (that of q)");
   const gdn::DType dt = data_dtype(op, "v", v);

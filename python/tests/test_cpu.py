@@ -64,6 +64,26 @@ def test_packed_3d_inputs(rng):
     assert rel_err(o, ro) <= F32_TOL and rel_err(ht, rh) <= F32_TOL
 
 
+def test_mixed_dtypes_o_dtype_as_fla(rng):
+    """fp32 q/k with fp16 v (fla's tests): o in q's dtype for the chunked form and the engine ops
+    (fla 0.6's chunk_gated_delta_rule, vLLM's and SGLang's kernels), in v's for fla 0.6's
+    fused_recurrent_gated_delta_rule; each held to the fp16 bound of the fp64 recurrence."""
+    H, HV, K, V = 2, 4, 32, 48
+    q, k, v, g, beta = make_inputs(rng, (1, 70), H, HV, K, V)
+    v = v.astype(np.float16)
+    h0 = rng.standard_normal((1, HV, K, V)).astype(np.float32)
+    ro, rh = recurrence(q, k, v, g, beta, initial_state=h0)
+    for f, dt in ((gdn.chunk_gated_delta_rule, np.float32), (gdn.fused_recurrent_gated_delta_rule, np.float16)):
+        o, ht = f(q, k, v, g, beta=beta, initial_state=h0, output_final_state=True)
+        assert o.dtype == dt and ht.dtype == np.float32, f.__name__
+        assert rel_err(o, ro) <= F16_TOL and rel_err(ht, rh) <= F16_TOL, f.__name__
+    for op in (gdn.prefill_, gdn.decode_):
+        pool = h0.copy()
+        o = op(q, k, v, g, beta, pool, np.array([0], np.int32))
+        assert o.dtype == np.float32, op.__name__
+        assert rel_err(o, ro) <= F16_TOL and rel_err(pool[0], rh[0]) <= F16_TOL, op.__name__
+
+
 @pytest.mark.parametrize("gate_dtype", ["same", "fp32"])
 def test_fp16_inputs(rng, gate_dtype):
     H, HV, K, V = 2, 4, 64, 64

@@ -216,7 +216,7 @@ bool supports(const Problem& p, Backend backend, Operation op, std::string* why)
   if (!caps.has_head_size(p.head_v))
     return reject(why, "head_v (V = ", p.head_v, ") is unsupported; expected ", head_sizes_expected(caps));
   if (!dtype_supported(caps, p.dtype, why)) return false;
-  // q/k and o in dtypes of their own (fla passes fp32 q/k with fp16 v; its fused_recurrent
+  // q/k and o in dtypes of their own (fla passes fp32 q/k with fp16 v; its chunked forward
   // returns o in q's dtype).
   for (const auto& [name, d] :
        {std::pair<const char*, std::optional<DType>>{"qk_dtype", p.qk_dtype}, {"o_dtype", p.o_dtype}}) {
