@@ -14,7 +14,7 @@
 //   warpgroup's fallback), rk[ST] (inverse norms of k's rows, with l2norm), rq[ST] (of q's rows,
 //   kFusedO with l2norm: formed from the ring's q by a third, norm warpgroup, chain_o.cuh)
 // ST = 2: 107.5 KB (two blocks per SM, for many chains); ST = 4: 190 KB (the summary pass with few
-// chains, one block per SM: the deepest prefetch); kFusedO, ST = 3: ~222 KiB (226,888 B + 1 KB alignment
+// chains, one block per SM: the deepest prefetch); kFusedO, ST = 3: ~222 KiB (226,896 B + 1 KB alignment
 // slack; bf16 and fp16 alike).
 //
 // Synchronization per chunk c (stage s = c % ST), two block barriers, both overlapped with wgmma:
