@@ -45,6 +45,12 @@ for side in v3 new; do
   echo "[$SECONDS s] quick $side: $(grep -c '^FAIL ' /tmp/q_$side.log) FAIL, of $n reference lines $(diff <(lines $REF) <(lines /tmp/q_$side.log | head -$n) | grep -c '^[<>]') differ (0 expected)" | tee -a $OUT/summary.txt
 done
 for f in /tmp/q_v3.log /tmp/q_new.log; do echo "== $f"; cat $f 2>/dev/null; done > $OUT/quick_all.log
+# One-chunk sequences on the fused chain (the heuristics run 256x64 unfused: 0.875 ms against
+# FlashQLA's ~0.84; session 26 measured 256x64/fused at 0.950): the look-ahead forms chunk 0's P
+# while the chain loads the initial state.
+for r in 1 2; do for side in base v3; do
+  has_side $side && [[ $SECONDS -lt 450 ]] && echo "$side $(timeout 30 $(bin_of $side) --bench --no-check --case 256x64/fused 2>&1 | grep -E '^bench ' | tr '\n' ' ')" | tee -a $OUT/summary.txt
+done; done
 ab_sanitize v3 synccheck "vmajor pool fused,split 2 parts fused,140 seqs fused" 480
 ab_sanitize v3 racecheck "ckpt bf16 128 vmajor oob fused,split 4 parts,gates x2 fused" 520
 ab_sanitize v3 memcheck "fused,split,140 seqs,odd stride" 560
