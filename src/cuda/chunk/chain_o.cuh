@@ -161,8 +161,9 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
   mbarrier_arrive(&sm.bar[2]);  // F(0): nothing of this warpgroup's to wait for
   for (int64_t c = 0; c < nch; ++c) {
     mbarrier_wait(&sm.bar[0], c & 1);  // B1(c): stage s holds chunk c's q, k, G, rk; the h staging holds h_c
+    const uint32_t stage_phase = (static_cast<uint32_t>(c) / ST) & 1u;  // stage s's barriers' phase for chunk c
     // (q and k came by TMA: this warpgroup observes their barrier too; complete, as B1 says.)
-    mbarrier_wait(&sm.full[s], (static_cast<uint32_t>(c) / ST) & 1u);
+    mbarrier_wait(&sm.full[s], stage_phase);
     const int64_t t0 = tb + c * kC;
     const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
     // The stage's q and k from a stage index ptxas knows to be warp-uniform (a broadcast): it then
@@ -192,7 +193,7 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
     // instructions per chunk of this warpgroup, which paces the chain: docs/perf.md, session 24.)
     float rq0 = 1.f, rq1 = 1.f;
     if (b.l2norm) {
-      mbarrier_wait(&sm.normed[s], (static_cast<uint32_t>(c) / ST) & 1u);
+      mbarrier_wait(&sm.normed[s], stage_phase);
       rq0 = sm.rq[s][i0];
       rq1 = sm.rq[s][i1];
     }
