@@ -149,10 +149,14 @@ def test_same_results_as_fla(fn, D, mixed):
     q, k, v, g, beta, h0 = inputs(hash((fn, D, mixed)) % 2**31, 2, 300, 2, 4, D, D, F32 if mixed else F16, v_dtype,
                                   "cuda", beta_dtype=v_dtype)
     kw = dict(scale=1.0, initial_state=h0, output_final_state=True, use_qk_l2norm_in_kernel=True)
-    theirs = fla_chunk if fn == "chunk" else fla_recurrent
+    # fla 0.6's chunk kernels do not compile for fp32 q/k with fp16 v (a Triton dot of fp32 A and
+    # fp16 v, session 30): there its recurrent kernel is the error baseline, and o takes q's dtype
+    # as fla's chunk_gated_delta_rule casts it (`o.to(q.dtype)`).
+    theirs = fla_chunk if fn == "chunk" and not mixed else fla_recurrent
     o, ht = FUNCTIONS[fn](q, k, v, g, beta=beta, **kw)
     fo, fht = theirs(q, k, v, g, beta=beta, **kw)
-    assert o.dtype == fo.dtype and o.shape == fo.shape and ht.shape == fht.shape
+    assert o.dtype == (q.dtype if fn == "chunk" else fo.dtype)
+    assert o.shape == fo.shape and ht.shape == fht.shape
     ro, rh = torch_recurrence(q, k, v, g, beta, scale=1.0, initial_state=h0, use_qk_l2norm=True)
     e = dict(gdn_o=torch_rel_err(o, ro), fla_o=torch_rel_err(fo, ro), gdn_h=torch_rel_err(ht, rh),
              fla_h=torch_rel_err(fht, rh))
