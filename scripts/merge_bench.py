@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """Merges a device run's prefill-only benchmark JSON (bench/bench_gpu.py --no-decode --no-serving, e.g. from
 docs/prepared/device_bench3.sh) into the committed one, keeping the committed decode and serving rows (and their
-note) where the new run has none, and records which rows come from which run in `partial_note`.
+note) where the new run has none, and records which rows come from which run in `partial_note`. With
+--keep-skipped, the prefill cases the new run skipped (its time budget) keep their committed rows, in
+the committed order, and the note names them and where they come from.
 
     python3 scripts/merge_bench.py NEW.json bench/results/h200.json --note "prefill: commit abc1234 (session N: ...)"
+        [--keep-skipped "commit def5678, session M"]
     python3 bench/report.py bench/results/h200.json        (BENCHMARK_H200.md and the plot)
 
 Also copy NEW.json to bench/results/h200_sNN.json: the run as measured.
@@ -18,6 +21,7 @@ def main():
     ap.add_argument("new", help="the device run's JSON (prefill rows)")
     ap.add_argument("target", help="the committed JSON to update in place")
     ap.add_argument("--note", required=True, help="what the prefill rows are (commit, session, changes)")
+    ap.add_argument("--keep-skipped", metavar="FROM", help="keep the committed rows of skipped cases; FROM: their run")
     a = ap.parse_args()
     new = json.load(open(a.new))
     old = json.load(open(a.target))
@@ -33,7 +37,16 @@ def main():
     # The rows kept from the committed run keep their provenance: the part of its note after "; decode".
     prior = old.get("partial_note", "")
     tail = prior[prior.find("decode"):] if kept and "decode" in prior else ""
-    merged["partial_note"] = a.note + (f"; {tail}" if tail else "")
+    note = a.note
+    if a.keep_skipped:
+        fresh = {r["name"]: r for r in new["prefill"]}
+        old_names = [r["name"] for r in old.get("prefill", [])]
+        skipped = [n for n in old_names if n not in fresh]
+        merged["prefill"] = [fresh.get(r["name"], r) for r in old.get("prefill", [])]
+        merged["prefill"] += [r for r in new["prefill"] if r["name"] not in old_names]
+        if skipped:
+            note += f"; rows {', '.join(skipped)} from the committed run ({a.keep_skipped})"
+    merged["partial_note"] = note + (f"; {tail}" if tail else "")
     json.dump(merged, open(a.target, "w"), indent=1)
     print(f"{a.target}: prefill from {a.new} ({len(new['prefill'])} rows); kept from before: {', '.join(kept) or 'nothing'}")
 
