@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""A CPU model of the CUDA tensor-core forward's roundings (D = 128, chunk 64, one value head), to
-price an accuracy change before spending device time on it (docs/perf.md, "g = 0 accuracy").
+"""A CPU model of the CUDA tensor-core forward's roundings (D = 128 or 64, chunk 64, one value head),
+to price an accuracy change before spending device time on it (docs/perf.md, "g = 0 accuracy").
 
 Per chunk, as src/cuda/chunk/fwd_prep.cu, fwd_h_wgmma.cuh and fwd_o.cu compute it (fp32 arithmetic,
 16-bit operands where the kernels round):
@@ -10,6 +10,11 @@ Per chunk, as src/cuda/chunk/fwd_prep.cu, fwd_h_wgmma.cuh and fwd_o.cu compute i
     v_new = A_s W;  vs = E(diag(exp(G_last - G) r) v_new)                         (vs)
     S   = exp(G_last) S + k^T vs
     o   = E(scale (diag(exp(G) rq) q h + P E(v_new)))                             (vnew_o, o)
+With --form wy, the D = 64 path as it is (fwd_prep.cu, fwd_h_mma.cu): w and u formed by fwd_prep
+and stored in E, v_new = u - w h:
+    u = E(A_s v);  w = E(A_s diag(exp(G) r) k)                                  (u, w)
+    v_new = u - w h  (h = E(S): h_U)
+and the rest as above.
 Each named rounding can be "bf16" (as the kernels), "hilo" (a second bf16 part: the cost of one
 more product), "fp16", "hilo16" (fp16 hi + lo parts) or "fp32" (none). The reference is the float64 recurrence of the tests
 (python/tests/gdn_ref.py). Inputs as bench/bench_gpu.py's: bf16 randn q, k, v, l2norm in the
@@ -22,6 +27,7 @@ kernel, beta = sigmoid(randn), g = logsigmoid(randn) ("normal") or 0 ("zero"), S
         check tool's extremes (g = -1e4 every 89 tokens, beta 0 / 2 every 83 / 79)
     [--rule last|tail]                 (with --adaptive: which chunks take the lo parts, emulate())
     [--base bf16|fp16]                 (the roundings --set leaves alone; fp16: the fp16 kernels)
+    [--dim 128|64] [--form a_last|wy]  (the head size; the chain's form: D = 128's, or D = 64's)
 Session 16's table (T = 4096 and 32768): docs/perf.md.
 """
 from __future__ import annotations
@@ -35,9 +41,9 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "tests"))
 import gdn_ref  # noqa: E402  (the float64 oracle of the tests)
 
-K = V = 128
+K = V = 128  # --dim sets both
 C = 64
-ROUNDINGS = ("h_U", "h_o", "W", "vs", "vnew_o", "o")
+ROUNDINGS = ("h_U", "h_o", "W", "vs", "vnew_o", "o", "u", "w")
 
 
 def bf16(x):
@@ -85,11 +91,11 @@ def make_inputs(T, gates, seed):
         g[t % 89 == 7] = -1e4
         beta[t % 83 == 3] = 0
         beta[t % 79 == 2] = 2
-    S0 = (0.1 * rng.standard_normal((K, V))).astype(np.float32)
+    S0 = (0.1 * rng.standard_normal((K, V))).astype(np.float32)  # (K, V: --dim)
     return q, k, v, g, beta, S0
 
 
-def emulate(q, k, v, g, beta, S0, modes, adaptive=None, rule="last", base="bf16"):
+def emulate(q, k, v, g, beta, S0, modes, adaptive=None, rule="last", base="bf16", form="a_last"):
     """modes apply to every chunk, or with `adaptive` = a only to chunks whose decay G_last > -a
     (the others as the kernels: all bf16). rule "last" is the kernels': h_o's lo part only where
     the chunk before was such a chunk too (the h_lo staging exists only then; before session 26
@@ -129,9 +135,14 @@ def emulate(q, k, v, g, beta, S0, modes, adaptive=None, rule="last", base="bf16"
         gated = np.where(incl[:n, :n], np.exp(np.where(incl[:n, :n], G[:, None] - G[None, :], 0)), 0).astype(f32)
         L = np.where(strict[:n, :n], b[:, None] * (kn @ kn.T) * gated, 0)
         A_s = rnd(np.linalg.inv(np.eye(n) + L).astype(f32) * b[None, :], "hilo")
-        U = partner(kr, m["h_U"]) @ rnd(S, m["h_U"])
-        W = rnd(vv - (np.exp(G) * rk)[:, None] * U, m["W"])
-        v_new = A_s @ W
+        if form == "wy":  # D = 64: fwd_prep's u and w in E, then u - w h in fwd_h_mma
+            u = rnd(A_s @ vv, m["u"])
+            w = rnd(A_s @ ((np.exp(G) * rk)[:, None] * kr), m["w"])
+            v_new = u - partner(w, m["h_U"]) @ rnd(S, m["h_U"])
+        else:
+            U = partner(kr, m["h_U"]) @ rnd(S, m["h_U"])
+            W = rnd(vv - (np.exp(G) * rk)[:, None] * U, m["W"])
+            v_new = A_s @ W
         P = np.where(incl[:n, :n], (qn @ kn.T) * gated, 0).astype(f32)
         qh = (partner(qr, m["h_o"]) @ rnd(S, m["h_o"])) * (np.exp(G) * rq)[:, None]
         o[sl] = rnd(scale * (qh + P @ rnd(v_new, m["vnew_o"])), m["o"])
@@ -160,7 +171,12 @@ def main():
     ap.add_argument("--rule", default="last", choices=["last", "tail"], help="with --adaptive: emulate()'s rules")
     ap.add_argument("--base", default="bf16", choices=["bf16", "fp16"],
                     help="the roundings not named by --set (fp16: the fp16 kernels)")
+    ap.add_argument("--dim", type=int, default=128, help="K = V (128 or 64)")
+    ap.add_argument("--form", default="a_last", choices=["a_last", "wy"],
+                    help="a_last: D = 128's chain (A applied last); wy: D = 64's (u - w h)")
     args = ap.parse_args()
+    global K, V
+    K = V = args.dim
     variants = MAIN_VARIANTS
     if args.set:
         variants = {s: dict(kv.split("=") for kv in s.split(",")) for s in args.set}
@@ -170,7 +186,7 @@ def main():
                                           initial_state=S0[None, None], use_qk_l2norm=True)
         print(f"T = {args.tokens}, gates {gates}")
         for name, modes in variants.items():
-            o, S = emulate(q, k, v, g, beta, S0, modes, args.adaptive, args.rule, args.base)
+            o, S = emulate(q, k, v, g, beta, S0, modes, args.adaptive, args.rule, args.base, args.form)
             print(f"  {name:28s} err_o {gdn_ref.rel_err(o, o_ref[:, 0]):.3e}  "
                   f"err_state {gdn_ref.rel_err(S, S_ref[0, 0]):.3e}", flush=True)
 
