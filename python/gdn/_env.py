@@ -163,7 +163,7 @@ class Env:
     def is_float_dtype(self, x) -> bool:
         if self.kind == "torch":
             return x.dtype.is_floating_point
-        return self.xp.issubdtype(x.dtype, self.xp.floating)
+        return x.dtype.kind == "f"  # numpy / cupy: float16, float32, float64 (issubdtype's floating, ~10x faster)
 
     def is_f32(self, x) -> bool:
         if self.kind == "torch":

@@ -23,32 +23,34 @@ def _shape(x):
 
 
 def _check_shapes(op, q, k, v, g, beta, cu_seqlens):
-    if q.ndim not in (3, 4):
+    qs, vs = tuple(q.shape), tuple(v.shape)  # (each shape read once: this runs on every call)
+    if len(qs) not in (3, 4):
         raise ValueError(f"gdn.{op}: q has shape {_shape(q)}; expected [B, T, H, K] (or packed [T, H, K])")
-    if k.ndim != q.ndim or k.shape[-2] != q.shape[-2]:
+    ks = tuple(k.shape)
+    if len(ks) != len(qs) or ks[-2] != qs[-2]:
         raise ValueError(f"gdn.{op}: k has shape {_shape(k)}; q and k must have the same number of heads "
                          f"and dimensions, like q {_shape(q)}")
-    if _shape(k) != _shape(q):
+    if ks != qs:
         raise ValueError(f"gdn.{op}: k has shape {_shape(k)}; expected q's shape {_shape(q)}")
-    if v.ndim != q.ndim or _shape(v)[:-2] != _shape(q)[:-2]:
+    if len(vs) != len(qs) or vs[:-2] != qs[:-2]:
         raise ValueError(f"gdn.{op}: v has shape {_shape(v)}; expected {_shape(q)[:-2] + ('HV', 'V')}")
-    H, HV = int(q.shape[-2]), int(v.shape[-2])
+    H, HV = int(qs[-2]), int(vs[-2])
     if H < 1 or HV % H != 0:
         raise ValueError(f"gdn.{op}: v has HV = {HV} heads and q has H = {H}; for GVA, num_v_heads (HV) "
                          f"must be evenly divisible by num_heads (H)")
-    gshape = _shape(v)[:-1]
-    if g is not None and _shape(g) != gshape:
-        raise ValueError(f"gdn.{op}: g has shape {_shape(g)}; expected {gshape} (v's shape without V)")
-    if beta is not None and _shape(beta) != gshape:
-        raise ValueError(f"gdn.{op}: beta has shape {_shape(beta)}; expected {gshape} (v's shape without V)")
+    gshape = vs[:-1]
+    if g is not None and tuple(g.shape) != gshape:
+        raise ValueError(f"gdn.{op}: g has shape {_shape(g)}; expected {_shape(v)[:-1]} (v's shape without V)")
+    if beta is not None and tuple(beta.shape) != gshape:
+        raise ValueError(f"gdn.{op}: beta has shape {_shape(beta)}; expected {_shape(v)[:-1]} (v's shape without V)")
     if cu_seqlens is not None:
-        if q.ndim == 4 and q.shape[0] != 1:
-            raise ValueError(f"gdn.{op}: q has batch size {int(q.shape[0])}; the batch size is expected to be 1 "
+        if len(qs) == 4 and qs[0] != 1:
+            raise ValueError(f"gdn.{op}: q has batch size {int(qs[0])}; the batch size is expected to be 1 "
                              "when using cu_seqlens (flatten variable-length inputs)")
         if cu_seqlens.ndim != 1 or cu_seqlens.shape[0] < 2:
             raise ValueError(f"gdn.{op}: cu_seqlens has shape {_shape(cu_seqlens)}; expected [N + 1], N >= 1")
         return int(cu_seqlens.shape[0]) - 1
-    return int(q.shape[0]) if q.ndim == 4 else 1
+    return int(qs[0]) if len(qs) == 4 else 1
 
 
 def run_forward(op, q, k, v, g, beta, *, scale, initial_state, output_final_state, use_qk_l2norm,
@@ -61,13 +63,15 @@ def run_forward(op, q, k, v, g, beta, *, scale, initial_state, output_final_stat
                 checkpoints=None, checkpoint_indices=None, checkpoint_indices_cpu=None, checkpoint_every_chunks=1):
     env = Env(q, "q")
     kind = env.kind
+    q_type = type(q)
     for name, x in (("k", k), ("v", v), ("g", g), ("beta", beta), ("initial_state", initial_state),
                     ("cu_seqlens", cu_seqlens), ("state_indices", state_indices), ("A_log", A_log),
                     ("dt_bias", dt_bias), ("out", out), ("token_states", token_states),
                     ("token_state_indices", token_state_indices), ("num_accepted_tokens", num_accepted_tokens),
                     ("retrieve_parent_token", retrieve_parent_token), ("checkpoints", checkpoints),
                     ("checkpoint_indices", checkpoint_indices)):
-        same_framework(kind, name, x)
+        if x is not None and type(x) is not q_type:  # (q's own type is q's framework)
+            same_framework(kind, name, x)
     N = _check_shapes(op, q, k, v, g, beta, cu_seqlens)
     HV, K, V = int(v.shape[-2]), int(q.shape[-1]), int(v.shape[-1])
 
@@ -245,8 +249,8 @@ def run_forward(op, q, k, v, g, beta, *, scale, initial_state, output_final_stat
 def call_binding(env, args):
     """The binding straight (numpy, cupy; torch without custom ops), `args` in the op's order."""
     with env.scope():
-        sig.binding_call(_C.forward, args, env.arr, workspace=env.workspace(), stream=env.stream(),
-                         num_threads=env.num_threads())
+        sig.binding_call(_C.forward, args, env.arr if env.kind == "torch" else None, workspace=env.workspace(),
+                         stream=env.stream(), num_threads=env.num_threads())
 
 
 def pop_fla_kwargs(op, kwargs, state_v_first):

@@ -7,6 +7,7 @@ asserts at import that the two agree, so that a parameter added on one side only
 
 from __future__ import annotations
 
+import operator
 from typing import NamedTuple
 
 # Kinds. "Tensor" kinds are arrays (torch tensors in the op); "host" ones are host copies of device
@@ -79,6 +80,8 @@ OP_ARGS = tuple(a for a in FORWARD_ARGS if a.kind not in _EXEC_KINDS)
 OP_ARG_NAMES = tuple(a.name for a in OP_ARGS)
 EXEC_NAMES = tuple(a.name for a in FORWARD_ARGS if a.kind in _EXEC_KINDS)
 MUTATED = tuple(a.name for a in FORWARD_ARGS if a.kind in (TENSOR_MUT, OPT_TENSOR_MUT))
+assert FORWARD_ARGS[len(OP_ARGS):] == tuple(a for a in FORWARD_ARGS if a.kind in _EXEC_KINDS), \
+    "the execution arguments close the table (binding_call appends them)"
 
 
 def op_schema(args=OP_ARGS) -> str:
@@ -108,28 +111,37 @@ def op_schema(args=OP_ARGS) -> str:
     return "(" + ", ".join(parts) + ") -> ()"
 
 
+_OP_NAME_SET = frozenset(OP_ARG_NAMES)
+_EXEC_NAME_SET = frozenset(EXEC_NAMES)
+_pack = operator.itemgetter(*OP_ARG_NAMES)
+# The positions of the array arguments among the op's (those `array` maps in binding_call).
+_ARRAY_POSITIONS = tuple(i for i, a in enumerate(OP_ARGS) if a.kind in _ARRAY_KINDS)
+
+
 def pack_op_args(**values) -> tuple:
     """The op's arguments by name -> the positional tuple in the table's order (every one must be
     given, no other)."""
-    missing = [n for n in OP_ARG_NAMES if n not in values]
-    extra = sorted(set(values) - set(OP_ARG_NAMES))
-    if missing or extra:
+    if values.keys() != _OP_NAME_SET:  # (one set comparison: this runs on every call)
+        missing = [n for n in OP_ARG_NAMES if n not in values]
+        extra = sorted(set(values) - _OP_NAME_SET)
         raise TypeError(f"gdn forward arguments: missing {missing}, unexpected {extra}")
-    return tuple(values[n] for n in OP_ARG_NAMES)
+    return _pack(values)
 
 
 def binding_call(forward, op_args, array, **exec_args):
     """Calls the binding `forward` (gdn._C.forward) positionally, in the table's order, with the op's
     arguments (a tuple in OP_ARG_NAMES order) and the execution ones by name (workspace, stream,
     num_threads); `array` maps each array argument to what the binding receives (e.g. a detached
-    tensor)."""
-    if set(exec_args) != set(EXEC_NAMES):
+    tensor), or is None (the arrays as they are)."""
+    if exec_args.keys() != _EXEC_NAME_SET:
         raise TypeError(f"gdn forward: execution arguments {sorted(exec_args)}; expected {sorted(EXEC_NAMES)}")
-    values = dict(zip(OP_ARG_NAMES, op_args), **exec_args)
-    args = []
-    for a in FORWARD_ARGS:
-        x = values[a.name]
-        args.append(array(x) if a.kind in _ARRAY_KINDS and x is not None else x)
+    args = list(op_args)
+    if array is not None:
+        for i in _ARRAY_POSITIONS:
+            x = args[i]
+            if x is not None:
+                args[i] = array(x)
+    args.extend(exec_args[n] for n in EXEC_NAMES)  # (the table ends with them)
     return forward(*args)
 
 
