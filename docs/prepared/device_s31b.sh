@@ -10,6 +10,6 @@ CHECK=build-device/tools/cuda_check/gdn_cuda_check
 for c in 1x32k 8x1k 256x64; do
   timeout 60 ncu --clock-control none -k regex:'plan_kernel|kkt_solve' -c 2 --section SpeedOfLight \
     $CHECK --bench --no-check --case $c > /tmp/ncu_plan_$c.log 2>&1
-  echo "[$SECONDS s] $c: $(grep -E '^\s+(void|plan|  [a-z_]+kernel)|Duration' /tmp/ncu_plan_$c.log | grep -oE '(plan_kernel|kkt_solve_kernel)|Duration +[a-z]+ +[0-9.]+' | paste - - | tr '\n' ' ')" | tee -a $OUT/summary.txt
+  echo "[$SECONDS s] $c: $(grep -E 'plan_kernel|kkt_solve_kernel|Duration' /tmp/ncu_plan_$c.log | grep -oE '(plan_kernel|kkt_solve_kernel)|Duration +[a-z]+ +[0-9.]+' | paste - - | tr '\n' ' ')" | tee -a $OUT/summary.txt
 done
 cat /tmp/ncu_plan_*.log > $OUT/ncu_plan.log
