@@ -25,38 +25,46 @@ inline f32x16 load16(const float* p) {
   return v;
 }
 inline void store16(float* p, f32x16 v) { std::memcpy(p, &v, sizeof(v)); }
-
+// The target's own vector (f32xN: kLanes floats, one register) for the loops whose vectors must
+// stay in registers: the micro-kernel and the V-major decode step.
 #if defined(__AVX512F__)
-constexpr int kGemmLanes = 16, kGemmRows = 8, kGemmVecs = 2;
+constexpr int kLanes = 16, kGemmRows = 8, kGemmVecs = 2;
 #elif defined(__AVX__)
-constexpr int kGemmLanes = 8, kGemmRows = 4, kGemmVecs = 2;
+constexpr int kLanes = 8, kGemmRows = 4, kGemmVecs = 2;
 #else
-constexpr int kGemmLanes = 4, kGemmRows = 4, kGemmVecs = 4;
+constexpr int kLanes = 4, kGemmRows = 4, kGemmVecs = 4;
 #endif
-constexpr int kGemmCols = kGemmLanes * kGemmVecs;  // the micro-kernel's columns: 32, 16 or 16
-typedef float gemm_vec __attribute__((vector_size(4 * kGemmLanes)));
+constexpr int kGemmCols = kLanes * kGemmVecs;  // the micro-kernel's columns: 32, 16 or 16
+typedef float f32xN __attribute__((vector_size(4 * kLanes)));
 static_assert(kGemmCols % 16 == 0 || 16 % kGemmCols == 0, "whole tiles over N % 16 == 0");
 
-inline gemm_vec gemm_load(const float* p) {
-  gemm_vec v;
+inline f32xN loadN(const float* p) {
+  f32xN v;
   std::memcpy(&v, p, sizeof(v));
   return v;
 }
-inline void gemm_store(float* p, gemm_vec v) { std::memcpy(p, &v, sizeof(v)); }
+inline void storeN(float* p, f32xN v) { std::memcpy(p, &v, sizeof(v)); }
+inline float hsumN(f32xN v) {  // the lanes' sum, in lane order
+  float t[kLanes];
+  std::memcpy(t, &v, sizeof(t));
+  float s = 0.0f;
+  for (int l = 0; l < kLanes; ++l) s += t[l];
+  return s;
+}
 
-// C[kGemmRows, kGemmLanes * NV] (=|+=) A[kGemmRows, depth] B[depth, kGemmLanes * NV]; the
+// C[kGemmRows, kLanes * NV] (=|+=) A[kGemmRows, depth] B[depth, kLanes * NV]; the
 // kGemmRows x NV accumulators stay in registers, each B row is loaded once and each A element is
 // broadcast once.
 template <int NV>
 inline void gemm_tile(int depth, const float* __restrict A, int64_t lda, const float* __restrict B, int64_t ldb,
                       float* __restrict C, int64_t ldc, bool accumulate) {
-  gemm_vec acc[kGemmRows][NV];
+  f32xN acc[kGemmRows][NV];
   for (int r = 0; r < kGemmRows; ++r)
-    for (int v = 0; v < NV; ++v) acc[r][v] = accumulate ? gemm_load(C + r * ldc + kGemmLanes * v) : gemm_vec{};
+    for (int v = 0; v < NV; ++v) acc[r][v] = accumulate ? loadN(C + r * ldc + kLanes * v) : f32xN{};
   for (int p = 0; p < depth; ++p) {
-    gemm_vec b[NV];
+    f32xN b[NV];
     for (int v = 0; v < NV; ++v) {
-      b[v] = gemm_load(B + p * ldb + kGemmLanes * v);
+      b[v] = loadN(B + p * ldb + kLanes * v);
 #if defined(__AVX__) && !defined(__AVX512F__)
       // In a register: GCC otherwise folds the load into every row's FMA (8 loads of B and 4
       // broadcasts a step: load-bound, 35 GFLOP/s; held, FMA-bound: ~48, session 30).
@@ -69,7 +77,7 @@ inline void gemm_tile(int depth, const float* __restrict A, int64_t lda, const f
     }
   }
   for (int r = 0; r < kGemmRows; ++r)
-    for (int v = 0; v < NV; ++v) gemm_store(C + r * ldc + kGemmLanes * v, acc[r][v]);
+    for (int v = 0; v < NV; ++v) storeN(C + r * ldc + kLanes * v, acc[r][v]);
 }
 
 // Structure the caller knows about, so zero blocks are skipped:
@@ -86,7 +94,7 @@ template <Shape shape = Shape::kDense>
 inline void gemm(int M, int N, int depth, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
                  int64_t ldc, bool accumulate) {
   static_assert(8 % kGemmRows == 0, "row tiles within M % 8 == 0");
-  constexpr int kHalf = 16 / kGemmLanes;  // vectors of a 16-column tile (N % 16 == 0)
+  constexpr int kHalf = 16 / kLanes;  // vectors of a 16-column tile (N % 16 == 0)
   for (int i = 0; i < M; i += kGemmRows) {
     const int last = i + kGemmRows;  // one past the tile's last row
     const int d = shape == Shape::kLowerA ? (last < depth ? last : depth) : depth;
