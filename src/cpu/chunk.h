@@ -176,15 +176,15 @@ inline void gate_lower_into(const float* X, float* out, const double* G, const f
 // A = (I + L)^-1 for a strictly lower triangular L [C, C], by forward substitution row by row:
 // A_i = e_i - sum_{j < i} L_ij A_j (A_j vanishes past column j).
 inline void invert_unit_lower(const float* L, float* A) {
-  constexpr int kVecs = C / 16;
+  constexpr int kVecs = C / kLanes;
   for (int i = 0; i < C; ++i) {
-    f32x16 acc[kVecs] = {};
+    f32xN acc[kVecs] = {};
     for (int j = 0; j < i; ++j) {
       const float l = L[i * C + j];
-      const int vecs = j / 16 + 1;
-      for (int v = 0; v < vecs; ++v) acc[v] -= l * load16(A + j * C + 16 * v);
+      const int vecs = j / kLanes + 1;
+      for (int v = 0; v < vecs; ++v) acc[v] -= l * loadN(A + j * C + kLanes * v);
     }
-    for (int v = 0; v < kVecs; ++v) store16(A + i * C + 16 * v, acc[v]);
+    for (int v = 0; v < kVecs; ++v) storeN(A + i * C + kLanes * v, acc[v]);
     flush_negligible(A + i * C, i);  // products of a fast head's decays, against the diagonal 1
     A[i * C + i] = 1.0f;
   }

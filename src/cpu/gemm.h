@@ -1,14 +1,15 @@
 // Small fp32 matrix products for the CPU backend, sized for one chunk (64 rows) and one head
 // (K, V <= 256): all operands sit in L1/L2, so a register-blocked micro-kernel without packing is
-// what pays. Written with GCC/Clang vector extensions. f32x16 (16 floats) serves the element-wise
-// loops (one AVX-512 register, or a pair / quad of narrower ones); the micro-kernel's vector and
-// tile follow the target's registers instead, so that its accumulators never leave them:
+// what pays. Written with GCC/Clang vector extensions in the target's own vector (f32xN: one
+// register), whose width sets the micro-kernel's tile, so that its accumulators never leave the
+// registers:
 //   AVX-512 (32 x 16 floats):  8 rows x 2 vectors of 16: 16 accumulators;
 //   AVX / AVX2 (16 x 8):       4 rows x 2 vectors of 8:   8 accumulators;
 //   others (SSE, NEON: 4):     4 rows x 4 vectors of 4:  16 accumulators (NEON's 32 registers; SSE's
 //                              16 spill a little).
-// (The AVX-512 tile on AVX2 held 32 register halves in 16 registers: 2.0 GFLOP/s against ~48 for
-// the AVX2 tile on the same core, an AVX2 EPYC, session 30.)
+// (16-float vectors everywhere, the AVX-512 tile on AVX2 held 32 register halves in 16 registers:
+// 2.0 GFLOP/s against ~48 for the AVX2 tile on the same core, an AVX2 EPYC, session 30; the other
+// loops in 16-float vectors ran 2-3x slower there too.)
 #pragma once
 
 #include <cstdint>
@@ -17,16 +18,8 @@
 namespace gdn {
 namespace cpu {
 
-typedef float f32x16 __attribute__((vector_size(64)));
-
-inline f32x16 load16(const float* p) {
-  f32x16 v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-inline void store16(float* p, f32x16 v) { std::memcpy(p, &v, sizeof(v)); }
-// The target's own vector (f32xN: kLanes floats, one register) for the loops whose vectors must
-// stay in registers: the micro-kernel and the V-major decode step.
+// The target's own vector: kLanes floats, one register (the micro-kernel, the inverse's rows, the
+// V-major decode step).
 #if defined(__AVX512F__)
 constexpr int kLanes = 16, kGemmRows = 8, kGemmVecs = 2;
 #elif defined(__AVX__)
