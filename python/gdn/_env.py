@@ -154,6 +154,11 @@ class Env:
             return x.detach()
         return x
 
+    def array_map(self):
+        """arr where it changes something (torch), else None: binding_call then passes the arrays as
+        they are without a call per argument."""
+        return self.arr if self.kind == "torch" else None
+
     # -- small math for the unfused gate paths ---------------------------------------------------
     def to_f32(self, x):
         if self.kind == "torch":

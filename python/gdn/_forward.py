@@ -249,8 +249,8 @@ def run_forward(op, q, k, v, g, beta, *, scale, initial_state, output_final_stat
 def call_binding(env, args):
     """The binding straight (numpy, cupy; torch without custom ops), `args` in the op's order."""
     with env.scope():
-        sig.binding_call(_C.forward, args, env.arr if env.kind == "torch" else None, workspace=env.workspace(),
-                         stream=env.stream(), num_threads=env.num_threads())
+        sig.binding_call(_C.forward, args, env.array_map(), workspace=env.workspace(), stream=env.stream(),
+                         num_threads=env.num_threads())
 
 
 def pop_fla_kwargs(op, kwargs, state_v_first):
