@@ -40,31 +40,40 @@ namespace cuda {
 // formed by the norm warpgroup's 128 threads (tid: 0 .. 127). Both warpgroups of the chain are on
 // its critical path (docs/perf.md, session 27: formed by either, they cost it 28-32%), and
 // kkt_solve, which formed them before, had to read all of q from memory for them (prep +12-16%).
-// The quad of lanes 4 i' .. 4 i' + 3 takes rows i' and i' + 32, lane t summing 16-byte pieces
-// 4 t .. 4 t + 3 of a row (two 64-wide SW128 atoms) in order, then the quad adds: the sums
-// kkt_solve formed. Rows past len are not read: the chain warpgroup zeroes them meanwhile.
+// On the tensor cores: warp w forms the diagonal of Q_w Q_w^T for its 16 rows (mma.sync m16n8k16,
+// fp32 sums: the squares of 16-bit values are exact in fp32), Q_w from the SW128 tile by ldmatrix,
+// whose A fragments are also the B fragments of Q_w^T (rows 0 .. 7 of Q_w as the columns: a0, a2;
+// rows 8 .. 15: a1, a3). 8 ldmatrix and 16 mma a warp instead of ~140 unpacks and multiply-adds a
+// thread (session 30: this warpgroup's work was 3.5% of the chain's time). Rows past len are not
+// read (the chain warpgroup zeroes them meanwhile): their lanes read the warp's first row, which
+// only the discarded off-diagonal sums see.
 template <typename E>
 __device__ __forceinline__ void chain_q_inverse_norms(const E* q, float* rq, int len, int tid) {
-  const int t4 = tid % 4;
+  const int lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int r0 = 16 * (tid / 32);  // the warp's first row
+  if (r0 >= len) {
+    if (lane < 16) rq[r0 + lane] = 0.f;
+    return;
+  }
+  const int row = r0 + lane % 16 < len ? r0 + lane % 16 : r0;  // this lane's ldmatrix row
+  // The row's 16-byte piece 2 ks + lane / 16 (k-step ks, atom ks / 4) sits at chunk
+  // ((2 ks) & 7) ^ y of the row, y = (lane / 16) ^ (row & 7) (sw128: bit 0 is the lane's half).
+  const uint32_t base = smem_u32(q) + static_cast<uint32_t>(row) * 128;
+  const uint32_t y = static_cast<uint32_t>((lane / 16) ^ (row & 7));
+  float c0[4] = {0.f, 0.f, 0.f, 0.f}, c1[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int i = tid / 4 + 32 * h;
-    float s = 0.f;
-#pragma unroll
-    for (int m = 0; m < 4; ++m) {
-      if (i >= len) break;
-      const int ch = 4 * t4 + m;
-      const char* atom = reinterpret_cast<const char*>(q) + (ch / 8) * (kChunkSize * 128);
-      const uint4 x = *reinterpret_cast<const uint4*>(atom + sw128(i, ch % 8));
-      const uint32_t* w = reinterpret_cast<const uint32_t*>(&x);
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const float a = lo_f<E>(w[k]), c = hi_f<E>(w[k]);
-        s += a * a + c * c;
-      }
-    }
-    const float r = quad_inv_l2norm(s);  // (every lane: the shuffles see the whole warp)
-    if (t4 == 0) rq[i] = i < len ? r : 0.f;
+  for (int ks = 0; ks < kChunkSize * 2 / 16; ++ks) {  // 8 k-steps of 16 columns over the 128
+    uint32_t a[4];
+    ldsm_x4(base + (ks / 4) * (kChunkSize * 128) + ((((2 * ks) & 7) ^ y) << 4), a[0], a[1], a[2], a[3]);
+    mma16<E>(c0, a, a[0], a[2]);  // columns: rows r0 .. r0 + 7
+    mma16<E>(c1, a, a[1], a[3]);  // columns: rows r0 + 8 .. r0 + 15
+  }
+  // Diagonal (r0 + g, r0 + g) is c0[g & 1] of lane (g, g / 2), (r0 + 8 + g, r0 + 8 + g) its c1[2 + (g & 1)].
+  if (t == g / 2) {
+    const float s0 = (g & 1) ? c0[1] : c0[0], s1 = (g & 1) ? c1[3] : c1[2];
+    const int i0 = r0 + g, i1 = i0 + 8;
+    rq[i0] = i0 < len ? rsqrtf(s0 + float(spec::kL2NormEps)) : 0.f;
+    rq[i1] = i1 < len ? rsqrtf(s1 + float(spec::kL2NormEps)) : 0.f;
   }
 }
 

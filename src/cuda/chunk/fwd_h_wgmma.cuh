@@ -165,7 +165,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, 1)
     // returns). (ptxas: the o warpgroup's code is the same at 232 and 240; 248 / 232 is the split
     // measured, session 29.)
     constexpr int kLaunchRegs = 65536 / 384 / 8 * 8;                                                // 168
-    constexpr int kNormRegs = 24, kORegs = 232, kChainRegs = 3 * kLaunchRegs - kNormRegs - kORegs;  // 248
+    constexpr int kNormRegs = 32, kORegs = 232, kChainRegs = 3 * kLaunchRegs - kNormRegs - kORegs;  // 240
     static_assert(kChainRegs <= 256 && kChainRegs % 8 == 0 && kNormRegs >= 24, "setmaxnreg's counts");
     // The part's first token read back from shared memory past each setmaxnreg: carried across
     // it in a register, ptxas spilled it (one value, reloaded in the chain's loop). The barrier
