@@ -135,9 +135,16 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
   auto flush_o = [&](int64_t c) {
     const int64_t t0 = tb + c * kC;
     const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
-    E* const dst = static_cast<E*>(out.data) + (t0 + 16 * warp) * out.stride_token + hv * out.stride_head + v0;
-    stage_rows_store<E, 64>(sm.o_stage, kChainOStride, 16 * warp, 0, len - 16 * warp, dst, out.stride_token,
-                            out.rows16);
+    stage_rows_out<E, 64>(sm.o_stage, kChainOStride, 16 * warp, 0, len - 16 * warp, [&](int i, int col, uint4 x) {
+      E* dst = static_cast<E*>(out.data) + (t0 + 16 * warp + i) * out.stride_token + hv * out.stride_head + v0 + col;
+      if (out.rows16) {
+        st_global16(dst, x);
+      } else {
+        const E* e = reinterpret_cast<const E*>(&x);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) dst[k] = e[k];
+      }
+    });
     __syncwarp();  // the staging rows are read before the next stage_o's stmatrix
   };
   // o += P v_new (the v staging: tokens j = the k dimension, read MN-major).

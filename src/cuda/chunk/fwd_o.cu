@@ -288,7 +288,16 @@ __global__ void __launch_bounds__(NW * 32)
   E* stage = sm.k;
   stage_acc(stage, S::SK, r0, c0, acc, b.scale);
   __syncwarp();
-  stage_rows_store<E, 16 * DP>(stage, S::SK, r0, c0, len - r0, o + (t0 + r0) * o_st + hv * o_sh + c0, o_st, rows16);
+  stage_rows_out<E, 16 * DP>(stage, S::SK, r0, c0, len - r0, [&](int i, int c, uint4 x) {
+    E* dst = o + (t0 + r0 + i) * o_st + hv * o_sh + c0 + c;
+    if (rows16) {
+      st_global16(dst, x);
+    } else {
+      const E* e = reinterpret_cast<const E*>(&x);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) dst[j] = e[j];
+    }
+  });
 }
 
 template <int D, typename E, int NW>

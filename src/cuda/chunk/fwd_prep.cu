@@ -294,8 +294,9 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
     const int r0 = 16 * m, c0 = 16 * DP * half;
     stage_acc(sm.k, SK, r0, c0, acc, 1.f);
     __syncwarp();
-    stage_rows_store<E, 16 * DP>(sm.k, SK, r0, c0, len - r0, dst + ((t0 + r0) * HV + hv) * D + c0, int64_t(HV) * D,
-                                 true);
+    stage_rows_out<E, 16 * DP>(sm.k, SK, r0, c0, len - r0, [&](int i, int c, uint4 x) {
+      *reinterpret_cast<uint4*>(dst + ((t0 + r0 + i) * HV + hv) * D + c0 + c) = x;
+    });
   }
 }
 

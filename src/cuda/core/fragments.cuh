@@ -157,7 +157,7 @@ __device__ __forceinline__ void frag_b_kn(const T* base, int stride, int n0, int
 }
 // A warp's m16n8 accumulators acc[0..NT) (rows r0..r0 + 15, columns c0 + 8 nt..) times `scale`,
 // rounded to T and stored [row][col] into shared memory (stride in elements) by stmatrix, so that
-// the rows can leave in 16-byte pieces (stage_rows_store) instead of 4-byte pairs 8 rows apart.
+// the rows can leave in 16-byte pieces (stage_rows_out) instead of 4-byte pairs 8 rows apart.
 template <typename T, int NT>
 __device__ __forceinline__ void stage_acc(T* base, int stride, int r0, int c0, const float (&acc)[NT][4], float scale) {
   static_assert(NT % 2 == 0, "pairs of n-tiles");
@@ -169,38 +169,17 @@ __device__ __forceinline__ void stage_acc(T* base, int stride, int r0, int c0, c
             pack2<T>(scale * acc[nt][2], scale * acc[nt][3]), pack2<T>(scale * acc[nt + 1][0], scale * acc[nt + 1][1]),
             pack2<T>(scale * acc[nt + 1][2], scale * acc[nt + 1][3]));
 }
-// The 16 x W tile staged by stage_acc (after __syncwarp) -> rows r0 .. r0 + rows - 1 (rows < 16
-// stores fewer) of global memory `row_step` elements apart (dst: the tile's row r0, column c0),
-// 16 bytes per lane and piece. A lane's pieces share a column and lie 32 / (W / 8) rows apart, so
-// its destination is formed once and stepped (per piece, its 64-bit row products took the fused o
-// warpgroup ~30 instructions, beyond its P v_new products' shadow: ncu, session 30), and its
-// shared-memory loads go first. rows16: whole 16-byte stores, else element by element.
-template <typename T, int W>
-__device__ __forceinline__ void stage_rows_store(const T* base, int stride, int r0, int c0, int rows, T* dst,
-                                                 int64_t row_step, bool rows16) {
+// The 16 x W tile staged by stage_acc (after __syncwarp), 16 bytes per lane: out(i, c, piece)
+// gets row r0 + i (i < rows), columns c0 + c..c0 + c + 7.
+template <typename T, int W, typename Out>
+__device__ __forceinline__ void stage_rows_out(const T* base, int stride, int r0, int c0, int rows, Out out) {
   static_assert(W % 8 == 0 && 32 % (W / 8) == 0, "whole 16-byte pieces, whole rows per warp step");
-  constexpr int PR = W / 8, RS = 32 / PR;  // pieces per row, rows per warp step
-  const int lane = threadIdx.x % 32, c = 8 * (lane % PR), i0 = lane / PR;
-  const T* const src = base + (r0 + i0) * stride + c0 + c;
-  T* const d = dst + i0 * row_step + c;
-  if (rows16) {  // all loads first, then the stores: one shared-memory latency, not one per piece
-    uint4 x[16 / RS];
+  constexpr int PR = W / 8;  // pieces per row
+  const int lane = threadIdx.x % 32;
 #pragma unroll
-    for (int j = 0; j < 16 / RS; ++j)
-      if (i0 + RS * j < rows) x[j] = *reinterpret_cast<const uint4*>(src + RS * j * stride);
-#pragma unroll
-    for (int j = 0; j < 16 / RS; ++j)
-      if (i0 + RS * j < rows) st_global16(d + RS * j * row_step, x[j]);
-  } else {
-#pragma unroll
-    for (int j = 0; j < 16 / RS; ++j) {
-      if (i0 + RS * j < rows) {
-        const uint4 x = *reinterpret_cast<const uint4*>(src + RS * j * stride);
-        const T* e = reinterpret_cast<const T*>(&x);
-#pragma unroll
-        for (int k = 0; k < 8; ++k) d[RS * j * row_step + k] = e[k];
-      }
-    }
+  for (int e = lane; e < 16 * PR; e += 32) {
+    const int i = e / PR, c = 8 * (e % PR);
+    if (i < rows) out(i, c, *reinterpret_cast<const uint4*>(base + (r0 + i) * stride + c0 + c));
   }
 }
 
