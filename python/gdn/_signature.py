@@ -7,7 +7,6 @@ asserts at import that the two agree, so that a parameter added on one side only
 
 from __future__ import annotations
 
-import operator
 from typing import NamedTuple
 
 # Kinds. "Tensor" kinds are arrays (torch tensors in the op); "host" ones are host copies of device
@@ -113,7 +112,6 @@ def op_schema(args=OP_ARGS) -> str:
 
 _OP_NAME_SET = frozenset(OP_ARG_NAMES)
 _EXEC_NAME_SET = frozenset(EXEC_NAMES)
-_pack = operator.itemgetter(*OP_ARG_NAMES)
 # The positions of the array arguments among the op's (those `array` maps in binding_call).
 _ARRAY_POSITIONS = tuple(i for i, a in enumerate(OP_ARGS) if a.kind in _ARRAY_KINDS)
 
@@ -125,7 +123,9 @@ def pack_op_args(**values) -> tuple:
         missing = [n for n in OP_ARG_NAMES if n not in values]
         extra = sorted(set(values) - _OP_NAME_SET)
         raise TypeError(f"gdn forward arguments: missing {missing}, unexpected {extra}")
-    return _pack(values)
+    # (a comprehension, not operator.itemgetter: torch.compile's Dynamo traces this, and it cannot
+    # trace an itemgetter's call)
+    return tuple([values[n] for n in OP_ARG_NAMES])
 
 
 def binding_call(forward, op_args, array, **exec_args):
