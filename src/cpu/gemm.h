@@ -4,7 +4,8 @@
 // register), whose width sets the micro-kernel's tile, so that its accumulators never leave the
 // registers:
 //   AVX-512 (32 x 16 floats):  8 rows x 2 vectors of 16: 16 accumulators;
-//   AVX / AVX2 (16 x 8):       4 rows x 2 vectors of 8:   8 accumulators;
+//   AVX / AVX2 (16 x 8):       6 rows x 2 vectors of 8:  12 accumulators (M % 6 left in 4 or 2
+//                              rows: M is a multiple of 8);
 //   others (SSE, NEON: 4):     4 rows x 4 vectors of 4:  16 accumulators (NEON's 32 registers; SSE's
 //                              16 spill a little).
 // (16-float vectors everywhere, the AVX-512 tile on AVX2 held 32 register halves in 16 registers:
@@ -23,7 +24,7 @@ namespace cpu {
 #if defined(__AVX512F__)
 constexpr int kLanes = 16, kGemmRows = 8, kGemmVecs = 2;
 #elif defined(__AVX__)
-constexpr int kLanes = 8, kGemmRows = 4, kGemmVecs = 2;
+constexpr int kLanes = 8, kGemmRows = 6, kGemmVecs = 2;
 #else
 constexpr int kLanes = 4, kGemmRows = 4, kGemmVecs = 4;
 #endif
@@ -45,31 +46,30 @@ inline float hsumN(f32xN v) {  // the lanes' sum, in lane order
   return s;
 }
 
-// C[kGemmRows, kLanes * NV] (=|+=) A[kGemmRows, depth] B[depth, kLanes * NV]; the
-// kGemmRows x NV accumulators stay in registers, each B row is loaded once and each A element is
-// broadcast once.
-template <int NV>
+// C[R, kLanes * NV] (=|+=) A[R, depth] B[depth, kLanes * NV]; the R x NV accumulators stay in
+// registers, each B row is loaded once and each A element is broadcast once.
+template <int R, int NV>
 inline void gemm_tile(int depth, const float* __restrict A, int64_t lda, const float* __restrict B, int64_t ldb,
                       float* __restrict C, int64_t ldc, bool accumulate) {
-  f32xN acc[kGemmRows][NV];
-  for (int r = 0; r < kGemmRows; ++r)
+  f32xN acc[R][NV];
+  for (int r = 0; r < R; ++r)
     for (int v = 0; v < NV; ++v) acc[r][v] = accumulate ? loadN(C + r * ldc + kLanes * v) : f32xN{};
   for (int p = 0; p < depth; ++p) {
     f32xN b[NV];
     for (int v = 0; v < NV; ++v) {
       b[v] = loadN(B + p * ldb + kLanes * v);
 #if defined(__AVX__) && !defined(__AVX512F__)
-      // In a register: GCC otherwise folds the load into every row's FMA (8 loads of B and 4
-      // broadcasts a step: load-bound, 35 GFLOP/s; held, FMA-bound: ~48, session 30).
+      // In a register: GCC otherwise folds the load into every row's FMA (at 4 rows, 8 loads of
+      // B and 4 broadcasts a step: load-bound, 35 GFLOP/s; held: ~48, session 30).
       asm("" : "+x"(b[v]));
 #endif
     }
-    for (int r = 0; r < kGemmRows; ++r) {
+    for (int r = 0; r < R; ++r) {
       const float a = A[r * lda + p];
       for (int v = 0; v < NV; ++v) acc[r][v] += a * b[v];
     }
   }
-  for (int r = 0; r < kGemmRows; ++r)
+  for (int r = 0; r < R; ++r)
     for (int v = 0; v < NV; ++v) storeN(C + r * ldc + kLanes * v, acc[r][v]);
 }
 
@@ -81,21 +81,33 @@ inline void gemm_tile(int depth, const float* __restrict A, int64_t lda, const f
 //                above the diagonal are skipped and left unwritten.
 enum class Shape { kDense, kLowerA, kLowerC };
 
-// C[M, N] (=|+=) A[M, depth] B[depth, N], row-major with leading dimensions in elements.
-// M % 8 == 0 and N % 16 == 0 (head sizes are multiples of 16 and chunks are padded to 64 rows).
-template <Shape shape = Shape::kDense>
-inline void gemm(int M, int N, int depth, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
-                 int64_t ldc, bool accumulate) {
-  static_assert(8 % kGemmRows == 0, "row tiles within M % 8 == 0");
+// The row tiles [i, i + R) of C (=|+=) A B from row i on, R rows each while they fit.
+template <int R, Shape shape>
+inline int gemm_rows(int i, int M, int N, int depth, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+                     int64_t ldc, bool accumulate) {
   constexpr int kHalf = 16 / kLanes;  // vectors of a 16-column tile (N % 16 == 0)
-  for (int i = 0; i < M; i += kGemmRows) {
-    const int last = i + kGemmRows;  // one past the tile's last row
+  for (; i + R <= M; i += R) {
+    const int last = i + R;  // one past the tile's last row
     const int d = shape == Shape::kLowerA ? (last < depth ? last : depth) : depth;
     const int n_end = shape == Shape::kLowerC ? (last + 15) / 16 * 16 < N ? (last + 15) / 16 * 16 : N : N;
     int j = 0;
     for (; j + kGemmCols <= n_end; j += kGemmCols)
-      gemm_tile<kGemmVecs>(d, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, accumulate);
-    for (; j < n_end; j += 16) gemm_tile<kHalf>(d, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, accumulate);
+      gemm_tile<R, kGemmVecs>(d, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, accumulate);
+    for (; j < n_end; j += 16) gemm_tile<R, kHalf>(d, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, accumulate);
+  }
+  return i;
+}
+
+// C[M, N] (=|+=) A[M, depth] B[depth, N], row-major with leading dimensions in elements.
+// M % 8 == 0 and N % 16 == 0 (head sizes are multiples of 16 and chunks are padded to 64 rows).
+// Each element's products accumulate over the depth in order, whatever the tile.
+template <Shape shape = Shape::kDense>
+inline void gemm(int M, int N, int depth, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+                 int64_t ldc, bool accumulate) {
+  int i = gemm_rows<kGemmRows, shape>(0, M, N, depth, A, lda, B, ldb, C, ldc, accumulate);
+  if constexpr (8 % kGemmRows != 0) {  // (6 rows: M % 6 is 0, 2 or 4 when M % 8 == 0)
+    i = gemm_rows<4, shape>(i, M, N, depth, A, lda, B, ldb, C, ldc, accumulate);
+    gemm_rows<2, shape>(i, M, N, depth, A, lda, B, ldb, C, ldc, accumulate);
   }
 }
 
