@@ -107,3 +107,18 @@ ab_sanitize() {
   { echo "== $side $tool ($only): rc=$rc"; tail -40 /tmp/san.log; } >> "$OUT/sanitize.log"
   echo "[$SECONDS s] $side $tool rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/san.log | tail -1)" | tee -a "$OUT/summary.txt"
 }
+
+# SIDE's quick set (TIMEOUT s) into $OUT/quick_SIDE.log, compared with main's committed quick lines
+# (unchanged since session 28): its FAIL lines, then how many of main's lines differ (the extra
+# lines a side lists after main's are not compared), the differing ones into summary.txt.
+AB_QUICK_REF=bench/results/h200_s28_quick_84a1093.log
+ab_quick() {
+  local side=$1 limit=$2 log="$OUT/quick_$1.log" n
+  has_side "$side" || return
+  n=$(grep -cE '^(ok|FAIL)' "$AB_QUICK_REF")
+  timeout "$limit" "$(bin_of "$side")" --quick > "$log" 2>&1
+  local diffs
+  diffs=$(diff <(grep -E '^(ok|FAIL)' "$AB_QUICK_REF") <(grep -E '^(ok|FAIL)' "$log" | head -"$n"))
+  echo "[$SECONDS s] quick $side: $(grep -c '^FAIL ' "$log") FAIL of $(grep -cE '^(ok|FAIL)' "$log") lines; of $n reference lines $(grep -c '^[<>]' <<<"$diffs") differ" | tee -a "$OUT/summary.txt"
+  head -20 <<<"$diffs" >> "$OUT/summary.txt"
+}

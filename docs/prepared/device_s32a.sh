@@ -27,14 +27,7 @@ ab_smoke 8x1k 1x32k
 AB_PHASES=1 ab_time 250 1x32k 4x8k 64x256 8x1k tp4-1x32k
 ab_table
 grep -E '^\S+ (1x32k|4x8k) .*phases' $OUT/ab.log | grep -oE '^\S+ \S+|prep [0-9.]+  h [0-9.]+' | paste - - | tee -a $OUT/summary.txt
-REF=bench/results/h200_s28_quick_84a1093.log  # main's quick lines (unchanged since session 28)
-lines() { grep -E '^(ok|FAIL)' $1; }
-n=$(lines $REF | wc -l)
-if has_side new; then
-  timeout 60 $(bin_of new) --quick > $OUT/quick_new.log 2>&1
-  echo "[$SECONDS s] quick new: $(grep -c '^FAIL ' $OUT/quick_new.log) FAIL, of $n reference lines $(diff <(lines $REF) <(lines $OUT/quick_new.log | head -$n) | grep -c '^[<>]') differ" | tee -a $OUT/summary.txt
-  diff <(lines $REF) <(lines $OUT/quick_new.log | head -$n) | head -20 >> $OUT/summary.txt
-fi
+ab_quick new 60
 for r in 1 2; do for side in base new; do
   has_side $side && [[ $SECONDS -lt 330 ]] && echo "$side $(timeout 30 $(bin_of $side) --bench --no-check --profile --case 256x64/fused 2>&1 | grep -E '^bench |phases' | tr '\n' ' ')" | tee -a $OUT/summary.txt
 done; done

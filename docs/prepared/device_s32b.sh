@@ -35,15 +35,8 @@ if has_side new; then
     echo "new $(timeout 30 $(bin_of new) --bench --no-check --case $c 2>&1 | grep -E '^bench ' | tr '\n' ' ')" | tee -a $OUT/summary.txt
   done
 fi
-REF=bench/results/h200_s28_quick_84a1093.log  # main's quick lines (unchanged since session 28)
-lines() { grep -E '^(ok|FAIL)' $1; }
-n=$(lines $REF | wc -l)
-if has_side new; then
-  timeout 120 $(bin_of new) --quick > $OUT/quick_new.log 2>&1
-  echo "[$SECONDS s] quick new: $(grep -c '^FAIL ' $OUT/quick_new.log) FAIL of $(lines $OUT/quick_new.log | wc -l) lines; of $n reference lines $(diff <(lines $REF) <(lines $OUT/quick_new.log | head -$n) | grep -c '^[<>]') differ" | tee -a $OUT/summary.txt
-  diff <(lines $REF) <(lines $OUT/quick_new.log | head -$n) | head -20 >> $OUT/summary.txt
-  grep -E '^(ok|FAIL) .*serial' $OUT/quick_new.log | head -60 >> $OUT/summary.txt
-fi
+ab_quick new 120
+has_side new && grep -E '^(ok|FAIL) .*serial' $OUT/quick_new.log | head -60 >> $OUT/summary.txt
 ab_sanitize new synccheck "pool fused serial,split 2 parts fused serial,140 seqs" 480
 ab_sanitize new racecheck "ckpt bf16 128 vmajor oob fused serial,g=0 one-chunk" 520
 ab_sanitize new memcheck "fused serial,140 seqs,odd stride" 575
