@@ -108,15 +108,21 @@ TEST(Heuristics, FusedOInOneWaveOrFromFourChunks) {
   EXPECT_TRUE(tp4_8x4k.fuse_o);
   const auto one_1900 = cuda::chunk_forward_heuristics(problem(16, 32, 1900, 1), h200());  // no split: 64 blocks
   EXPECT_TRUE(one_1900.fuse_o);
-  EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 32768, 1), h200()).fuse_o);     // 2 parts: 128 blocks
-  EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(4, 8, 131072, 1), h200()).fuse_o);      // 8 parts: 128 blocks
-  EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 32768, 4), h200()).fuse_o);     // 4x8k: 2 waves
-  EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 8192, 8), h200()).fuse_o);      // 8x1k
-  EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 16384, 64), h200()).fuse_o);    // 64x256: 4 chunks
-  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(16, 32, 16384, 256), h200()).fuse_o);  // 256x64: 1 chunk
-  EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(4, 8, 65536, 16), h200()).fuse_o);      // 256 blocks
-  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(2, 4, 32768, 8, 64), h200()).fuse_o);  // D = 64
-  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(16, 32, 0, 0), h200()).fuse_o);        // no sequence
+  EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 32768, 1), h200()).fuse_o);    // 2 parts: 128 blocks
+  EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(4, 8, 131072, 1), h200()).fuse_o);     // 8 parts: 128 blocks
+  EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 32768, 4), h200()).fuse_o);    // 4x8k: 2 waves
+  EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 8192, 8), h200()).fuse_o);     // 8x1k
+  EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 16384, 64), h200()).fuse_o);   // 64x256: 4 chunks
+  EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 16384, 256), h200()).fuse_o);  // 256x64: 1 chunk
+  // ... both in the serial form (many waves of a few chunks each), the others not.
+  EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 16384, 64), h200()).fuse_o_serial);
+  EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 16384, 256), h200()).fuse_o_serial);
+  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(16, 32, 8192, 8), h200()).fuse_o_serial);   // 16 chunks
+  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(16, 32, 32768, 1), h200()).fuse_o_serial);  // split
+  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(4, 8, 4096, 16), h200()).fuse_o_serial);    // 256 blocks
+  EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(4, 8, 65536, 16), h200()).fuse_o);           // 256 blocks
+  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(2, 4, 32768, 8, 64), h200()).fuse_o);       // D = 64
+  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(16, 32, 0, 0), h200()).fuse_o);             // no sequence
 }
 
 TEST(Heuristics, PartsOfTheSplitTestCases) {

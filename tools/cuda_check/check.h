@@ -59,6 +59,7 @@ struct Case {
   bool oob = false;             // also pool indices >= num_slots (read as zeros / not written)
   bool fwd_o_after = false;     // the tensor-core forward with o by fwd_o after the chain (cfg.fuse_o off)
   bool fuse_o = false;          // the tensor-core forward with o computed in the chain (cfg.fuse_o)
+  bool fuse_o_serial = false;   // ... in the chain's serial form (cfg.fuse_o_serial; with fuse_o)
   DType sdt = DType::kFloat32;  // the state pool's element type
   int row_pad = 0;              // pool rows HV K V + row_pad elements apart
   // > 0 (with decode): speculative decoding's verify in vLLM's convention, max_tokens = spec_tokens
@@ -102,12 +103,13 @@ struct BenchOptions {
 };
 // One prefill case of bench/cases.txt (its heads, gates and lengths; K = V = 128, bf16); `label`
 // names it in the output. The variant: the library's choices, or the same with o by fwd_o after
-// the chain ("NAME/seq"), or with o computed in the chain ("NAME/fused"), or the
+// the chain ("NAME/seq"), or with o computed in the chain ("NAME/fused": by its second warpgroup;
+// "NAME/serial": by its one warpgroup after each chunk's chain, cfg.fuse_o_serial), or the
 // library's choices storing a prefill checkpoint every 16 chunks (a dense fp32 buffer: "NAME/ckpt"),
 // or the exact split into two equal parts of the average sequence's chunks with o fused ("NAME/split2": one long
 // sequence at H = 16, HV = 32 fills 128 SMs that way; the heuristics make part 0 the longer there,
 // since it runs beside the summary pass).
-enum class PrefillVariant { kDefault, kOAfter, kFusedO, kCheckpoints, kSplit2 };
+enum class PrefillVariant { kDefault, kOAfter, kFusedO, kFusedSerial, kCheckpoints, kSplit2 };
 void bench_prefill(const tools::PrefillCase& c, const std::string& label, PrefillVariant variant, BenchOptions& o);
 // The decode step for N sequences (one token each) of the benchmark shape, against the copy rate,
 // on a state pool of `state_dtype` (GB/s counts the state bytes moved: one read and one write of

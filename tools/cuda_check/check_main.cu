@@ -26,9 +26,10 @@ const char* kUsage =
     "  --bench      time the prefill cases (CUDA graphs, median of 20) and the decode step\n"
     "  --no-check   no correctness cases (timings only)\n"
     "  --profile    with --bench: also the phases of the tensor-core forward (plan, pack, prep, h, o)\n"
-    "  --case NAME  with --bench: time that prefill case only (e.g. under ncu); NAME/seq, NAME/fused, NAME/ckpt,\n"
-    "               NAME/split2: its A/B rows (/seq: o by fwd_o after the chain; /fused: o in the chain; /ckpt: a\n"
-    "               checkpoint every 16 chunks; /split2: the exact split into 2 parts, o fused)\n"
+    "  --case NAME  with --bench: time that prefill case only (e.g. under ncu); NAME/seq, NAME/fused,\n"
+    "               NAME/serial, NAME/ckpt, NAME/split2: its A/B rows (/seq: o by fwd_o after the chain; /fused: o\n"
+    "               in the chain by its second warpgroup; /serial: by its one warpgroup after each chunk's chain;\n"
+    "               /ckpt: a checkpoint every 16 chunks; /split2: the exact split into 2 parts, o fused)\n"
     "  --json FILE  with --bench: the timings as a JSON array\n";
 
 int usage_error(const std::string& what) {
@@ -72,7 +73,8 @@ int main(int argc, char** argv) {
     return std::find_if(prefill.begin(), prefill.end(), [&](const tools::PrefillCase& c) { return c.name == name; });
   };
   // --case NAME, NAME/seq, NAME/fused, NAME/ckpt or NAME/split2 (the A/B rows).
-  const std::string seq_suffix = "/seq", fused_suffix = "/fused", ckpt_suffix = "/ckpt", split2_suffix = "/split2";
+  const std::string seq_suffix = "/seq", fused_suffix = "/fused", serial_suffix = "/serial", ckpt_suffix = "/ckpt",
+                    split2_suffix = "/split2";
   auto base_name = [](const std::string& label) { return label.substr(0, label.find('/')); };
   if (!only_case.empty() && find_case(base_name(only_case)) == prefill.end())
     return usage_error("--case " + only_case + ": no such prefill case (tools/cases.h)");
@@ -132,6 +134,10 @@ int main(int argc, char** argv) {
         // and on the split + fused path.
         if ((c.name == "1x32k" || c.name == "tp4-1x32k") && timed(c.name + ckpt_suffix))
           check::bench_prefill(c, c.name + ckpt_suffix, check::PrefillVariant::kCheckpoints, bo);
+        // o in the chain's serial form (asked for by name only; the default where the heuristics
+        // take it).
+        if (only_case == c.name + serial_suffix)
+          check::bench_prefill(c, c.name + serial_suffix, check::PrefillVariant::kFusedSerial, bo);
         // The split into 2 parts (asked for by name only).
         if (only_case == c.name + split2_suffix)
           check::bench_prefill(c, c.name + split2_suffix, check::PrefillVariant::kSplit2, bo);

@@ -356,6 +356,7 @@ bool run_case(const Case& c, std::mt19937& rng) {
         if (!cuda::fast_path_supported(p)) throw Error("fwd_o_after / fuse_o need a tensor-core forward case");
         cuda::ChunkForwardConfig cfg = cuda::chunk_forward_heuristics(p, cuda::device_props());
         cfg.fuse_o = c.fuse_o;
+        cfg.fuse_o_serial = c.fuse_o && c.fuse_o_serial;
         ex.workspace_bytes = cuda::fast_workspace_size(p, cfg);
         ex.workspace = device_alloc(ex.workspace_bytes);
         cuda::fast_forward(f, ex, cfg);

@@ -180,8 +180,11 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   // The library's choices, or the variant's explicit config (whose workspace may be larger).
   cuda::ChunkForwardConfig cfg = cuda::chunk_forward_heuristics(in.p, cuda::device_props());
   const bool explicit_cfg = variant != PrefillVariant::kDefault && variant != PrefillVariant::kCheckpoints;
-  if (variant == PrefillVariant::kOAfter || variant == PrefillVariant::kFusedO)
-    cfg.fuse_o = variant == PrefillVariant::kFusedO;  // (/seq: fwd_o after the chain)
+  if (variant == PrefillVariant::kOAfter || variant == PrefillVariant::kFusedO ||
+      variant == PrefillVariant::kFusedSerial) {
+    cfg.fuse_o = variant != PrefillVariant::kOAfter;  // (/seq: fwd_o after the chain)
+    cfg.fuse_o_serial = variant == PrefillVariant::kFusedSerial;
+  }
   if (variant == PrefillVariant::kSplit2) {
     const int64_t max_chunks = (T + kChunkSize - 1) / kChunkSize;
     cfg.split_chunks_per_part = static_cast<int>((cuda::average_chunks(in.p) + 1) / 2);
@@ -190,6 +193,7 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
     cfg.split_max_parts = static_cast<int>((max_chunks + cfg.split_chunks_per_part - 1) / cfg.split_chunks_per_part);
     cfg.split_summary_stages = 4;
     cfg.fuse_o = true;
+    cfg.fuse_o_serial = false;
   }
   const size_t wsz = std::max(cuda::chunk_gated_delta_rule_workspace_size(in.p, 0),
                               explicit_cfg ? cuda::fast_workspace_size(in.p, cfg) : size_t(0));

@@ -59,8 +59,12 @@ constexpr int kBV = 64;         // V slice per block (the wgmma M)
 //             chunk's h and v_new staging leaves by one bulk copy (TMA) issued by thread 0;
 //   kSummary: the split's summary pass (below); stores nothing per chunk;
 //   kFusedO:  a second warpgroup computes o on chip (chain_o.cuh); nothing per chunk goes to
-//             global memory but o, and fwd_o does not run.
-enum class ChainMode { kStoreBulk, kSummary, kFusedO };
+//             global memory but o, and fwd_o does not run;
+//   kFusedSerial: the same o by the chain warpgroup itself after each chunk's update, on one ring
+//             stage (~108 KB: two blocks per SM, each hiding the other's loads and latencies),
+//             for sequences of a few chunks in several waves (one block of kFusedO per SM runs
+//             their load, chain, o and store back to back with nothing beside them).
+enum class ChainMode { kStoreBulk, kSummary, kFusedO, kFusedSerial };
 
 // kFusedO's additions: the q ring beside w and k, the h_lo staging (the operands' hi + lo parts:
 // kHiLoOperands, chain_precise.cuh), and the o staging (kChainOStride-element rows).
@@ -102,6 +106,7 @@ struct WgSmem : WgFusedSmem<ST, kFused, E> {  // (an empty base takes no space: 
 static_assert(sizeof(__nv_bfloat16) * kC * kD % 1024 == 0, "stages stay 1024-aligned");
 static_assert(sizeof(WgFusedSmem<3, true, __nv_bfloat16>) % 1024 == 0, "a, k and h_lo stay 1024-aligned");
 static_assert(sizeof(WgFusedSmem<3, true, __half>) % 1024 == 0, "a and k stay 1024-aligned");
+static_assert(sizeof(WgFusedSmem<1, true, __nv_bfloat16>) % 1024 == 0, "a and k stay 1024-aligned (kFusedSerial)");
 
 // The state slice's registers (S^T as an m64n128 wgmma accumulator) and the elements they hold:
 // f(i, kk, vv) for st[i] = S[kk][vv], i = 4 j + 2 hh + e, kk = 8 j + 2 t + e, vv = vv0 + 8 hh
@@ -144,11 +149,18 @@ __device__ __forceinline__ void stage_state_fragments(uint32_t (&ha)[32], const 
 // stage's layout, zero rows past len), k's two 64-column atoms (and q's, kFused: for the o
 // warpgroup) and v's slice [v0, v0 + kBV) (none for the identity's chain: `transition`) as boxes of
 // their tensor maps (row_maps.cuh; rows past len hold the next sequence's tokens until
-// chain_zero_rows). The small per-token rows go by cp.async (the caller commits one group per
-// chunk): eg (and G for the o warpgroup), rk.
+// chain_zero_rows). The small per-token rows go by cp.async from `rows` (the caller commits one
+// group per chunk): eg (and G for the o warpgroup), rk.
+// Where a chunk's small per-token rows come from (b.eg, b.Gt, b.rk unless the caller says).
+struct ChainRowSources {
+  const float2* eg;  // [HV, T]
+  const double* Gt;  // [HV, T]
+  const float* rk;   // [H, T]
+};
 template <bool kFused, typename E, typename Sm>
-__device__ __forceinline__ void chain_prefetch(Sm& sm, const FastBufs<E>& b, int64_t gc, int64_t t0, int64_t te, int s,
-                                               int HV, int hv, int hk, int v0, bool transition, int tid) {
+__device__ __forceinline__ void chain_prefetch(Sm& sm, const FastBufs<E>& b, const ChainRowSources& rows, int64_t gc,
+                                               int64_t t0, int64_t te, int s, int HV, int hv, int hk, int v0,
+                                               bool transition, int tid) {
   const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
   // One lane per warp issues, so that no warp carries all the copies' issue (each is ~15
   // instructions of uniform-register setup and elect loop): warp 0 announces the stage's bytes and
@@ -177,12 +189,12 @@ __device__ __forceinline__ void chain_prefetch(Sm& sm, const FastBufs<E>& b, int
   if (tid < kC) {
     const bool ok = tid < len;
     const int64_t at = int64_t(hv) * b.T + t0 + (ok ? tid : 0);
-    cp_async8(&sm.eg[s][tid], b.eg + at, ok ? 8 : 0);
-    if constexpr (kFused) cp_async8(&sm.G[s][tid], b.Gt + at, ok ? 8 : 0);
+    cp_async8(&sm.eg[s][tid], rows.eg + at, ok ? 8 : 0);
+    if constexpr (kFused) cp_async8(&sm.G[s][tid], rows.Gt + at, ok ? 8 : 0);
   } else if (b.l2norm) {
     const int i = tid - kC;
     const bool ok = i < len;
-    cp_async4(&sm.rk[s][i], b.rk + int64_t(hk) * b.T + t0 + (ok ? i : 0), ok ? 4 : 0);
+    cp_async4(&sm.rk[s][i], rows.rk + int64_t(hk) * b.T + t0 + (ok ? i : 0), ok ? 4 : 0);
   }
 }
 

@@ -36,29 +36,22 @@
 namespace gdn {
 namespace cuda {
 
-// q's inverse l2 norms of a ring stage's chunk for the o warpgroup (rq [kC]; rows past len: 0),
-// formed by the norm warpgroup's 128 threads (tid: 0 .. 127). Both warpgroups of the chain are on
-// its critical path (docs/perf.md, session 27: formed by either, they cost it 28-32%), and
-// kkt_solve, which formed them before, had to read all of q from memory for them (prep +12-16%).
-// On the tensor cores: warp w forms the diagonal of Q_w Q_w^T for its 16 rows (mma.sync m16n8k16,
-// fp32 sums: the squares of 16-bit values are exact in fp32), Q_w from the SW128 tile by ldmatrix,
-// whose A fragments are also the B fragments of Q_w^T (rows 0 .. 7 of Q_w as the columns: a0, a2;
-// rows 8 .. 15: a1, a3). 8 ldmatrix and 16 mma a warp instead of ~140 unpacks and multiply-adds a
-// thread (session 30: this warpgroup's work was 3.5% of the chain's time). Rows past len are not
-// read (the chain warpgroup zeroes them meanwhile): their lanes read the warp's first row, which
-// only the discarded off-diagonal sums see.
+// The sums of squares of q's rows r0 + g and r0 + 8 + g (g = lane / 4) of a ring stage's SW128
+// tile (q_tile: its shared address; r0 < len, a warp's first row), valid in the lanes with
+// lane % 4 == g / 2 (the diagonal's holders). On the tensor cores: the warp forms the diagonal of
+// Q_w Q_w^T for its 16 rows (mma.sync m16n8k16, fp32 sums: the squares of 16-bit values are exact
+// in fp32), Q_w from the tile by ldmatrix, whose A fragments are also the B fragments of Q_w^T
+// (rows 0 .. 7 of Q_w as the columns: a0, a2; rows 8 .. 15: a1, a3). 8 ldmatrix and 16 mma a warp
+// instead of ~140 unpacks and multiply-adds a thread. Rows past len are not read (the chain
+// warpgroup zeroes them meanwhile): their lanes read the warp's first row, which only the
+// discarded off-diagonal sums see.
 template <typename E>
-__device__ __forceinline__ void chain_q_inverse_norms(const E* q, float* rq, int len, int tid) {
-  const int lane = tid % 32, g = lane / 4, t = lane % 4;
-  const int r0 = 16 * (tid / 32);  // the warp's first row
-  if (r0 >= len) {
-    if (lane < 16) rq[r0 + lane] = 0.f;
-    return;
-  }
+__device__ __forceinline__ float2 warp_q_square_sums(uint32_t q_tile, int len, int r0, int lane) {
+  const int g = lane / 4;
   const int row = r0 + lane % 16 < len ? r0 + lane % 16 : r0;  // this lane's ldmatrix row
   // The row's 16-byte piece 2 ks + lane / 16 (k-step ks, atom ks / 4) sits at chunk
   // ((2 ks) & 7) ^ y of the row, y = (lane / 16) ^ (row & 7) (sw128: bit 0 is the lane's half).
-  const uint32_t base = smem_u32(q) + static_cast<uint32_t>(row) * 128;
+  const uint32_t base = q_tile + static_cast<uint32_t>(row) * 128;
   const uint32_t y = static_cast<uint32_t>((lane / 16) ^ (row & 7));
   float c0[4] = {0.f, 0.f, 0.f, 0.f}, c1[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
@@ -69,12 +62,42 @@ __device__ __forceinline__ void chain_q_inverse_norms(const E* q, float* rq, int
     mma16<E>(c1, a, a[1], a[3]);  // columns: rows r0 + 8 .. r0 + 15
   }
   // Diagonal (r0 + g, r0 + g) is c0[g & 1] of lane (g, g / 2), (r0 + 8 + g, r0 + 8 + g) its c1[2 + (g & 1)].
-  if (t == g / 2) {
-    const float s0 = (g & 1) ? c0[1] : c0[0], s1 = (g & 1) ? c1[3] : c1[2];
-    const int i0 = r0 + g, i1 = i0 + 8;
-    rq[i0] = i0 < len ? rsqrtf(s0 + float(spec::kL2NormEps)) : 0.f;
-    rq[i1] = i1 < len ? rsqrtf(s1 + float(spec::kL2NormEps)) : 0.f;
+  return make_float2((g & 1) ? c0[1] : c0[0], (g & 1) ? c1[3] : c1[2]);
+}
+
+// q's inverse l2 norms of a ring stage's chunk for the o warpgroup (rq [kC]; rows past len: 0),
+// formed by the norm warpgroup's 128 threads (tid: 0 .. 127), warp w rows 16 w .. 16 w + 15. Both
+// warpgroups of the chain are on its critical path (docs/perf.md, session 27: formed by either
+// with ALU instructions, they cost it 28-32%; session 32: by the o warpgroup's own mma.sync, +3%),
+// and kkt_solve, which formed them before, had to read all of q from memory for them (prep +12-16%).
+template <typename E>
+__device__ __forceinline__ void chain_q_inverse_norms(const E* q, float* rq, int len, int tid) {
+  const int lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int r0 = 16 * (tid / 32);  // the warp's first row
+  if (r0 >= len) {
+    if (lane < 16) rq[r0 + lane] = 0.f;
+    return;
   }
+  const float2 sq = warp_q_square_sums<E>(smem_u32(q), len, r0, lane);
+  if (t == g / 2) {
+    const int i0 = r0 + g, i1 = i0 + 8;
+    rq[i0] = i0 < len ? rsqrtf(sq.x + float(spec::kL2NormEps)) : 0.f;
+    rq[i1] = i1 < len ? rsqrtf(sq.y + float(spec::kL2NormEps)) : 0.f;
+  }
+}
+
+// The same norms of rows r0 + g and r0 + 8 + g for each of the warp's lanes (the serial chain's
+// o rows: chain_o_chunk), the diagonal shuffled to its row's four lanes.
+template <typename E>
+__device__ __forceinline__ float2 warp_q_inverse_norms(uint32_t q_tile, int len, int r0, int lane) {
+  if (r0 >= len) return make_float2(0.f, 0.f);  // (warp-uniform)
+  const int g = lane / 4;
+  const float2 sq = warp_q_square_sums<E>(q_tile, len, r0, lane);
+  const float s0 = __shfl_sync(0xffffffffu, sq.x, 4 * g + g / 2);
+  const float s1 = __shfl_sync(0xffffffffu, sq.y, 4 * g + g / 2);
+  const int i0 = r0 + g, i1 = i0 + 8;
+  return make_float2(i0 < len ? rsqrtf(s0 + float(spec::kL2NormEps)) : 0.f,
+                     i1 < len ? rsqrtf(s1 + float(spec::kL2NormEps)) : 0.f);
 }
 
 // The norm warpgroup (kFusedO with l2norm; tid 0 .. 127, at 24 registers): the part's chunks in
@@ -111,42 +134,41 @@ struct OutRef {
 
 constexpr int kChainOStride = 72;  // o staging row stride (elements): 64 + 8, conflict-free stmatrix
 
-template <typename E, int ST, typename Sm>
-__device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, const OutRef& out, int64_t tb,
-                                                  int64_t te, int64_t nch, int v0, int hv) {
-  constexpr int kC = kChunkSize;
-  const int tid = threadIdx.x - 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-  const int i0 = 16 * warp + g, i1 = i0 + 8;  // this thread's accumulator rows (tokens)
-  // o [64 tokens x 64 vv] and P [64 x 64] as m64n64 accumulators: x[4 j + 2 hh + e] is row
-  // 16 warp + g + 8 hh, column 8 j + 2 t + e.
-  float o[32];
-  uint32_t p_hi[16], p_lo[16];
+// o of chunk c (rows < len) from this warp's 16 rows of the o staging (stage_acc'd once its P v_new
+// was complete) -> out: one chunk later, while the next chunk's P v_new runs on the tensor cores.
+template <typename E, typename Sm>
+__device__ __forceinline__ void chain_o_flush(Sm& sm, const OutRef& out, int64_t tb, int64_t te, int64_t c, int v0,
+                                              int hv, int warp) {
+  const int64_t t0 = tb + c * kChunkSize;
+  const int len = static_cast<int>(te - t0 < kChunkSize ? te - t0 : kChunkSize);
+  stage_rows_out<E, 64>(sm.o_stage, kChainOStride, 16 * warp, 0, len - 16 * warp, [&](int i, int col, uint4 x) {
+    E* dst = static_cast<E*>(out.data) + (t0 + 16 * warp + i) * out.stride_token + hv * out.stride_head + v0 + col;
+    if (out.rows16) {
+      st_global16(dst, x);
+    } else {
+      const E* e = reinterpret_cast<const E*>(&x);
 #pragma unroll
-  for (int i = 0; i < 32; ++i) o[i] = 0.f;  // P of the chunk in flight as A fragments (k-step ks: [4 ks, 4 ks + 4))
+      for (int k = 0; k < 8; ++k) dst[k] = e[k];
+    }
+  });
+  __syncwarp();  // the staging rows are read before the next chunk's stage_acc
+}
 
-  // o of chunk c (rows < len; its scale is in rq, below) -> out through this warp's 16 rows of the
-  // o staging, in two steps: stage_o (the registers -> the staging, once P v_new is complete) and
-  // flush_o (the staging -> out, one chunk later, while the next chunk's P v_new runs on the
-  // tensor cores).
-  auto stage_o = [&]() {
-    stage_acc<E, 8>(sm.o_stage, kChainOStride, 16 * warp, 0, reinterpret_cast<const float(&)[8][4]>(o), 1.f);
-    __syncwarp();
-  };
-  auto flush_o = [&](int64_t c) {
-    const int64_t t0 = tb + c * kC;
-    const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
-    stage_rows_out<E, 64>(sm.o_stage, kChainOStride, 16 * warp, 0, len - 16 * warp, [&](int i, int col, uint4 x) {
-      E* dst = static_cast<E*>(out.data) + (t0 + 16 * warp + i) * out.stride_token + hv * out.stride_head + v0 + col;
-      if (out.rows16) {
-        st_global16(dst, x);
-      } else {
-        const E* e = reinterpret_cast<const E*>(&x);
-#pragma unroll
-        for (int k = 0; k < 8; ++k) dst[k] = e[k];
-      }
-    });
-    __syncwarp();  // the staging rows are read before the next stage_o's stmatrix
-  };
+// o of chunk c (ring stage s; the part's tokens tb .. te - 1) into `o` and through the o staging
+// (kFusedO: chunk c - 1's rows go out during chunk c's P v_new; kSerial: chunk c's at its end). kSerial = false: the o
+// warpgroup's (chain_o_warpgroup), in step with the chain warpgroup by the mbarriers (its tid: 0 .. 127 of its own);
+// kSerial: the chain warpgroup's own, after chunk c's update (ChainMode::kFusedSerial, fwd_h_wgmma.cuh), the h and v
+// stagings made visible by its own barriers, and none here. lo_staged: whether the h_lo staging holds h_c's lo part
+// (kept across chunks by the caller).
+template <typename E, int ST, bool kSerial, typename Sm>
+__device__ __forceinline__ void chain_o_chunk(Sm& sm, const FastBufs<E>& b, const OutRef& out, int64_t tb, int64_t te,
+                                              int64_t c, int s, int v0, int hv, int tid, bool& lo_staged,
+                                              float (&o)[32]) {
+  constexpr int kC = kChunkSize;
+  const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int i0 = 16 * warp + g, i1 = i0 + 8;  // this thread's accumulator rows (tokens)
+  // P of the chunk as A fragments (k-step ks: [4 ks, 4 ks + 4)), hi and lo parts.
+  uint32_t p_hi[16], p_lo[16];
   // o += P v_new (the v staging: tokens j = the k dimension, read MN-major).
   auto issue_pv = [&]() {
     const WgTile vt = wg_tile(smem_u32(sm.v[0]), kC * 128, 1024);
@@ -159,63 +181,60 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
     for (int ks = 0; ks < 4; ++ks) wgmma_m64n64_tb<E>(o, &p_lo[4 * ks], vt.at(ks * 2048));
     wgmma_commit();
   };
-
   uint32_t hls_lo = 0;  // the h_lo staging (kHiLoOperands: bf16 and fp16)
   if constexpr (kHiLoOperands<E>) hls_lo = smem_u32(sm.h_lo);
   const uint32_t q_base = smem_u32(sm.q[0]), k_base = smem_u32(sm.k[0]);
   constexpr uint32_t kStageBytes = sizeof(sm.q[0]);  // a [64 x 128] tile of E
   static_assert(sizeof(sm.k[0]) == kStageBytes, "q and k stages alike");
-  int s = 0;
-  bool lo_staged = true;        // the h_lo staging holds h_c's lo part (chunk c - 1 decayed weakly, or c = 0)
-  mbarrier_arrive(&sm.bar[2]);  // F(0): nothing of this warpgroup's to wait for
-  for (int64_t c = 0; c < nch; ++c) {
+  if constexpr (!kSerial) {
     mbarrier_wait(&sm.bar[0], c & 1);  // B1(c): stage s holds chunk c's q, k, G, rk; the h staging holds h_c
-    const uint32_t stage_phase = (static_cast<uint32_t>(c) / ST) & 1u;  // stage s's barriers' phase for chunk c
     // (q and k came by TMA: this warpgroup observes their barrier too; complete, as B1 says.)
-    mbarrier_wait(&sm.full[s], stage_phase);
-    const int64_t t0 = tb + c * kC;
-    const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
-    // The stage's q and k from a stage index ptxas knows to be warp-uniform (a broadcast): it then
-    // builds the 32 wgmma descriptors of q h and q k^T in uniform registers (from sm.q[s] it built
-    // them in ordinary ones and moved each to a uniform one before its wgmma: ~45 R2UR per chunk).
-    const uint32_t su = static_cast<uint32_t>(__shfl_sync(0xffffffffu, s, 0));
-    const uint32_t qs = q_base + su * kStageBytes, ks0 = k_base + su * kStageBytes, hs = smem_u32(sm.h);
-    // o_c = q h_c: B = the h staging [kk][vv] read MN-major (k-step = 16 rows = 2048 bytes), then
-    // (after V(c), below) P_c = q k^T (K-major SW128 operands, as w's in the chain). o_c first:
-    // once it is complete, this warpgroup is done with the h staging and arrives at B2(c), so the
-    // chain, which rewrites the staging after B2(c), need not wait for P_c's gating below (it
-    // waited there for ~40% of its time, ncu: docs/perf.md v14).
-    float pacc[32];
-#pragma unroll
-    for (int i = 0; i < 32; ++i) pacc[i] = 0.f;
+    mbarrier_wait(&sm.full[s], (static_cast<uint32_t>(c) / ST) & 1u);
+  }
+  const int64_t t0 = tb + c * kC;
+  const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
+  // The stage's q and k from a stage index ptxas knows to be warp-uniform (a broadcast): it then
+  // builds the 32 wgmma descriptors of q h and q k^T in uniform registers (from sm.q[s] it built
+  // them in ordinary ones and moved each to a uniform one before its wgmma: ~45 R2UR per chunk).
+  const uint32_t su = static_cast<uint32_t>(__shfl_sync(0xffffffffu, s, 0));
+  const uint32_t qs = q_base + su * kStageBytes, ks0 = k_base + su * kStageBytes, hs = smem_u32(sm.h);
+  const WgTile qt = wg_tile(qs, 16, 1024), ht = wg_tile(hs, kC * 128, 1024), kt = wg_tile(ks0, 16, 1024);
+  // o_c = q h_c: B = the h staging [kk][vv] read MN-major (k-step = 16 rows = 2048 bytes), then
+  // (after V(c), below) P_c = q k^T (K-major SW128 operands, as w's in the chain). o_c first:
+  // once it is complete, this warpgroup is done with the h staging and arrives at B2(c), so the
+  // chain, which rewrites the staging after B2(c), need not wait for P_c's gating below (it
+  // waited there for ~40% of its time, ncu: docs/perf.md v14).
+  auto issue_qh = [&]() {
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(o[i]);
-    const WgTile qt = wg_tile(qs, 16, 1024), ht = wg_tile(hs, kC * 128, 1024), kt = wg_tile(ks0, 16, 1024);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < 8; ++ks)
       wgmma_m64n64_ss<E, 1>(o, qt.at((ks / 4) * (kC * 128) + (ks % 4) * 32), ht.at(ks * 2048), ks > 0);
     wgmma_commit();
-
-    // Inverse norms of rows i0, i1 of q: the norm warpgroup's (chain_norm_warpgroup; rows past
-    // len: 0, never stored), waited for while q h runs. (Formed here they took ~200
-    // instructions per chunk of this warpgroup, which paces the chain: docs/perf.md, session 24.)
-    float rq0 = 1.f, rq1 = 1.f;
+  };
+  float rq0 = 1.f, rq1 = 1.f;
+  auto norms = [&]() {
+    // Inverse norms of rows i0, i1 of q (rows past len: 0, never stored), while q h runs: the
+    // norm warpgroup's (chain_norm_warpgroup) for the o warpgroup; the serial chain's own.
     if (b.l2norm) {
-      mbarrier_wait(&sm.normed[s], stage_phase);
-      rq0 = sm.rq[s][i0];
-      rq1 = sm.rq[s][i1];
+      if constexpr (kSerial) {
+        const float2 r = warp_q_inverse_norms<E>(qs, len, 16 * warp, lane);
+        rq0 = r.x;
+        rq1 = r.y;
+      } else {
+        mbarrier_wait(&sm.normed[s], (static_cast<uint32_t>(c) / ST) & 1u);
+        rq0 = sm.rq[s][i0];
+        rq1 = sm.rq[s][i1];
+      }
     }
     // o's scale folded into q's row factors, which both parts of o_i carry (exp(G_i) rq_i of q h,
     // rq_i of P's row): one multiply per row instead of one per element at the store.
     rq0 *= b.scale;
     rq1 *= b.scale;
-
-    // P_c: gates, norms and the causal mask (rows past len and columns past the row: 0), then the
-    // hi / lo A fragments (E). exp(G_i - G_j) as a row factor times a column factor (the columns'
-    // by lane, then shuffled, as the chain's scalings) instead of one exponential with an fp64
-    // difference per element, and no branch per element (ncu: the per-element form was ~2/3 of
-    // this warpgroup's time, and the chain warpgroup waited for it at B2; docs/perf.md v14).
+  };
+  // q h_c complete, then its lo pass where the chain staged h_c's lo part.
+  auto finish_qh = [&]() {
     wgmma_wait<0>();  // o_c = q h_c complete
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(o[i]);
@@ -230,12 +249,16 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
       for (int i = 0; i < 32; ++i) pin(o[i]);
     }
     lo_staged = precise;
-    // P_c = q k^T, once the chain's v_new products of chunk c are issued (V(c)): on the tensor
-    // cores' queue behind them, not ahead (the chain waits for those; P_c is needed only after
-    // B2(c)). Waited before B2(c)'s arrival, so that the chain, which passes B2(c) only after
-    // it, cannot complete V(c + 1) before this wait has seen V(c) (one parity per phase).
-    mbarrier_wait(&sm.bar[3], c & 1);
-    mbarrier_arrive(&sm.bar[1]);  // B2(c): this warpgroup's reads of the h staging are done
+  };
+  // P_c: gates, norms and the causal mask (rows past len and columns past the row: 0), then the
+  // hi / lo A fragments (E). exp(G_i - G_j) as a row factor times a column factor (the columns'
+  // by lane, then shuffled, as the chain's scalings) instead of one exponential with an fp64
+  // difference per element, and no branch per element (ncu: the per-element form was ~2/3 of
+  // this warpgroup's time, and the chain warpgroup waited for it at B2; docs/perf.md v14).
+  float pacc[32];
+  auto issue_qk = [&]() {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) pacc[i] = 0.f;
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < 8; ++ks) {
@@ -243,10 +266,12 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
       wgmma_m64n64_ss<E, 0>(pacc, qt.at(off), kt.at(off), ks > 0);
     }
     wgmma_commit();
+  };
+  const float2* eg = sm.eg[s];  // (exp(G_i), exp(G_last - G_i)), kkt_solve's
+  auto form_p = [&]() {
     wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(pacc[i]);
-    const float2* eg = sm.eg[s];  // (exp(G_i), exp(G_last - G_i)), kkt_solve's
     {
       const float rq[2] = {rq0, rq1};
       const int row[2] = {i0, i1};
@@ -323,30 +348,76 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
           p_lo[4 * ks + q] = pack2<E>(x0 - lo_f<E>(hi), x1 - hi_f<E>(hi));
         }
     }
-    // o_c's rows times exp(G_i) rq_i (the P v_new part carries its own factors).
-    const float f0 = eg[i0].x * rq0, f1 = eg[i1].x * rq1;
+  };
+  if constexpr (!kSerial) {
+    issue_qh();
+    norms();
+    finish_qh();
+    // P_c = q k^T, once the chain's v_new products of chunk c are issued (V(c)): on the tensor
+    // cores' queue behind them, not ahead (the chain waits for those; P_c is needed only after
+    // B2(c)). Waited before B2(c)'s arrival, so that the chain, which passes B2(c) only after
+    // it, cannot complete V(c + 1) before this wait has seen V(c) (one parity per phase).
+    mbarrier_wait(&sm.bar[3], c & 1);
+    mbarrier_arrive(&sm.bar[1]);  // B2(c): this warpgroup's reads of the h staging are done
+    issue_qk();
+    form_p();
+  } else {
+    // The serial chain (its state's 64 registers live throughout): P first, its q k^T products
+    // in the norms' shadow, then o = q h beside P's hi / lo fragments only (o beside P's fp32
+    // accumulators and its fragments, as above, spilled there).
+    issue_qk();
+    norms();
+    form_p();
+    issue_qh();
+    finish_qh();
+  }
+  // o_c's rows times exp(G_i) rq_i (the P v_new part carries its own factors).
+  const float f0 = eg[i0].x * rq0, f1 = eg[i1].x * rq1;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      o[4 * j] *= f0;
-      o[4 * j + 1] *= f0;
-      o[4 * j + 2] *= f1;
-      o[4 * j + 3] *= f1;
-    }
-    mbarrier_wait(&sm.bar[1], c & 1);  // B2(c): the chain's v staging holds v_new_c
-    issue_pv();
-    // o_{c-1}'s rows -> out while P v_new runs (ncu: its loads of the staging and its stores held
-    // ~8% of this warpgroup's samples after the wait)
-    if (c > 0) flush_o(c - 1);
-    wgmma_wait<0>();
+  for (int j = 0; j < 8; ++j) {
+    o[4 * j] *= f0;
+    o[4 * j + 1] *= f0;
+    o[4 * j + 2] *= f1;
+    o[4 * j + 3] *= f1;
+  }
+  if constexpr (!kSerial) mbarrier_wait(&sm.bar[1], c & 1);  // B2(c): the chain's v staging holds v_new_c
+  issue_pv();
+  // o_{c-1}'s rows -> out while P v_new runs (ncu: its loads of the staging and its stores held
+  // ~8% of this warpgroup's samples after the wait)
+  if constexpr (!kSerial) {
+    if (c > 0) chain_o_flush<E>(sm, out, tb, te, c - 1, v0, hv, warp);
+  }
+  wgmma_wait<0>();
 #pragma unroll
-    for (int i = 0; i < 32; ++i) pin(o[i]);
-    // F(c + 1): done with stage s and the v staging (the chain refills them after waiting on it);
-    // o_c's staging below touches only this warpgroup's o staging.
-    mbarrier_arrive(&sm.bar[2]);
-    stage_o();
+  for (int i = 0; i < 32; ++i) pin(o[i]);
+  // F(c + 1): done with stage s and the v staging (the chain refills them after waiting on it);
+  // o_c's staging below touches only this warpgroup's o staging.
+  if constexpr (!kSerial) mbarrier_arrive(&sm.bar[2]);
+  stage_acc<E, 8>(sm.o_stage, kChainOStride, 16 * warp, 0, reinterpret_cast<const float(&)[8][4]>(o), 1.f);
+  __syncwarp();
+  // The serial chain's rows go out at once (carried to the next chunk or past the loop, the
+  // flush's addresses spilled; the SM's other block runs meanwhile).
+  if constexpr (kSerial) chain_o_flush<E>(sm, out, tb, te, c, v0, hv, warp);
+}
+
+// The o warpgroup (kFusedO: threads 128 .. 255): the part's chunks in turn, each after the chain
+// warpgroup's B1; o [64 tokens x 64 vv] as an m64n64 accumulator: o[4 j + 2 hh + e] is row
+// 16 warp + g + 8 hh, column 8 j + 2 t + e.
+template <typename E, int ST, typename Sm>
+__device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, const OutRef& out, int64_t tb,
+                                                  int64_t te, int64_t nch, int v0, int hv) {
+  const int tid = threadIdx.x - 128;
+  float o[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) o[i] = 0.f;
+  int s = 0;
+  bool lo_staged = true;        // the h_lo staging holds h_c's lo part (chunk c - 1 decayed weakly, or c = 0)
+  mbarrier_arrive(&sm.bar[2]);  // F(0): nothing of this warpgroup's to wait for
+  for (int64_t c = 0; c < nch; ++c) {
+    chain_o_chunk<E, ST, false>(sm, b, out, tb, te, c, s, v0, hv, tid, lo_staged, o);
     if (++s == ST) s = 0;
   }
-  if (nch > 0) flush_o(nch - 1);
+  if (nch > 0) chain_o_flush<E>(sm, out, tb, te, nch - 1, v0, hv, tid / 32);
   // (Nothing left to wait for: the chain's epilogue barrier is its own.)
 }
 

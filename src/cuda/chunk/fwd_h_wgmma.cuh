@@ -67,10 +67,15 @@ using namespace chain;  // kC, kD, kBV, ChainMode, WgSmem, chain_prefetch (chain
 // (the pool row for part 0, S_p of the scan for the others); the last part writes the final state.
 // Without a split every sequence is one part.
 template <int ST, ChainMode kMode, typename E>
-__global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, 1)
+__global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode == ChainMode::kFusedSerial ? 2 : 1)
     chunk_fwd_h_wgmma_kernel(const __grid_constant__ FastBufs<E> b, SplitBufs sp, StateRef init, StateRef fin,
                              bool kmajor, OutRef out, CheckpointOut ck) {
-  constexpr bool kSummary = kMode == ChainMode::kSummary, kFused = kMode == ChainMode::kFusedO;
+  constexpr bool kSummary = kMode == ChainMode::kSummary;
+  // kFused: o on chip (the q ring, the h_lo and o stagings), by a second warpgroup (kTwoWarpgroups)
+  // or by the chain warpgroup itself after each chunk's update (kSerial).
+  constexpr bool kSerial = kMode == ChainMode::kFusedSerial, kTwoWarpgroups = kMode == ChainMode::kFusedO;
+  constexpr bool kFused = kSerial || kTwoWarpgroups;
+  static_assert(!kSerial || ST == 1, "the serial chain refills its one stage after the chunk's o");
   constexpr bool kBulk = kMode == ChainMode::kStoreBulk;
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __trap();  // wgmma needs sm_90a; the library is built for it only
@@ -81,13 +86,13 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, 1)
   // The block's barriers: with the o warpgroup, which reaches them from its own code (chain_o.cuh),
   // the mbarriers sm.bar[which] in phase `parity`; otherwise __syncthreads.
   auto block_sync = [&](int which, uint32_t parity) {
-    if constexpr (kFused)
+    if constexpr (kTwoWarpgroups)
       mbarrier_block_sync(&sm.bar[which], parity);
     else
       __syncthreads();
   };
   if (threadIdx.x == 0) {
-    if constexpr (kFused) {
+    if constexpr (kTwoWarpgroups) {
       mbarrier_init(&sm.bar[0], 128);                                  // B1: the chain warpgroup
       mbarrier_init(&sm.bar[1], 256);                                  // B2: both
       mbarrier_init(&sm.bar[2], 128);                                  // F: the o warpgroup
@@ -100,7 +105,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, 1)
   }
   // (kFusedO: at its warpgroups' split below, the one barrier instruction all three reach; every
   // thread of a block takes the early returns before it alike.)
-  if constexpr (!kFused) __syncthreads();
+  if constexpr (!kTwoWarpgroups) __syncthreads();
   // The summary pass: the chain launched after it as its programmatic dependent (no scan between
   // them: split.cuh) may start now; its part 0 blocks need nothing from this kernel.
   if constexpr (kSummary) pdl_launch_dependents();
@@ -157,7 +162,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, 1)
   const int64_t nch = negligible ? 0 : ce - cs;
   int64_t tb = sc.tb + cs * kC;
   const int64_t te = sc.te;
-  if constexpr (kFused) {
+  if constexpr (kTwoWarpgroups) {
     // Three warpgroups share the block's registers: launched at kLaunchRegs each (384 threads, the
     // launch bounds' most), the norm warpgroup gives registers back to the block's pool and the
     // chain and the o warpgroup take them from it. setmaxnreg.inc waits until the pool has them, so
@@ -215,8 +220,20 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, 1)
   }
 
   // Chunk c into ring stage s (chain_layout.cuh).
+  // The serial chain reads the small rows' sources from shared memory at each prefetch: held from
+  // the prologue, ptxas kept their three pointers in registers through the loop and spilled them.
+  __shared__ ChainRowSources rows_shared;
+  if constexpr (kSerial) {
+    if (tid == 0) rows_shared = {b.eg, b.Gt, b.rk};
+    __syncthreads();
+  }
   auto prefetch = [&](int64_t c, int s) {
-    chain_prefetch<kFused>(sm, b, c0 + c, tb + c * kC, te, s, HV, hv, hk, v0, transition, tid);
+    if constexpr (kSerial) {
+      chain_prefetch<kFused>(sm, b, rows_shared, c0 + c, tb + c * kC, te, s, HV, hv, hk, v0, transition, tid);
+    } else {
+      const ChainRowSources rows = {b.eg, b.Gt, b.rk};
+      chain_prefetch<kFused>(sm, b, rows, c0 + c, tb + c * kC, te, s, HV, hv, hk, v0, transition, tid);
+    }
   };
 
   // E(S^T) as the A fragments of w h and into the h staging (the summary pass stores no h);
@@ -235,6 +252,10 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, 1)
 #pragma unroll
   for (int c = 0; c < ST - 1; ++c) {
     if (c < nch) prefetch(c, c);
+    cp_async_commit();
+  }
+  if constexpr (kSerial) {  // (its one stage: chunk c + 1 is issued after chunk c's o)
+    if (nch > 0) prefetch(0, 0);
     cp_async_commit();
   }
   // Prefill checkpoints: whether part-local chunk c may end on a boundary (checkpoint_row_after
@@ -261,7 +282,8 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, 1)
     store_chain_checkpoint<kD>(ck, state_elem(ck.ck.pool, r, hv, b.HV, kD, kD, kmajor, 2 * t, v0 + 16 * warp + g),
                                kmajor, st);
   };
-  stage_state(true);  // (h_0's lo part: the o warpgroup counts chunk -1 as weakly decaying)
+  stage_state(true);        // (h_0's lo part: the o warpgroup counts chunk -1 as weakly decaying)
+  bool o_lo_staged = true;  // kSerial: chain_o_chunk's lo_staged (the h_lo staging holds h_c's lo part)
   int s = 0;
   bool after_precise = true;  // (chunk -1 counts as weakly decaying here too: precise_w_chunk)
   for (int64_t c = 0; c < nch; ++c) {
@@ -272,7 +294,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, 1)
     // that st, loop-carried from a wgmma, is complete; without it ptxas injects a wgmma wait before
     // the state's decay below (warning-free C7517 info), serializing it behind the v_new products.)
     wgmma_wait<0>();
-    cp_async_wait<ST - 2>();
+    cp_async_wait<kSerial ? 0 : ST - 2>();
     mbarrier_wait(&sm.full[s], (static_cast<uint32_t>(c) / ST) & 1u);    // the stage's TMA copies
     if (len < kC) chain_zero_rows<kFused>(sm, s, len, transition, tid);  // (a sequence's last chunk)
     fence_proxy_async();  // this thread's landed cp.async writes and zeros -> visible to wgmma (async proxy)
@@ -394,7 +416,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, 1)
     wgmma_commit();
     // V(c): the o warpgroup's q k^T of chunk c goes to the tensor cores after these products, not
     // before them (it is not on the chain's critical path; they are).
-    if constexpr (kFused) mbarrier_arrive(&sm.bar[3]);
+    if constexpr (kTwoWarpgroups) mbarrier_arrive(&sm.bar[3]);
 
     // While the tensor cores run: the update's decays, the next prefetch.
     // dec[j][e]: decay of column token 8 j + 2 t + e of v_new^T (k_i's inverse norm folds in).
@@ -417,8 +439,8 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, 1)
     }
     // kFusedO: F(c), the o warpgroup done with chunk c - 1 (its stage, refilled now, and the v
     // staging, rewritten below); one phase per chunk, the o warpgroup's first arrival being F(0).
-    if constexpr (kFused) mbarrier_wait(&sm.bar[2], c & 1);
-    {
+    if constexpr (kTwoWarpgroups) mbarrier_wait(&sm.bar[2], c & 1);
+    if constexpr (!kSerial) {
       const int64_t cn = c + ST - 1;
       int sn = s + ST - 1;
       if (sn >= ST) sn -= ST;
@@ -510,6 +532,23 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, 1)
     wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < 64; ++i) pin(st[i]);
+    if constexpr (kSerial) {
+      // o of chunk c by this warpgroup, from the h staging (h_c, visible since B1) and the v
+      // staging (v_new_c, since B2); its o accumulators live for this chunk's o only (the state's
+      // 64 registers are the only ones carried through it).
+      float o[32];
+#pragma unroll
+      for (int i = 0; i < 32; ++i) o[i] = 0.f;
+      // The shared-memory base formed again here (pinned): its derived addresses, kept from the
+      // prologue through the chain, were what ptxas spilled.
+      uint32_t base_off = align_1024_offset(smem_raw);
+      pin(base_off);
+      Sm& sm_o = *reinterpret_cast<Sm*>(smem_raw + base_off);
+      chain_o_chunk<E, ST, true>(sm_o, b, out, tb, te, c, s, v0, hv, tid, o_lo_staged, o);
+      // Every warp's products done with the h stagings (rewritten below) and with the stage
+      // (refilled below; its copies land by the TMA engine, its small rows by cp.async).
+      __syncthreads();
+    }
     // h_{c+1}: A fragments and staging (read after the next B1); its lo part only after a weakly
     // decaying chunk (the o warpgroup takes q h_lo on chunk c + 1 only then: chain_o.cuh).
     stage_state(precise);
@@ -517,6 +556,10 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, 1)
     // A checkpoint boundary: stores only (nothing waits for them; st is not changed until the next
     // chunk's update).
     if (at_boundary(c)) store_checkpoint(c);
+    if constexpr (kSerial) {
+      if (c + 1 < nch) prefetch(c + 1, 0);
+      cp_async_commit();
+    }
     if (++s == ST) s = 0;
   }
   cp_async_wait<0>();
@@ -549,19 +592,21 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, 1)
 template <int ST, ChainMode kMode, typename E>
 void launch_wg(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s,
                bool after_summary = false) {
-  constexpr bool kFused = kMode == ChainMode::kFusedO;
+  constexpr bool kFused = kMode == ChainMode::kFusedO || kMode == ChainMode::kFusedSerial;
   const size_t smem = sizeof(WgSmem<ST, kFused, E>) + 1024;  // + alignment slack
   const int64_t blocks = f.problem.num_seqs * sp.max_parts * b.HV * (kMode == ChainMode::kSummary ? 4 : 2);
   // o in 16-byte row pieces when the caller's layout allows it (kFusedO), else element by element.
   const OutRef out = {f.o.data, f.o.stride_token, f.o.stride_head, rows_in_16_byte_pieces(f.o)};
   auto k = chunk_fwd_h_wgmma_kernel<ST, kMode, E>;
   allow_smem(k, smem);
-  const LaunchConfig lc(dim3(grid_1d(blocks, 1)), dim3(kFused ? 384 : 128), smem, s, after_summary);
+  const LaunchConfig lc(dim3(grid_1d(blocks, 1)), dim3(kMode == ChainMode::kFusedO ? 384 : 128), smem, s,
+                        after_summary);
   check(cudaLaunchKernelEx(&lc.cfg, k, b, sp, f.initial_state, f.final_state,
                            f.problem.state_layout == StateLayout::kKMajor, out, checkpoint_out(f)),
-        kMode == ChainMode::kSummary ? "chunk_fwd_h_wgmma_kernel (split summary)"
-        : kFused                     ? "chunk_fwd_h_wgmma_kernel (fused o)"
-                                     : "chunk_fwd_h_wgmma_kernel");
+        kMode == ChainMode::kSummary  ? "chunk_fwd_h_wgmma_kernel (split summary)"
+        : kMode == ChainMode::kFusedO ? "chunk_fwd_h_wgmma_kernel (fused o)"
+        : kFused                      ? "chunk_fwd_h_wgmma_kernel (fused o, serial)"
+                                      : "chunk_fwd_h_wgmma_kernel");
 }
 
 }  // namespace
@@ -573,6 +618,11 @@ namespace chain {
 // __nv_bfloat16 and __half.
 template <typename E>
 void launch_fused(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s, bool after_summary);
+// ... its serial form (fwd_h_wgmma_serial.cu, cfg.fuse_o_serial): kFusedSerial, one stage, one
+// warpgroup doing each chunk's chain and then its o (~108 KB: two blocks per SM).
+template <typename E>
+void launch_fused_serial(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s,
+                         bool after_summary);
 
 }  // namespace chain
 }  // namespace cuda

@@ -1,6 +1,6 @@
 // launch_fwd_h_wgmma (fwd_fast.cuh): the wgmma chain (fwd_h_wgmma.cuh) in its store mode, h and
-// v_new per chunk for fwd_o, which runs after it (kStoreBulk, ST = 2), or the fused mode's
-// launcher (fwd_h_wgmma_fused.cu). The store kernels are instantiated here only.
+// v_new per chunk for fwd_o, which runs after it (kStoreBulk, ST = 2), or the fused modes'
+// launchers (fwd_h_wgmma_fused.cu, fwd_h_wgmma_serial.cu). The store kernels are instantiated here only.
 #include "cuda/chunk/fwd_h_wgmma.cuh"
 
 namespace gdn {
@@ -10,7 +10,10 @@ template <typename E>
 void launch_fwd_h_wgmma(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, const ChunkForwardConfig& cfg,
                         cudaStream_t s, bool after_summary) {
   if (cfg.fuse_o) {
-    chain::launch_fused(b, sp, f, s, after_summary);
+    if (cfg.fuse_o_serial)
+      chain::launch_fused_serial(b, sp, f, s, after_summary);
+    else
+      chain::launch_fused(b, sp, f, s, after_summary);
     return;
   }
   // fwd_o after this kernel: h and v_new leave by bulk copies; 2 stages (107.5 KB, two blocks per

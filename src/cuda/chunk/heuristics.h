@@ -39,6 +39,11 @@ struct ChunkForwardConfig {
   // fwd_o: h and v_new never reach global memory. The chain then runs 3 ring stages whatever
   // fwd_h_stages says (one block of three warpgroups per SM). Otherwise fwd_o runs after the chain.
   bool fuse_o = false;
+  // With fuse_o: its serial form (ChainMode::kFusedSerial): one warpgroup per block computes each
+  // chunk's chain and then its o, on one ring stage (~108 KB: two blocks per SM), for sequences of
+  // a few chunks in several waves, where one block per SM ran each item's load, chain, o and
+  // store back to back with nothing beside them.
+  bool fuse_o_serial = false;
 };
 
 // Chunks per sequence on average, rounded up (0 without sequences).
@@ -123,6 +128,13 @@ inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const Devic
     // runs two blocks per SM (H200, session 22: 0.901 ms unfused, 0.996 fused).
     const int64_t chain_blocks = chains * 2 * (cfg.split_chunks_per_part > 0 ? cfg.split_max_parts : 1);
     if (chain_blocks > 0 && (chain_blocks <= dev.sms || average_chunks(p) >= 4)) cfg.fuse_o = true;
+    // Short sequences in several waves of two blocks per SM (no split there): the serial fused
+    // chain, two blocks per SM hiding each other's loads (256x64 and 64x256 in the SPEC's cases;
+    // the desk estimate, docs/perf.md "Next steps": 256x64 0.88 -> ~0.69 ms, 64x256 0.50 -> ~0.41).
+    if (chain_blocks > 2 * dev.sms && average_chunks(p) <= 4 && cfg.split_chunks_per_part == 0) {
+      cfg.fuse_o = true;
+      cfg.fuse_o_serial = true;
+    }
   } else {
     // Slices of 32 while the chains in slices of 64 would leave SMs idle (one long sequence:
     // latency-bound, each SM runs one block); slices of 64 otherwise (halves the L2 traffic of w

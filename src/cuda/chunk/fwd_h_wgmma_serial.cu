@@ -1,0 +1,22 @@
+// The wgmma chain (fwd_h_wgmma.cuh) with o fused in its serial form (kFusedSerial): launch_fwd_h_wgmma's
+// branch for cfg.fuse_o with cfg.fuse_o_serial. Its kernels are instantiated here only.
+#include "cuda/chunk/fwd_h_wgmma.cuh"
+
+namespace gdn {
+namespace cuda {
+namespace chain {
+
+template <typename E>
+void launch_fused_serial(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s,
+                         bool after_summary) {
+  // 1 stage, one warpgroup: ~108 KB (bf16 and fp16), two blocks per SM.
+  launch_wg<1, ChainMode::kFusedSerial>(b, sp, f, s, after_summary);
+}
+
+template void launch_fused_serial(const FastBufs<__nv_bfloat16>&, const SplitBufs&, const ForwardArgs&, cudaStream_t,
+                                  bool);
+template void launch_fused_serial(const FastBufs<__half>&, const SplitBufs&, const ForwardArgs&, cudaStream_t, bool);
+
+}  // namespace chain
+}  // namespace cuda
+}  // namespace gdn
