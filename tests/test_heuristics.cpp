@@ -4,6 +4,8 @@
 // Host code only: runs wherever the CUDA backend is built, GPU or not.
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "cuda/chunk/heuristics.h"
 #include "cuda/chunk/split.cuh"
 #include "cuda/decode/recurrent.cuh"
@@ -123,6 +125,54 @@ TEST(Heuristics, FusedOInOneWaveOrFromFourChunks) {
   EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(4, 8, 65536, 16), h200()).fuse_o);           // 256 blocks
   EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(2, 4, 32768, 8, 64), h200()).fuse_o);       // D = 64
   EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(16, 32, 0, 0), h200()).fuse_o);             // no sequence
+}
+
+// A batch's lengths, given as the host copy of cu_seqlens: the serial form only while no sequence
+// would outlast the batch's waves; the workspace's choices (fuse_o, the split) never change.
+TEST(Heuristics, SerialFormFromTheHostLengths) {
+  auto with_lengths = [](Problem p, const std::vector<int32_t>& cu) {
+    p.num_seqs = static_cast<int64_t>(cu.size()) - 1;
+    p.num_tokens = cu.back();
+    p.cu_seqlens = cu.data();  // (not read on the host)
+    p.cu_seqlens_host = cu.data();
+    p.cu_seqlens_type = IndexType::kInt32;
+    return cuda::chunk_forward_heuristics(p, h200());
+  };
+  auto cumulative = [](const std::vector<int32_t>& lens) {
+    std::vector<int32_t> cu = {0};
+    for (int32_t len : lens) cu.push_back(cu.back() + len);
+    return cu;
+  };
+  // 256 x 64 tokens: the same as without the host copy.
+  const auto even = with_lengths(problem(16, 32, 0, 0), cumulative(std::vector<int32_t>(256, 64)));
+  EXPECT_TRUE(even.fuse_o && even.fuse_o_serial);
+  // Ragged short sequences (1-4 chunks, 256 of them; the longest 4 chunks): serial.
+  std::vector<int32_t> ragged;
+  for (int i = 0; i < 256; ++i) ragged.push_back(1 + (i * 37) % 256);
+  const auto short_mix = with_lengths(problem(16, 32, 0, 0), cumulative(ragged));
+  EXPECT_TRUE(short_mix.fuse_o && short_mix.fuse_o_serial);
+  // 255 x 64 tokens and one of 16k: ~2 chunks a sequence on average, but the long one's 256 chunks
+  // would run ~4x the batch's waves serially: kFusedO. Without the host copy, the serial form.
+  std::vector<int32_t> tail(255, 64);
+  tail.push_back(16384);
+  const auto long_tail = with_lengths(problem(16, 32, 0, 0), cumulative(tail));
+  EXPECT_TRUE(long_tail.fuse_o);
+  EXPECT_FALSE(long_tail.fuse_o_serial);
+  const auto unknown = cuda::chunk_forward_heuristics(problem(16, 32, 255 * 64 + 16384, 256), h200());
+  EXPECT_TRUE(unknown.fuse_o && unknown.fuse_o_serial);
+  EXPECT_EQ(unknown.split_chunks_per_part, long_tail.split_chunks_per_part);
+  // At a tensor-parallel slice (HV = 4) the waves are fewer: beside 1023 one-chunk sequences a
+  // 2k-token one (32 chunks; the waves 1055 * 4 * 2 / 264 = 32 chunk-times) keeps kFusedO, a
+  // 512-token one (8 of 31) the serial form.
+  std::vector<int32_t> tp(1023, 64);
+  tp.push_back(2048);
+  EXPECT_FALSE(with_lengths(problem(2, 4, 0, 0), cumulative(tp)).fuse_o_serial);
+  tp.back() = 512;
+  EXPECT_TRUE(with_lengths(problem(2, 4, 0, 0), cumulative(tp)).fuse_o_serial);
+  // Zero-length sequences count no chunks.
+  std::vector<int32_t> zeros = cumulative(std::vector<int32_t>(256, 64));
+  zeros.insert(zeros.begin() + 10, 40, zeros[10]);
+  EXPECT_TRUE(with_lengths(problem(16, 32, 0, 0), zeros).fuse_o_serial);
 }
 
 TEST(Heuristics, PartsOfTheSplitTestCases) {

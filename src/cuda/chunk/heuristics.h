@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "common/validate_detail.h"
 #include "cuda/chunk/split.cuh"
 #include "cuda/core/device.h"
 #include "gdn/gdn.h"
@@ -49,6 +50,36 @@ struct ChunkForwardConfig {
 // Chunks per sequence on average, rounded up (0 without sequences).
 inline int64_t average_chunks(const Problem& p) {
   return p.num_seqs > 0 ? (p.num_tokens + p.num_seqs * kChunkSize - 1) / (p.num_seqs * kChunkSize) : 0;
+}
+
+// The sequences' chunk counts where the host knows them: a fixed-length batch, or the caller's host
+// copy of cu_seqlens (p.cu_seqlens_host, validated before any launch; lengths clamped to [0, T]
+// here all the same). Unknown: longest = -1.
+struct SequenceChunks {
+  int64_t longest = -1;  // the longest sequence's chunks
+  int64_t total = -1;    // the chunks of all sequences
+};
+inline SequenceChunks sequence_chunks(const Problem& p) {
+  SequenceChunks sc;
+  if (p.num_seqs <= 0) return sc;
+  if (p.cu_seqlens == nullptr) {
+    sc.longest = (p.num_tokens / p.num_seqs + kChunkSize - 1) / kChunkSize;
+    sc.total = sc.longest * p.num_seqs;
+    return sc;
+  }
+  if (p.cu_seqlens_host == nullptr) return sc;
+  sc.longest = sc.total = 0;
+  int64_t prev = detail::read_index(p.cu_seqlens_host, 0, p.cu_seqlens_type);
+  for (int64_t n = 1; n <= p.num_seqs; ++n) {
+    const int64_t next = detail::read_index(p.cu_seqlens_host, n, p.cu_seqlens_type);
+    int64_t len = next - prev;
+    len = len < 0 ? 0 : len > p.num_tokens ? p.num_tokens : len;
+    const int64_t chunks = (len + kChunkSize - 1) / kChunkSize;
+    sc.longest = chunks > sc.longest ? chunks : sc.longest;
+    sc.total += chunks;
+    prev = next;
+  }
+  return sc;
 }
 
 // The split: worth it when the (sequence, head) chains leave SMs idle (the summary pass doubles
@@ -131,9 +162,18 @@ inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const Devic
     // Short sequences in several waves of two blocks per SM (no split there): the serial fused
     // chain, two blocks per SM hiding each other's loads (256x64 and 64x256 in the SPEC's cases;
     // the desk estimate, docs/perf.md "Next steps": 256x64 0.88 -> ~0.69 ms, 64x256 0.50 -> ~0.41).
+    // Measured (H200, session 32): 256x64 0.872 -> 0.756 ms, 64x256 0.490 -> 0.475; forced onto
+    // longer sequences it loses (8x1k 0.210 -> 0.223, 4x8k 0.701 -> 0.787): its chunk takes the
+    // chain and then o, ~6 us against kFusedO's ~3.7. So where the lengths are known, a sequence
+    // whose chunks alone would take more than half of the batch's time in waves (its total
+    // chunk-blocks over two blocks per SM) keeps the batch on kFusedO: one long prompt among
+    // many short ones. (Both fused forms take the same workspace: what the caller's host copy of
+    // cu_seqlens decides here never changes the workspace size.)
     if (chain_blocks > 2 * dev.sms && average_chunks(p) <= 4 && cfg.split_chunks_per_part == 0) {
+      const SequenceChunks sc = sequence_chunks(p);
+      const bool long_tail = sc.longest >= 0 && sc.longest * 2 * dev.sms > sc.total * p.num_v_heads;
       cfg.fuse_o = true;
-      cfg.fuse_o_serial = true;
+      cfg.fuse_o_serial = !long_tail;
     }
   } else {
     // Slices of 32 while the chains in slices of 64 would leave SMs idle (one long sequence:
