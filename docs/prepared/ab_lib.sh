@@ -109,9 +109,9 @@ ab_sanitize() {
 }
 
 # SIDE's quick set (TIMEOUT s) into $OUT/quick_SIDE.log, compared with main's committed quick lines
-# (unchanged since session 28): its FAIL lines, then how many of main's lines differ (the extra
+# (session 32, `ce87fc0`: 146 lines with the serial ones): its FAIL lines, then how many of main's lines differ (the extra
 # lines a side lists after main's are not compared), the differing ones into summary.txt.
-AB_QUICK_REF=bench/results/h200_s28_quick_84a1093.log
+AB_QUICK_REF=bench/results/h200_s32_call3_quick.log
 ab_quick() {
   local side=$1 limit=$2 log="$OUT/quick_$1.log" n
   has_side "$side" || return
