@@ -22,6 +22,8 @@ def test_the_case_list():
     assert (g0_short.set, g0_short.gates, g0_short.lengths) == ("short", "zero", [3000])
     model = BENCH_CASES["model-1x32k"]
     assert (model.set, model.H, model.HV, model.gates, model.lengths) == ("model", 16, 32, "model", [32768])
+    tail = BENCH_CASES["tail-16k"]  # one-chunk sequences and one long prompt: the long-tail rule
+    assert (tail.set, tail.H, tail.HV, tail.lengths) == ("mix", 16, 32, [64] * 255 + [16384])
     assert all(c.HV % c.H == 0 for c in BENCH_CASES.values())
 
 

@@ -390,8 +390,9 @@ def test_cuda_stages_compose():
     assert torch_rel_err(o, ro) <= BF16_TOL and torch_rel_err(ht, rh) <= BF16_TOL
 
 
-# Cases of bench/cases.txt; the long single-sequence ones are in bench/bench_gpu.py.
-SPEC_CASES = ("1x4k", "4x8k", "8x1k", "mixed", "64x256", "256x64", "tp4-8x4k")
+# Cases of bench/cases.txt; the long single-sequence ones are in bench/bench_gpu.py. (tail-16k: the
+# serial fused chain for 256x64 and 64x256, kFusedO for the long-tail mix, both from cu_seqlens_cpu.)
+SPEC_CASES = ("1x4k", "4x8k", "8x1k", "mixed", "64x256", "256x64", "tp4-8x4k", "tail-16k")
 
 
 @needs_fla

@@ -25,7 +25,8 @@ options:
   --dtypes LIST            storage dtypes of q, k, v and o, comma-separated: bf16, fp16, fp32
                            (default bf16); the decode rows use the first
   --cases LIST             the cases to run, comma-separated names (see --list), or `all`
-  --set LIST               the case sets to run, comma-separated: spec, tp, exact, model, short
+  --set LIST               the case sets to run, comma-separated: spec, tp, exact, model, short,
+                           mix
                            (without --cases and --set: the spec set, SPEC's main table)
   --max-tokens N|all       cut longer cases to N tokens, keeping their sequence lengths (default:
                            8192 on the CPU, all on CUDA); `all` runs every case whole
@@ -81,7 +82,7 @@ DType parse_dtype(const std::string& s) {
   usage_error("unknown dtype '" + s + "'; known: bf16, fp16, fp32 (or bfloat16, float16, float32)");
 }
 
-// "spec, tp, exact, model, short": the sets of bench/cases.txt in file order.
+// "spec, tp, exact, model, short, mix": the sets of bench/cases.txt in file order.
 std::string known_sets() {
   std::vector<std::string> sets;
   for (const tools::PrefillCase& c : tools::all_cases())

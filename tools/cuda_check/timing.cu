@@ -162,6 +162,7 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   BenchInputs in(T, N, c.H, HV, rng, nd, g, b);
   void* cu_d = upload_indices(cu, IndexType::kInt64);
   in.p.cu_seqlens = cu_d;
+  in.p.cu_seqlens_host = cu.data();  // (as the Python benchmark passes cu_seqlens_cpu: the heuristics read it)
   in.p.cu_seqlens_type = IndexType::kInt64;
   const int64_t state_elems = N * HV * kBK * kBV;
   void* S = upload(randn(rng, nd, state_elems, 0.1f), DType::kFloat32, 1, state_elems, state_elems);
