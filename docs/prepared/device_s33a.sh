@@ -29,6 +29,15 @@ ab_smoke 8x1k 1x4k 256x64
 AB_PHASES=1 ab_time 300 1x4k tp8-1x4k 1x3k 8x1k 256x64 4x8k 1x32k tp4-1x32k
 ab_table
 grep -E '^\S+ (1x32k|4x8k|8x1k) .*phases' $OUT/ab.log | grep -oE '^\S+ \S+|prep [0-9.]+  h [0-9.]+' | paste - - | tee -a $OUT/summary.txt
+# tail-16k (255 one-chunk sequences and a 16k prompt): the heuristics' long-tail rule (the host
+# copy of cu_seqlens keeps it on kFusedO) against the serial form it would take without the copy,
+# and the unfused chain (/seq).
+if has_side new; then
+  for c in tail-16k tail-16k/serial tail-16k/fused tail-16k/seq; do
+    [[ $SECONDS -lt 330 ]] || break
+    echo "new $(timeout 30 $(bin_of new) --bench --no-check --case $c 2>&1 | grep -E '^bench ' | tr '\n' ' ')" | tee -a $OUT/summary.txt
+  done
+fi
 ab_quick new 90
 ab_sanitize new synccheck "fused,140 seqs,split 2 parts" 400
 ab_sanitize new memcheck "fused,split,140 seqs,odd stride,serial" 460
