@@ -2,7 +2,7 @@
 """GPU benchmark: gdn against flash-linear-attention (fla) and FlashQLA on the cases of bench/cases.txt.
 
 Prefill: the cases of bench/cases.txt (the one case list; heads H / HV, the gate kind and the
-lengths come from it; K=V=128), bf16 q/k/v, fp32 g and beta (g = 0 exactly for "zero" gates,
+lengths come from it; K=V=128), bf16 q/k/v (--dtype fp16 / fp32: rows named CASE/DTYPE), fp32 g and beta (g = 0 exactly for "zero" gates,
 Qwen3-Next's gate per head for "model": gdn_ref.model_gate_params), qk l2-norm in the kernel, fp32
 initial state given, final state returned; gdn.chunk_gated_delta_rule,
 fla's chunk_gated_delta_rule (run with FLA_FLASH_QLA=0, so that fla does not dispatch to FlashQLA)
@@ -18,7 +18,7 @@ output is checked against the float64 recurrence (python/tests/gdn_ref.py): rela
 matrix rate, to express each time as a fraction of what the GPU does.
 
     python3 bench/bench_gpu.py [--json out.json] [--quick] [--cases 1x4k,mixed] [--no-decode]
-                               [--no-fla] [--no-flashqla] [--no-ref] [--coverage]
+                               [--no-fla] [--no-flashqla] [--no-ref] [--coverage] [--dtype bf16|fp16|fp32]
 
 Serving rows (speculative verify, 16-bit pools, checkpoints): bench/bench_serving.py.
 
@@ -82,6 +82,10 @@ DEV = "cuda"  # "cpu" with --dry-run: the same code paths on tiny sizes, timed w
 # name -> (lengths, H, HV, K, V, gates): every case of bench/cases.txt (K = V = 128)
 PREFILL_CASES = {c.name: (c.lengths, c.H, c.HV, K, V, c.gates) for c in BENCH_CASES.values()}
 QUICK_CASES = {name: PREFILL_CASES[name] for name in ("1x4k", "8x1k", "mixed", "256x64")}
+# --dtype: q, k, v (and o) of the prefill rows; gates, beta and states stay fp32.
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+DTYPE_SUFFIX = {"bf16": "", "fp16": "/fp16", "fp32": "/fp32"}
+PREFILL_DTYPE = torch.bfloat16
 DECODE_N = [1, 64, 256, 1024, 4096]
 # SPEC: also H = HV = 32 (no GVA) and K = V = 64 and 256, for coverage (with --coverage)
 COVERAGE_CASES = {"4x8k_noGVA": ([8192] * 4, 32, 32, 128, 128, "normal"),
@@ -101,9 +105,9 @@ def make_prefill(lens, h, hv, k, v, gates, seed):
     g_ = torch.Generator(device=DEV).manual_seed(seed)
     T, N = sum(lens), len(lens)
     r = lambda *s, dt=torch.bfloat16: torch.randn(*s, generator=g_, device=DEV, dtype=torch.float32).to(dt)  # noqa
-    q = r(1, T, h, k)
-    kk = r(1, T, h, k)
-    vv = r(1, T, hv, v)
+    q = r(1, T, h, k, dt=PREFILL_DTYPE)
+    kk = r(1, T, h, k, dt=PREFILL_DTYPE)
+    vv = r(1, T, hv, v, dt=PREFILL_DTYPE)
     g = torch_case_gates(gates, r(1, T, hv, dt=torch.float32))
     beta = r(1, T, hv, dt=torch.float32).sigmoid()
     h0 = r(N, hv, k, v, dt=torch.float32)
@@ -120,7 +124,7 @@ def _cumsum(xs):
 
 def prefill_bytes(d):
     return sum(t.numel() * t.element_size() for t in (d["q"], d["k"], d["v"], d["g"], d["beta"], d["h0"])) \
-        + d["v"].numel() * 2 + d["h0"].numel() * 4  # o and the final state written
+        + d["v"].numel() * d["v"].element_size() + d["h0"].numel() * 4  # o and the final state written
 
 
 def prefill_flops(T, hv, k, v):
@@ -344,12 +348,16 @@ def main():
     ap.add_argument("--no-flashqla", action="store_true", help="skip the FlashQLA column")
     ap.add_argument("--no-ref", action="store_true", help="skip the float64 reference (no errors)")
     ap.add_argument("--coverage", action="store_true", help="also H=HV=32 and K=V=64/256 cases")
+    ap.add_argument("--dtype", default="bf16", choices=sorted(DTYPES),
+                    help="q, k, v (and o) in the prefill rows (default bf16); rows of another dtype are named "
+                         "CASE/DTYPE: write them to a JSON of their own")
     ap.add_argument("--dry-run", action="store_true",
                     help="on the CPU, tiny sizes, no graphs: checks the script's code paths without a GPU")
     ap.add_argument("--time-budget", type=float, default=270.0,
                     help="seconds; cases that would start later are skipped (and listed as skipped)")
     args = ap.parse_args()
-    global DEV, H, HV, K, V, DECODE_N
+    global DEV, H, HV, K, V, DECODE_N, PREFILL_DTYPE
+    PREFILL_DTYPE = DTYPES[args.dtype]
     if args.dry_run:
         DEV, H, HV, K, V, DECODE_N = "cpu", 2, 4, 32, 32, [1, 3]
         PREFILL_CASES.clear()
@@ -366,7 +374,8 @@ def main():
     res = dict(gpu=torch.cuda.get_device_name() if DEV == "cuda" else "cpu (dry run)", commit=timing.git_commit(ROOT),
                date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                torch=torch.__version__, fla_version=FLA_VERSION, flashqla_version=QLA_VERSION, gdn=gdn.__version__,
-               shape=dict(H=H, HV=HV, K=K, V=V, dtype="bfloat16", gates="float32", qk_l2norm=True,
+               shape=dict(H=H, HV=HV, K=K, V=V, dtype=str(PREFILL_DTYPE).replace("torch.", ""), gates="float32",
+                          qk_l2norm=True,
                           prefill_heads="per case (rows carry H and HV)"),
                fla_env=dict(FLA_FLASH_QLA=os.environ.get("FLA_FLASH_QLA")),
                timing="CUDA graph per call, median of replays (event-timed), inputs rotated past L2")
@@ -394,13 +403,13 @@ def main():
             if time.perf_counter() - t_start > args.time_budget:
                 res.setdefault("skipped", []).append(name)
                 continue
-            row = run_prefill(name, *case, args, res["copy_GBps"], res["matmul_TFLOPs"])
+            row = run_prefill(name + DTYPE_SUFFIX[args.dtype], *case, args, res["copy_GBps"], res["matmul_TFLOPs"])
             res["prefill"].append(row)
             save()
             print(json.dumps(row), flush=True)
         if args.coverage:
             for name, case in COVERAGE_CASES.items():
-                row = run_prefill(name, *case, args, res["copy_GBps"], res["matmul_TFLOPs"])
+                row = run_prefill(name + DTYPE_SUFFIX[args.dtype], *case, args, res["copy_GBps"], res["matmul_TFLOPs"])
                 res["prefill"].append(row)
                 save()
                 print(json.dumps(row), flush=True)

@@ -39,6 +39,22 @@ def test_bench_dry_run_and_report(tmp_path):
     assert "| dry_mixed |" in md.read_text() and png.stat().st_size > 0
 
 
+@pytest.mark.parametrize("dtype, name, bound", [("fp16", "float16", 5e-4), ("fp32", "float32", 1e-4)])
+def test_bench_dry_run_other_dtypes(tmp_path, dtype, name, bound):
+    # --dtype: the prefill rows' q, k, v in fp16 or fp32, named CASE/DTYPE, the JSON's shape saying so.
+    pytest.importorskip("torch")
+    out = tmp_path / "dry.json"
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "bench_gpu.py"), "--dry-run", "--no-decode",
+                        "--no-serving", "--dtype", dtype, "--json", str(out)],
+                       capture_output=True, text=True, timeout=600, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    res = json.loads(out.read_text())
+    assert res["shape"]["dtype"] == name
+    assert [row["name"] for row in res["prefill"]] == [f"dry_{c}/{dtype}" for c in ("2x100", "mixed", "1x64", "model")]
+    for row in res["prefill"]:
+        assert 0 < row["gdn_err"] <= bound
+
+
 def _readme_blocks():
     import re
 
