@@ -169,6 +169,19 @@ TEST(Heuristics, SerialFormFromTheHostLengths) {
   EXPECT_FALSE(with_lengths(problem(2, 4, 0, 0), cumulative(tp)).fuse_o_serial);
   tp.back() = 512;
   EXPECT_TRUE(with_lengths(problem(2, 4, 0, 0), cumulative(tp)).fuse_o_serial);
+  // int64 boundaries read alike.
+  {
+    std::vector<int64_t> cu64 = {0};
+    for (int i = 0; i < 255; ++i) cu64.push_back(cu64.back() + 64);
+    cu64.push_back(cu64.back() + 16384);
+    Problem p = problem(16, 32, cu64.back(), 256);
+    p.cu_seqlens = p.cu_seqlens_host = cu64.data();
+    p.cu_seqlens_type = IndexType::kInt64;
+    const cuda::SequenceChunks sc = cuda::sequence_chunks(p);
+    EXPECT_EQ(256, sc.longest);
+    EXPECT_EQ(255 + 256, sc.total);
+    EXPECT_FALSE(cuda::chunk_forward_heuristics(p, h200()).fuse_o_serial);
+  }
   // Zero-length sequences count no chunks.
   std::vector<int32_t> zeros = cumulative(std::vector<int32_t>(256, 64));
   zeros.insert(zeros.begin() + 10, 40, zeros[10]);
