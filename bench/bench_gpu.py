@@ -2,8 +2,9 @@
 """GPU benchmark: gdn against flash-linear-attention (fla) and FlashQLA on the cases of bench/cases.txt.
 
 Prefill: the cases of bench/cases.txt (the one case list; heads H / HV, the gate kind and the
-lengths come from it; K=V=128), bf16 q/k/v (--dtype fp16 / fp32: rows named CASE/DTYPE), fp32 g and beta (g = 0 exactly for "zero" gates,
-Qwen3-Next's gate per head for "model": gdn_ref.model_gate_params), qk l2-norm in the kernel, fp32
+lengths come from it; K=V=128), bf16 q/k/v (--dtype fp16 / fp32: rows named CASE/DTYPE), fp32 g
+and beta (g = 0 exactly for "zero" gates, Qwen3-Next's gate per head for "model":
+gdn_ref.model_gate_params), qk l2-norm in the kernel, fp32
 initial state given, final state returned; gdn.chunk_gated_delta_rule,
 fla's chunk_gated_delta_rule (run with FLA_FLASH_QLA=0, so that fla does not dispatch to FlashQLA)
 and, when the flash_qla package imports, FlashQLA's chunk_gated_delta_rule, on the same inputs. Decode: N sequences of one token, states in a pool of
@@ -84,7 +85,6 @@ PREFILL_CASES = {c.name: (c.lengths, c.H, c.HV, K, V, c.gates) for c in BENCH_CA
 QUICK_CASES = {name: PREFILL_CASES[name] for name in ("1x4k", "8x1k", "mixed", "256x64")}
 # --dtype: q, k, v (and o) of the prefill rows; gates, beta and states stay fp32.
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-DTYPE_SUFFIX = {"bf16": "", "fp16": "/fp16", "fp32": "/fp32"}
 PREFILL_DTYPE = torch.bfloat16
 DECODE_N = [1, 64, 256, 1024, 4096]
 # SPEC: also H = HV = 32 (no GVA) and K = V = 64 and 256, for coverage (with --coverage)
@@ -358,6 +358,7 @@ def main():
     args = ap.parse_args()
     global DEV, H, HV, K, V, DECODE_N, PREFILL_DTYPE
     PREFILL_DTYPE = DTYPES[args.dtype]
+    suffix = "" if args.dtype == "bf16" else "/" + args.dtype  # the rows' names: CASE/DTYPE
     if args.dry_run:
         DEV, H, HV, K, V, DECODE_N = "cpu", 2, 4, 32, 32, [1, 3]
         PREFILL_CASES.clear()
@@ -403,13 +404,13 @@ def main():
             if time.perf_counter() - t_start > args.time_budget:
                 res.setdefault("skipped", []).append(name)
                 continue
-            row = run_prefill(name + DTYPE_SUFFIX[args.dtype], *case, args, res["copy_GBps"], res["matmul_TFLOPs"])
+            row = run_prefill(name + suffix, *case, args, res["copy_GBps"], res["matmul_TFLOPs"])
             res["prefill"].append(row)
             save()
             print(json.dumps(row), flush=True)
         if args.coverage:
             for name, case in COVERAGE_CASES.items():
-                row = run_prefill(name + DTYPE_SUFFIX[args.dtype], *case, args, res["copy_GBps"], res["matmul_TFLOPs"])
+                row = run_prefill(name + suffix, *case, args, res["copy_GBps"], res["matmul_TFLOPs"])
                 res["prefill"].append(row)
                 save()
                 print(json.dumps(row), flush=True)

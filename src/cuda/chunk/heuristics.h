@@ -160,8 +160,7 @@ inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const Devic
     const int64_t chain_blocks = chains * 2 * (cfg.split_chunks_per_part > 0 ? cfg.split_max_parts : 1);
     if (chain_blocks > 0 && (chain_blocks <= dev.sms || average_chunks(p) >= 4)) cfg.fuse_o = true;
     // Short sequences in several waves of two blocks per SM (no split there): the serial fused
-    // chain, two blocks per SM hiding each other's loads (256x64 and 64x256 in the SPEC's cases;
-    // the desk estimate, docs/perf.md "Next steps": 256x64 0.88 -> ~0.69 ms, 64x256 0.50 -> ~0.41).
+    // chain, two blocks per SM hiding each other's loads (256x64 and 64x256 in the SPEC's cases).
     // Measured (H200, session 32): 256x64 0.872 -> 0.756 ms, 64x256 0.490 -> 0.475; forced onto
     // longer sequences it loses (8x1k 0.210 -> 0.223, 4x8k 0.701 -> 0.787): its chunk takes the
     // chain and then o, ~6 us against kFusedO's ~3.7. So where the lengths are known, a sequence
