@@ -127,6 +127,29 @@ TEST(Heuristics, FusedOInOneWaveOrFromFourChunks) {
   EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(16, 32, 0, 0), h200()).fuse_o);             // no sequence
 }
 
+// The sequences longest first wherever lengths may differ: not for one sequence, a fixed-length
+// batch or host lengths equal in chunks (64 and 40 tokens: one chunk each).
+TEST(Heuristics, LongestFirstWhereLengthsMayDiffer) {
+  auto with_host_lengths = [](std::vector<int32_t> cu) {
+    Problem p = problem(16, 32, cu.back(), static_cast<int64_t>(cu.size()) - 1);
+    p.cu_seqlens = p.cu_seqlens_host = cu.data();
+    p.cu_seqlens_type = IndexType::kInt32;
+    return cuda::chunk_forward_heuristics(p, h200()).longest_first;
+  };
+  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(16, 32, 32768, 1), h200()).longest_first);
+  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(16, 32, 8192, 8), h200()).longest_first);
+  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(16, 32, 4096, 64, 64), h200()).longest_first);
+  Problem unknown = problem(16, 32, 8192, 8);
+  const int32_t cu[9] = {0, 1024, 2048, 3072, 4096, 5120, 6144, 7168, 8192};
+  unknown.cu_seqlens = cu;  // (device memory for the library: never read on the host)
+  unknown.cu_seqlens_type = IndexType::kInt32;
+  EXPECT_TRUE(cuda::chunk_forward_heuristics(unknown, h200()).longest_first);
+  EXPECT_FALSE(with_host_lengths({0, 64, 104, 168}));
+  EXPECT_TRUE(with_host_lengths({0, 64, 129, 193}));
+  EXPECT_TRUE(with_host_lengths({0, 0, 64}));  // (an empty sequence: zero chunks)
+  EXPECT_FALSE(with_host_lengths({0, 4096}));
+}
+
 // A batch's lengths, given as the host copy of cu_seqlens: the serial form only while no sequence
 // would outlast the batch's waves; the workspace's choices (fuse_o, the split) never change.
 TEST(Heuristics, SerialFormFromTheHostLengths) {
@@ -179,6 +202,7 @@ TEST(Heuristics, SerialFormFromTheHostLengths) {
     p.cu_seqlens_type = IndexType::kInt64;
     const cuda::SequenceChunks sc = cuda::sequence_chunks(p);
     EXPECT_EQ(256, sc.longest);
+    EXPECT_EQ(1, sc.shortest);
     EXPECT_EQ(255 + 256, sc.total);
     EXPECT_FALSE(cuda::chunk_forward_heuristics(p, h200()).fuse_o_serial);
   }

@@ -136,7 +136,7 @@ void run(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg, 
   char* pm = nullptr;
   carve(p, cfg, exec.workspace, &b, &sp, &pm);
   mark(phases, 0, s);
-  b.pl = build_plan(p, pm, s);
+  b.pl = build_plan(p, pm, s, cfg.longest_first);
   mark(phases, 1, s);
   const int64_t T = p.num_tokens;
   const int H = p.num_qk_heads, D = p.head_k;

@@ -88,17 +88,18 @@ struct FastBufs {
 // 128-byte swizzle (16-byte piece ch of row r at byte sw128(r, ch)). fwd_o un-swizzles on load.
 // Offsets in elements of b.h ([max_chunks, HV, 2, 128, 64]) and b.v_new ([max_chunks, HV, 2, 64, 64]).
 GDN_HOST_DEVICE inline int64_t fwd_h_image(int64_t gc, int hv, int sl, int HV) {
-  return ((gc * HV + hv) * 2 + sl) * (128 * 64);
+  return ((gc * static_cast<uint32_t>(HV) + hv) * 2 + sl) * (128 * 64);
 }
 GDN_HOST_DEVICE inline int64_t fwd_v_image(int64_t gc, int hv, int sl, int HV) {
-  return ((gc * HV + hv) * 2 + sl) * (kChunkSize * 64);
+  return ((gc * static_cast<uint32_t>(HV) + hv) * 2 + sl) * (kChunkSize * 64);
 }
 // A_s of chunk gc and value head hv goes the other way, kkt_solve -> the chain, as the image of the
 // chain's ring stage (one bulk copy, chain_prefetch): its hi part's [64 rows i][64 columns j], then
 // its lo part's, in 128-byte rows with the same swizzle; every row written (past the chunk's end:
-// zeros). Offset in elements of b.w ([max_chunks, HV, 2, 64, 64]).
+// zeros). Offset in elements of b.w ([max_chunks, HV, 2, 64, 64]). (HV widened as unsigned in all
+// three: the chain runs at up to 255 registers, and HV's sign word carried through it spilled.)
 GDN_HOST_DEVICE inline int64_t fwd_a_image(int64_t gc, int hv, int HV) {
-  return (gc * HV + hv) * (2 * kChunkSize * 64);
+  return (gc * static_cast<uint32_t>(HV) + hv) * (2 * kChunkSize * 64);
 }
 
 // Whether a tensor of 2-byte elements can be read or written in 16-byte row pieces: an aligned

@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(NW * 32, 1)
   const int64_t item = blockIdx.x;
   const int sl = static_cast<int>(item % SLICES);
   const int hv = static_cast<int>((item / SLICES) % HV);
-  const int64_t n = item / (int64_t(SLICES) * HV);
+  const int64_t n = seq_in_order(b.pl, item / (int64_t(SLICES) * HV));  // the plan's longest first
   const int hk = qk_head_of(hv, HV, b.H);
   const int v0 = sl * BV;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;

@@ -119,7 +119,12 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
   const int sl = static_cast<int>(item % kSlices);
   const int hv = static_cast<int>((item / kSlices) % HV);
   const int64_t part = (item / (kSlices * int64_t(HV))) % sp.max_parts;
-  const int64_t n = item / (kSlices * int64_t(HV) * sp.max_parts);
+  // The sequence: the plan's longest first (the long ones start in the first wave).
+  const int64_t n = seq_in_order(b.pl, blockIdx.x / static_cast<uint32_t>(kSlices * HV * sp.max_parts));
+  // (Read back from shared memory where needed after the prologue: the chain loop runs at 255
+  // registers, and n kept live across it, or its load, spills.)
+  __shared__ int64_t seq_shared;
+  if (threadIdx.x == 0) seq_shared = n;
   const int hk = hv / (HV / b.H);
   const SeqChunks sc = seq_chunks(b.pl, n);
   // The first part's chunks (first_part_here; for the checkpoints' lambdas in shared memory). The
@@ -130,9 +135,8 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
   if constexpr (!kBulk) first_part = first_part_here(sp, b.transition_log_bound, sc.c0, sc.count, HV);
   if (threadIdx.x == 0) first_part_shared = first_part;
   const int64_t parts = split_parts_of(sc.count, sp.chunks_per_part, sp.max_parts, first_part);
-  // The sequence, recomputed at the end from the block index: the chain loop runs at 255
-  // registers, and keeping n live across it spills.
-  auto seq_of_block = [&]() { return int64_t(blockIdx.x) / (kSlices * int64_t(HV) * sp.max_parts); };
+  // The sequence at the end (seq_shared, above).
+  auto seq_of_block = [&]() { return seq_shared; };
   // Whether the part is its sequence's last, kept in shared memory for the same reason.
   __shared__ int last_part_flag;
   if (threadIdx.x == 0) last_part_flag = part == parts - 1;
@@ -193,6 +197,10 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
     setmaxnreg_inc<kChainRegs>();
     tb = part_tb;
   }
+  // The sequence past the warpgroups' split: read back from shared memory (carried across it in a
+  // register, as a load's result, ptxas spilled it).
+  int64_t seq = n;
+  if constexpr (kTwoWarpgroups) seq = seq_shared;
 
   // S^T accumulator: st[4 j + 2 hh + e] = S[kk = 8 j + 2 t + e][vv = v0 + 16 warp + g + 8 hh], j < 16.
   // The part's initial state: the pool row (part 0), the scan's S_p (K-major, later parts of the
@@ -202,14 +210,14 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
     const float* base = nullptr;
     bool base_kmajor = kmajor;
     if (part == 0 && cut < 0) {
-      const int64_t r = state_row(init, n);
+      const int64_t r = state_row(init, seq);
       if (r >= 0) base = static_cast<const float*>(init.data) + state_offset(init, r, hv, HV, DD);
     } else if (!kSummary) {
       // S_p comes from the summary pass (and the scan). Launched as a programmatic dependent of
       // the summary pass (no scan), this kernel's part 0 blocks run beside it; the others wait
       // here for it to complete. (A no-op when launched in stream order.)
       pdl_wait();
-      base = sp.part_state + ((n * sp.max_parts + part) * HV + hv) * DD;
+      base = sp.part_state + ((seq * sp.max_parts + part) * HV + hv) * DD;
       base_kmajor = true;
     }
     for_each_state_elem(v0 + 16 * warp + g, t, [&](int i, int kk, int vv) {
@@ -273,9 +281,9 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
   // sequence and the part recomputed here for the same reason, the sequence's length from the part's
   // token range (no load: the one global read is the slot map's index).
   auto store_checkpoint = [&](int64_t c) {
-    const int64_t bi = block_index_here(), ns = bi / (kSlices * int64_t(b.HV) * sp.max_parts);
-    const int64_t part_start =
-        split_part_begin(bi / (kSlices * int64_t(b.HV)) % sp.max_parts, sp.chunks_per_part, first_part_shared);
+    const int64_t ns = seq_shared;
+    const int64_t part_start = split_part_begin(blockIdx.x / static_cast<uint32_t>(kSlices * b.HV) % sp.max_parts,
+                                                sp.chunks_per_part, first_part_shared);
     const int64_t r = checkpoint_row_after(ck.ck, ns, part_start + c, te - tb + part_start * kC);
     if (r < 0) return;
     // This thread's first element (kk = 2 t, vv = v0 + 16 warp + g); the rest at constant offsets.

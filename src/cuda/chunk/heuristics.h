@@ -45,6 +45,11 @@ struct ChunkForwardConfig {
   // a few chunks in several waves, where one block per SM ran each item's load, chain, o and
   // store back to back with nothing beside them.
   bool fuse_o_serial = false;
+  // The sequential kernels (the chain) take the sequences longest first (the plan's counting sort,
+  // Plan::longest_first), so that a batch's long sequences start in the first wave instead of
+  // trailing its short ones. Off where it cannot matter: one sequence, or lengths the host knows
+  // equal in chunks (the sort's ~1 us and the chain's dependent load of its sequence saved).
+  bool longest_first = false;
 };
 
 // Chunks per sequence on average, rounded up (0 without sequences).
@@ -56,19 +61,21 @@ inline int64_t average_chunks(const Problem& p) {
 // copy of cu_seqlens (p.cu_seqlens_host, validated before any launch; lengths clamped to [0, T]
 // here all the same). Unknown: longest = -1.
 struct SequenceChunks {
-  int64_t longest = -1;  // the longest sequence's chunks
-  int64_t total = -1;    // the chunks of all sequences
+  int64_t longest = -1;   // the longest sequence's chunks
+  int64_t shortest = -1;  // the shortest's
+  int64_t total = -1;     // the chunks of all sequences
 };
 inline SequenceChunks sequence_chunks(const Problem& p) {
   SequenceChunks sc;
   if (p.num_seqs <= 0) return sc;
   if (p.cu_seqlens == nullptr) {
-    sc.longest = (p.num_tokens / p.num_seqs + kChunkSize - 1) / kChunkSize;
+    sc.longest = sc.shortest = (p.num_tokens / p.num_seqs + kChunkSize - 1) / kChunkSize;
     sc.total = sc.longest * p.num_seqs;
     return sc;
   }
   if (p.cu_seqlens_host == nullptr) return sc;
   sc.longest = sc.total = 0;
+  sc.shortest = INT64_MAX;
   int64_t prev = detail::read_index(p.cu_seqlens_host, 0, p.cu_seqlens_type);
   for (int64_t n = 1; n <= p.num_seqs; ++n) {
     const int64_t next = detail::read_index(p.cu_seqlens_host, n, p.cu_seqlens_type);
@@ -76,6 +83,7 @@ inline SequenceChunks sequence_chunks(const Problem& p) {
     len = len < 0 ? 0 : len > p.num_tokens ? p.num_tokens : len;
     const int64_t chunks = (len + kChunkSize - 1) / kChunkSize;
     sc.longest = chunks > sc.longest ? chunks : sc.longest;
+    sc.shortest = chunks < sc.shortest ? chunks : sc.shortest;
     sc.total += chunks;
     prev = next;
   }
@@ -139,6 +147,10 @@ inline void choose_split(const Problem& p, const DeviceProps& dev, ChunkForwardC
 inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const DeviceProps& dev) {
   ChunkForwardConfig cfg;
   const int64_t chains = p.num_seqs * p.num_v_heads;  // (sequence, value head) pairs
+  // Measured (H200, session 33): mixed 0.780 -> 0.709 ms, tail-16k 1.544 -> 1.322 (its 16k prompt
+  // had started last); applied to equal lengths it cost 1.7-3% (8x1k 0.203 -> 0.207 ms).
+  const SequenceChunks lengths = sequence_chunks(p);
+  cfg.longest_first = p.num_seqs > 1 && (lengths.longest < 0 || lengths.longest != lengths.shortest);
   if (p.head_k == 128) {
     // The chain storing h and v_new for fwd_o runs only in several waves (below: where its blocks
     // fit one wave, o is fused, and the fused chain runs its own 3 stages): 2 stages (107.5 KB),
@@ -169,8 +181,7 @@ inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const Devic
     // many short ones. (Both fused forms take the same workspace: what the caller's host copy of
     // cu_seqlens decides here never changes the workspace size.)
     if (chain_blocks > 2 * dev.sms && average_chunks(p) <= 4 && cfg.split_chunks_per_part == 0) {
-      const SequenceChunks sc = sequence_chunks(p);
-      const bool long_tail = sc.longest >= 0 && sc.longest * 2 * dev.sms > sc.total * p.num_v_heads;
+      const bool long_tail = lengths.longest >= 0 && lengths.longest * 2 * dev.sms > lengths.total * p.num_v_heads;
       cfg.fuse_o = true;
       cfg.fuse_o_serial = !long_tail;
     }

@@ -236,9 +236,22 @@ struct Plan {
   // [max_chunks] each global chunk's rows as one word, t0 * 128 + len (0 past the last): kernels
   // that need no sequence number find their rows in one load instead of two dependent ones
   const int64_t* chunk_rows;
+  // [N] the sequences longest first (by chunk count; ties in no fixed order), or null (the
+  // heuristics' longest_first: lengths known equal, or one sequence): the sequential kernels take
+  // sequence longest_first[i] for their i-th group of blocks, so that the long ones start in the
+  // first wave instead of trailing the short ones (seq_in_order). Which block computes a sequence
+  // changes nothing it computes.
+  const int32_t* longest_first;
   int64_t num_seqs;
   int64_t max_chunks;
 };
+
+// The sequence the i-th group of a sequential kernel's blocks computes (longest first, where the
+// plan has the order). (Widened as unsigned: the sequential kernels run at up to 255 registers, and
+// a sign word carried from the prologue spilled.)
+__device__ __forceinline__ int64_t seq_in_order(const Plan& pl, int64_t i) {
+  return pl.longest_first ? static_cast<int64_t>(static_cast<uint32_t>(pl.longest_first[i])) : i;
+}
 
 // Chunk gc's first token and number of valid rows (false when gc is unused), from one load.
 __device__ __forceinline__ bool chunk_rows(const Plan& pl, int64_t gc, int64_t& t0, int& len) {
@@ -279,7 +292,9 @@ inline int64_t chunk_bound(int64_t num_tokens, int64_t num_seqs) { return num_to
 
 size_t plan_bytes(int64_t num_tokens, int64_t num_seqs);
 // Builds the plan into `ws` (plan_bytes long) on the stream; returns the device view.
-Plan build_plan(const Problem& p, void* ws, cudaStream_t stream);
+// longest_first: also the longest-first order (Plan::longest_first; the chunk forward's heuristics
+// say where it can matter); the stages' plans go without it.
+Plan build_plan(const Problem& p, void* ws, cudaStream_t stream, bool longest_first = false);
 
 inline size_t align_up(size_t x) { return (x + 255) & ~size_t(255); }
 
