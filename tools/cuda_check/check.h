@@ -108,8 +108,10 @@ struct BenchOptions {
 // library's choices storing a prefill checkpoint every 16 chunks (a dense fp32 buffer: "NAME/ckpt"),
 // or the exact split into two equal parts of the average sequence's chunks with o fused ("NAME/split2": one long
 // sequence at H = 16, HV = 32 fills 128 SMs that way; the heuristics make part 0 the longer there,
-// since it runs beside the summary pass).
-enum class PrefillVariant { kDefault, kOAfter, kFusedO, kFusedSerial, kCheckpoints, kSplit2 };
+// since it runs beside the summary pass), or the library's choices without the host copy of
+// cu_seqlens ("NAME/nohost": a caller that passes none; the heuristics then cannot know the lengths
+// equal, and the chain takes the sequences longest first).
+enum class PrefillVariant { kDefault, kOAfter, kFusedO, kFusedSerial, kCheckpoints, kSplit2, kNoHostLengths };
 void bench_prefill(const tools::PrefillCase& c, const std::string& label, PrefillVariant variant, BenchOptions& o);
 // The decode step for N sequences (one token each) of the benchmark shape, against the copy rate,
 // on a state pool of `state_dtype` (GB/s counts the state bytes moved: one read and one write of

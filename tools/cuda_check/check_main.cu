@@ -27,9 +27,10 @@ const char* kUsage =
     "  --no-check   no correctness cases (timings only)\n"
     "  --profile    with --bench: also the phases of the tensor-core forward (plan, pack, prep, h, o)\n"
     "  --case NAME  with --bench: time that prefill case only (e.g. under ncu); NAME/seq, NAME/fused,\n"
-    "               NAME/serial, NAME/ckpt, NAME/split2: its A/B rows (/seq: o by fwd_o after the chain; /fused: o\n"
-    "               in the chain by its second warpgroup; /serial: by its one warpgroup after each chunk's chain;\n"
-    "               /ckpt: a checkpoint every 16 chunks; /split2: the exact split into 2 parts, o fused)\n"
+    "               NAME/serial, NAME/ckpt, NAME/split2, NAME/nohost: its A/B rows (/seq: o by fwd_o after the\n"
+    "               chain; /fused: o in the chain by its second warpgroup; /serial: by its one warpgroup after\n"
+    "               each chunk's chain; /ckpt: a checkpoint every 16 chunks; /split2: the exact split into 2\n"
+    "               parts, o fused; /nohost: without the host copy of cu_seqlens)\n"
     "  --json FILE  with --bench: the timings as a JSON array\n";
 
 int usage_error(const std::string& what) {
@@ -72,9 +73,9 @@ int main(int argc, char** argv) {
   auto find_case = [&](const std::string& name) {
     return std::find_if(prefill.begin(), prefill.end(), [&](const tools::PrefillCase& c) { return c.name == name; });
   };
-  // --case NAME, NAME/seq, NAME/fused, NAME/ckpt or NAME/split2 (the A/B rows).
+  // --case NAME or NAME/<variant> (the A/B rows).
   const std::string seq_suffix = "/seq", fused_suffix = "/fused", serial_suffix = "/serial", ckpt_suffix = "/ckpt",
-                    split2_suffix = "/split2";
+                    split2_suffix = "/split2", nohost_suffix = "/nohost";
   auto base_name = [](const std::string& label) { return label.substr(0, label.find('/')); };
   if (!only_case.empty() && find_case(base_name(only_case)) == prefill.end())
     return usage_error("--case " + only_case + ": no such prefill case (tools/cases.h)");
@@ -141,6 +142,9 @@ int main(int argc, char** argv) {
         // The split into 2 parts (asked for by name only).
         if (only_case == c.name + split2_suffix)
           check::bench_prefill(c, c.name + split2_suffix, check::PrefillVariant::kSplit2, bo);
+        // The library's choices without the host copy of cu_seqlens (asked for by name only).
+        if (only_case == c.name + nohost_suffix)
+          check::bench_prefill(c, c.name + nohost_suffix, check::PrefillVariant::kNoHostLengths, bo);
       }
     }
     if (only_case.empty())

@@ -162,7 +162,8 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   BenchInputs in(T, N, c.H, HV, rng, nd, g, b);
   void* cu_d = upload_indices(cu, IndexType::kInt64);
   in.p.cu_seqlens = cu_d;
-  in.p.cu_seqlens_host = cu.data();  // (as the Python benchmark passes cu_seqlens_cpu: the heuristics read it)
+  // (As the Python benchmark passes cu_seqlens_cpu: the heuristics read it.)
+  in.p.cu_seqlens_host = variant == PrefillVariant::kNoHostLengths ? nullptr : cu.data();
   in.p.cu_seqlens_type = IndexType::kInt64;
   const int64_t state_elems = N * HV * kBK * kBV;
   void* S = upload(randn(rng, nd, state_elems, 0.1f), DType::kFloat32, 1, state_elems, state_elems);
@@ -180,7 +181,8 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   }
   // The library's choices, or the variant's explicit config (whose workspace may be larger).
   cuda::ChunkForwardConfig cfg = cuda::chunk_forward_heuristics(in.p, cuda::device_props());
-  const bool explicit_cfg = variant != PrefillVariant::kDefault && variant != PrefillVariant::kCheckpoints;
+  const bool explicit_cfg = variant != PrefillVariant::kDefault && variant != PrefillVariant::kCheckpoints &&
+                            variant != PrefillVariant::kNoHostLengths;
   if (variant == PrefillVariant::kOAfter || variant == PrefillVariant::kFusedO ||
       variant == PrefillVariant::kFusedSerial) {
     cfg.fuse_o = variant != PrefillVariant::kOAfter;  // (/seq: fwd_o after the chain)
