@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Session 34, call 1 (prepared in session 33, ~8.5 min): the gated longest-first order (landed in
+# Session 34, call 1 (prepared in session 33, ~9 min): the gated longest-first order (landed in
 # session 33 untimed in its gated form) and the order's entries as records (s34_order_records),
-# then where model-like gates spend their time.
+# then where model-like gates spend their time (phases; the full ncu profile is call 3's:
+# `GDN_NCU_CASE=model-1x32k scripts/device.sh build,ncu`).
 # On main:
 #   git checkout -b s34a && git am -3 -q docs/prepared/s34_order_records.patch
 #   scripts/ab_base.sh 2e657b8 main
@@ -22,22 +23,15 @@ source docs/prepared/ab_lib.sh
 ab_build
 SIDES=(base v1 new)
 ab_smoke 8x1k mixed tail-16k 256x64
-ab_time 300 8x1k 1x4k 256x64 mixed tail-16k 8x1k/nohost 256x64/nohost 64x256/nohost
+ab_time 270 8x1k 1x4k 256x64 mixed tail-16k 8x1k/nohost 256x64/nohost 64x256/nohost
 ab_table v1/new
 ab_quick new 60
-ab_sanitize new racecheck "140 seqs,vmajor pool fused" 385
-ab_sanitize new memcheck "fused,split,140 seqs,odd stride,serial" 420
+ab_sanitize new racecheck "140 seqs,vmajor pool fused" 350
+ab_sanitize new memcheck "fused,split,140 seqs,odd stride,serial" 385
 # model-like gates: the phases (prep, h) of model-1x32k and g0-1x32k against 1x32k.
 for c in 1x32k model-1x32k g0-1x32k; do
-  [[ $SECONDS -lt 470 ]] || break
+  [[ $SECONDS -lt 420 ]] || break
   echo "v1 $(timeout 40 $(bin_of v1) --bench --no-check --profile --case $c 2>&1 | grep -E '^bench |phases' | tr '\n' ' ')" | tee -a $OUT/summary.txt
 done
-# The fused chain's stall reasons on model-1x32k (ncu, one launch): where the precise chunks wait.
-if [[ $SECONDS -lt 480 ]]; then
-  timeout 80 ncu --clock-control none -k regex:chunk_fwd_h_wgmma_kernel -s 1 -c 1 --section SpeedOfLight \
-    --section WarpStateStats --section SchedulerStats $(bin_of v1) --bench --no-check --case model-1x32k \
-    > $OUT/ncu_model_1x32k.txt 2>&1
-  echo "[$SECONDS s] ncu model-1x32k: $(grep -cE 'Duration|Stall' $OUT/ncu_model_1x32k.txt) lines" | tee -a $OUT/summary.txt
-fi
 scripts/device.sh test > /tmp/test.log 2>&1
 grep -E 'ctest' $OUT/summary.txt | tail -1
