@@ -127,8 +127,9 @@ TEST(Heuristics, FusedOInOneWaveOrFromFourChunks) {
   EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(16, 32, 0, 0), h200()).fuse_o);             // no sequence
 }
 
-// The sequences longest first wherever lengths may differ: not for one sequence, a fixed-length
-// batch or host lengths equal in chunks (64 and 40 tokens: one chunk each).
+// The sequences longest first wherever lengths may differ and the chains fill more than one wave:
+// not for one sequence, a fixed-length batch, host lengths equal in chunks (64 and 40 tokens: one
+// chunk each), or a few chains (all start at once).
 TEST(Heuristics, LongestFirstWhereLengthsMayDiffer) {
   auto with_host_lengths = [](std::vector<int32_t> cu) {
     Problem p = problem(16, 32, cu.back(), static_cast<int64_t>(cu.size()) - 1);
@@ -146,8 +147,21 @@ TEST(Heuristics, LongestFirstWhereLengthsMayDiffer) {
   EXPECT_TRUE(cuda::chunk_forward_heuristics(unknown, h200()).longest_first);
   EXPECT_FALSE(with_host_lengths({0, 64, 104, 168}));
   EXPECT_TRUE(with_host_lengths({0, 64, 129, 193}));
-  EXPECT_TRUE(with_host_lengths({0, 0, 64}));  // (an empty sequence: zero chunks)
+  EXPECT_TRUE(with_host_lengths({0, 0, 64, 128}));  // (an empty sequence: zero chunks)
   EXPECT_FALSE(with_host_lengths({0, 4096}));
+  // Ragged sequences whose chains fit one wave (all start at once): two at HV = 4 (16 blocks of 64
+  // columns) and at HV = 32 (128); three at HV = 32 (192 blocks, two waves) take the order.
+  const int32_t two[3] = {0, 1024, 8192}, three[4] = {0, 1024, 2048, 8192};
+  Problem tp = problem(2, 4, 8192, 2);
+  tp.cu_seqlens = tp.cu_seqlens_host = two;
+  tp.cu_seqlens_type = IndexType::kInt32;
+  EXPECT_FALSE(cuda::chunk_forward_heuristics(tp, h200()).longest_first);
+  tp.num_qk_heads = 16;
+  tp.num_v_heads = 32;
+  EXPECT_FALSE(cuda::chunk_forward_heuristics(tp, h200()).longest_first);
+  tp.num_seqs = 3;
+  tp.cu_seqlens = tp.cu_seqlens_host = three;
+  EXPECT_TRUE(cuda::chunk_forward_heuristics(tp, h200()).longest_first);
 }
 
 // A batch's lengths, given as the host copy of cu_seqlens: the serial form only while no sequence

@@ -47,8 +47,9 @@ struct ChunkForwardConfig {
   bool fuse_o_serial = false;
   // The sequential kernels (the chain) take the sequences longest first (the plan's counting sort,
   // Plan::longest_first), so that a batch's long sequences start in the first wave instead of
-  // trailing its short ones. Off where it cannot matter: one sequence, or lengths the host knows
-  // equal in chunks (the sort's ~1 us and the chain's dependent load of its sequence saved).
+  // trailing its short ones. Off where it cannot matter: one sequence, lengths the host knows equal
+  // in chunks, or chains that fit one wave of one block per SM (all start at once): the sort's
+  // ~1 us and the chain's dependent load of its sequence saved.
   bool longest_first = false;
 };
 
@@ -150,7 +151,8 @@ inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const Devic
   // Measured (H200, session 33): mixed 0.780 -> 0.709 ms, tail-16k 1.544 -> 1.322 (its 16k prompt
   // had started last); applied to equal lengths it cost 1.7-3% (8x1k 0.203 -> 0.207 ms).
   const SequenceChunks lengths = sequence_chunks(p);
-  cfg.longest_first = p.num_seqs > 1 && (lengths.longest < 0 || lengths.longest != lengths.shortest);
+  cfg.longest_first =
+      p.num_seqs > 1 && chains * 2 > dev.sms && (lengths.longest < 0 || lengths.longest != lengths.shortest);
   if (p.head_k == 128) {
     // The chain storing h and v_new for fwd_o runs only in several waves (below: where its blocks
     // fit one wave, o is fused, and the fused chain runs its own 3 stages): 2 stages (107.5 KB),
