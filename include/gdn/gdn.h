@@ -173,7 +173,8 @@ struct Problem {
   const void* cu_seqlens = nullptr;
   // Optional host copy of cu_seqlens (same IndexType). The CPU backend validates cu_seqlens
   // itself; the CUDA backend validates this copy when given and otherwise clamps on the device,
-  // so that malformed boundaries can never cause an out-of-bounds access (see docs/api.md).
+  // so that malformed boundaries can never cause an out-of-bounds access (see docs/api.md). The
+  // CUDA forward's choices also read it (the lengths it knows equal skip the longest-first order).
   const void* cu_seqlens_host = nullptr;
   IndexType cu_seqlens_type = IndexType::kInt32;
   // q and k when they come in another dtype than v (fla's tests pass fp32 q/k with fp16 v).

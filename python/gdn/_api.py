@@ -48,7 +48,8 @@ def chunk_gated_delta_rule(
         state_v_first: states in the V-major ``[.., V, K]`` layout (vLLM's cache).
         cu_seqlens: ``[N + 1]`` int32/int64 boundaries on q's device (varlen; then ``B == 1``).
         cu_seqlens_cpu: optional host copy of cu_seqlens: validated on the host (and read by the
-            CUDA forward's kernel choice: one long sequence among many short ones). Without it,
+            CUDA forward's kernel choices: one long sequence among many short ones; equal lengths,
+            which need no longest-first order of the sequences). Without it,
             malformed boundaries on the CUDA backend are clamped on the device (never read out of
             bounds); no host synchronization happens either way, so calls can be captured in CUDA
             graphs.
