@@ -4,6 +4,7 @@
 //   run_case.cu     one case: random inputs, the backend's run, the fp64 oracle (reference/), errors
 //   device_io.cu    host <-> device arrays in a storage dtype (src/common/host_dtype.h)
 //   timing.cu       CUDA-graph timings of the prefill cases (tools/cases.h) and of the decode step
+//   plan_check.cu   the sequence plan's longest-first order
 #pragma once
 
 #include <cuda_runtime.h>
@@ -94,6 +95,11 @@ void append_decode_and_pool_cases(std::vector<Case>& cases, const std::vector<in
 // Runs one case on inputs drawn from `rng` against the fp64 oracle and prints one line; false on a
 // failure.
 bool run_case(const Case& c, std::mt19937& rng);
+
+// ---- plan_check.cu -----------------------------------------------------------------------------
+// The plan's longest-first order on a few batches (ragged, many sequences, counts past the last
+// bucket, equal chunk counts, one sequence), a line each; returns the failures.
+int check_plan_orders(std::mt19937& rng);
 
 // ---- timing.cu -------------------------------------------------------------------------------
 struct BenchOptions {

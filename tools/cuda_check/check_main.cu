@@ -109,6 +109,9 @@ int main(int argc, char** argv) {
     std::mt19937 rng(12345);
     for (const check::Case& c : cases)
       if (!check::run_case(c, rng)) ++failures;
+    // (After the cases: their lines keep their places for comparisons with earlier runs.)
+    if (!decode_only && (only_names.empty() || only_names.find("plan") != std::string::npos))
+      failures += check::check_plan_orders(rng);
   }
   std::printf("%s: %d failure(s)\n", failures ? "FAILED" : "PASSED", failures);
 
