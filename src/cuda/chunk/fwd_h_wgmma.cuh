@@ -135,8 +135,6 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
   if constexpr (!kBulk) first_part = first_part_here(sp, b.transition_log_bound, sc.c0, sc.count, HV);
   if (threadIdx.x == 0) first_part_shared = first_part;
   const int64_t parts = split_parts_of(sc.count, sp.chunks_per_part, sp.max_parts, first_part);
-  // The sequence at the end (seq_shared, above).
-  auto seq_of_block = [&]() { return seq_shared; };
   // Whether the part is its sequence's last, kept in shared memory for the same reason.
   __shared__ int last_part_flag;
   if (threadIdx.x == 0) last_part_flag = part == parts - 1;
@@ -586,7 +584,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
     out_kmajor = true;
   } else {
     block_sync(0, nch & 1);  // last_part_flag, set before the loop, seen by every thread (of the chain)
-    const int64_t r = last_part_flag ? state_row(fin, seq_of_block()) : -1;
+    const int64_t r = last_part_flag ? state_row(fin, seq_shared) : -1;
     if (r >= 0) base = static_cast<float*>(fin.data) + state_offset(fin, r, hv, HV, DD);
   }
   if (base)

@@ -150,9 +150,11 @@ inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const Devic
   const int64_t chains = p.num_seqs * p.num_v_heads;  // (sequence, value head) pairs
   // Measured (H200, session 33): mixed 0.780 -> 0.709 ms, tail-16k 1.544 -> 1.322 (its 16k prompt
   // had started last); applied to equal lengths it cost 1.7-3% (8x1k 0.203 -> 0.207 ms).
-  const SequenceChunks lengths = sequence_chunks(p);
-  cfg.longest_first =
-      p.num_seqs > 1 && chains * 2 > dev.sms && (lengths.longest < 0 || lengths.longest != lengths.shortest);
+  // The host's lengths (a loop over cu_seqlens_host) only where a choice reads them: both need the
+  // chains in more than one wave (the serial form's test below implies it).
+  const bool several_waves = chains * 2 > dev.sms;
+  const SequenceChunks lengths = several_waves ? sequence_chunks(p) : SequenceChunks{};
+  cfg.longest_first = p.num_seqs > 1 && several_waves && (lengths.longest < 0 || lengths.longest != lengths.shortest);
   if (p.head_k == 128) {
     // The chain storing h and v_new for fwd_o runs only in several waves (below: where its blocks
     // fit one wave, o is fused, and the fused chain runs its own 3 stages): 2 stages (107.5 KB),
