@@ -18,7 +18,11 @@ int64_t bucket_of(int64_t chunks) { return std::min<int64_t>(chunks, 1023); }
 bool check_one(const std::string& name, const std::vector<int64_t>& lens) {
   const int64_t N = static_cast<int64_t>(lens.size());
   std::vector<int64_t> cu(N + 1, 0);
-  for (int64_t n = 0; n < N; ++n) cu[n + 1] = cu[n] + lens[n];
+  std::vector<int64_t> first_chunk(N + 1, 0);
+  for (int64_t n = 0; n < N; ++n) {
+    cu[n + 1] = cu[n] + lens[n];
+    first_chunk[n + 1] = first_chunk[n] + (lens[n] + kChunkSize - 1) / kChunkSize;
+  }
   Problem p;
   p.num_tokens = cu[N];
   p.num_seqs = N;
@@ -28,24 +32,30 @@ bool check_one(const std::string& name, const std::vector<int64_t>& lens) {
   CK(cudaMalloc(&ws, cuda::plan_bytes(p.num_tokens, N)));
   const cuda::Plan without = cuda::build_plan(p, ws, nullptr, false);
   const cuda::Plan pl = cuda::build_plan(p, ws, nullptr, true);
+  std::vector<cuda::OrderedSeq> entries(N);
+  CK(cudaMemcpy(entries.data(), pl.longest_first, N * sizeof(cuda::OrderedSeq), cudaMemcpyDeviceToHost));
   std::vector<int32_t> order(N);
-  CK(cudaMemcpy(order.data(), pl.longest_first, N * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  std::string why;
+  for (int64_t i = 0; i < N; ++i) {
+    const cuda::OrderedSeq& e = entries[i];
+    order[i] = static_cast<int32_t>(e.seq);
+    const int64_t n = e.seq;
+    // (Each entry carries its sequence's tokens and first chunk: the plan's bounds and offsets.)
+    if (why.empty() && (n < 0 || n >= N || e.tb != cu[n] || e.te != cu[n + 1] || e.c0 != first_chunk[n]))
+      why = "entry " + std::to_string(i) + ": not its sequence's tokens and first chunk";
+  }
   CK(cudaFree(ws));
   CK(cudaFree(const_cast<void*>(p.cu_seqlens)));
   auto chunks = [&](int64_t n) { return (lens[n] + kChunkSize - 1) / kChunkSize; };
-  std::string why;
   std::vector<int32_t> sorted = order;
   std::sort(sorted.begin(), sorted.end());
   std::vector<int32_t> all(N);
   std::iota(all.begin(), all.end(), 0);
   bool one_bucket = true;
   for (int64_t n = 1; n < N; ++n) one_bucket &= bucket_of(chunks(n)) == bucket_of(chunks(0));
-  if (without.longest_first != nullptr)
-    why = "an order where none was asked for";
-  else if (sorted != all)
-    why = "not a permutation of the sequences";
-  else if (one_bucket && order != all)
-    why = "not the identity for one bucket";
+  if (why.empty() && without.longest_first != nullptr) why = "an order where none was asked for";
+  if (why.empty() && sorted != all) why = "not a permutation of the sequences";
+  if (why.empty() && one_bucket && order != all) why = "not the identity for one bucket";
   for (int64_t i = 1; why.empty() && i < N; ++i)
     if (bucket_of(chunks(order[i])) > bucket_of(chunks(order[i - 1])))
       why = "position " + std::to_string(i) + " longer than the one before";

@@ -55,7 +55,8 @@ __global__ void __launch_bounds__(NW * 32, 1)
   const int64_t item = blockIdx.x;
   const int sl = static_cast<int>(item % SLICES);
   const int hv = static_cast<int>((item / SLICES) % HV);
-  const int64_t n = seq_in_order(b.pl, item / (int64_t(SLICES) * HV));  // the plan's longest first
+  int64_t n;  // the plan's longest first
+  const SeqChunks sc = ordered_seq_chunks(b.pl, item / (int64_t(SLICES) * HV), n);
   const int hk = qk_head_of(hv, HV, b.H);
   const int v0 = sl * BV;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
@@ -94,7 +95,6 @@ __global__ void __launch_bounds__(NW * 32, 1)
         }
   }
 
-  const SeqChunks sc = seq_chunks(b.pl, n);
   const int64_t c0 = sc.c0, nch = sc.count, tb = sc.tb, te = sc.te;
 
   auto prefetch = [&](int64_t c, int stage) {

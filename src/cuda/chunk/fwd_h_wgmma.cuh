@@ -120,13 +120,13 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
   const int hv = static_cast<int>((item / kSlices) % HV);
   const int64_t part = (item / (kSlices * int64_t(HV))) % sp.max_parts;
   // The sequence: the plan's longest first (the long ones start in the first wave).
-  const int64_t n = seq_in_order(b.pl, blockIdx.x / static_cast<uint32_t>(kSlices * HV * sp.max_parts));
+  int64_t n;
+  const SeqChunks sc = ordered_seq_chunks(b.pl, blockIdx.x / static_cast<uint32_t>(kSlices * HV * sp.max_parts), n);
   // (Read back from shared memory where needed after the prologue: the chain loop runs at 255
   // registers, and n kept live across it, or its load, spills.)
   __shared__ int64_t seq_shared;
   if (threadIdx.x == 0) seq_shared = n;
   const int hk = hv / (HV / b.H);
-  const SeqChunks sc = seq_chunks(b.pl, n);
   // The first part's chunks (first_part_here; for the checkpoints' lambdas in shared memory). The
   // store mode keeps first_part_chunks (fwd_fast.cu gives it no even_first_chunks: its loop runs
   // at 255 registers, and the decision's registers spilled there).

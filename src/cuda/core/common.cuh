@@ -228,6 +228,12 @@ inline GateArgs make_gates(const ForwardArgs& f) {
 }
 
 // ---- sequence plan (see plan.cu) ----------------------------------------------------------------
+// One entry of the plan's longest-first order: sequence seq's tokens [tb, te) and first global chunk
+// c0 (32 bytes: two 16-byte loads).
+struct alignas(16) OrderedSeq {
+  int64_t tb, te, c0, seq;
+};
+
 // Device-side view of the sequences and chunks of one call, built from (clamped) cu_seqlens.
 struct Plan {
   const int64_t* bounds;     // [N + 1] token boundaries, clamped to [0, T] and monotone
@@ -238,20 +244,14 @@ struct Plan {
   const int64_t* chunk_rows;
   // [N] the sequences longest first (by chunk count; ties in no fixed order), or null (the
   // heuristics' longest_first: lengths known equal, or one sequence): the sequential kernels take
-  // sequence longest_first[i] for their i-th group of blocks, so that the long ones start in the
-  // first wave instead of trailing the short ones (seq_in_order). Which block computes a sequence
-  // changes nothing it computes.
-  const int32_t* longest_first;
+  // the sequence of longest_first[i] for their i-th group of blocks, so that the long ones start
+  // in the first wave instead of trailing the short ones (ordered_seq_chunks). Each entry carries
+  // what they read of the sequence, so that the order costs them no dependent load. Which block
+  // computes a sequence changes nothing it computes.
+  const OrderedSeq* longest_first;
   int64_t num_seqs;
   int64_t max_chunks;
 };
-
-// The sequence the i-th group of a sequential kernel's blocks computes (longest first, where the
-// plan has the order). (Widened as unsigned: the sequential kernels run at up to 255 registers, and
-// a sign word carried from the prologue spilled.)
-__device__ __forceinline__ int64_t seq_in_order(const Plan& pl, int64_t i) {
-  return pl.longest_first ? static_cast<int64_t>(static_cast<uint32_t>(pl.longest_first[i])) : i;
-}
 
 // Chunk gc's first token and number of valid rows (false when gc is unused), from one load.
 __device__ __forceinline__ bool chunk_rows(const Plan& pl, int64_t gc, int64_t& t0, int& len) {
@@ -284,6 +284,24 @@ __device__ __forceinline__ SeqChunks seq_chunks(const Plan& pl, int64_t n) {
   if (s.c0 + s.count > pl.max_chunks) s.count = pl.max_chunks - s.c0;
   s.tb = pl.bounds[n];
   s.te = pl.bounds[n + 1];
+  return s;
+}
+
+// The i-th group of a sequential kernel's blocks: its sequence n (longest first, where the plan has
+// the order) and n's chunks, from one round of loads either way.
+__device__ __forceinline__ SeqChunks ordered_seq_chunks(const Plan& pl, int64_t i, int64_t& n) {
+  if (pl.longest_first == nullptr) {
+    n = i;
+    return seq_chunks(pl, i);
+  }
+  const OrderedSeq e = pl.longest_first[i];
+  n = e.seq;
+  SeqChunks s;
+  s.c0 = e.c0;
+  s.tb = e.tb;
+  s.te = e.te;
+  s.count = (e.te - e.tb + kChunkSize - 1) / kChunkSize;  // (chunk_off's difference, as the plan forms it)
+  if (s.c0 + s.count > pl.max_chunks) s.count = pl.max_chunks - s.c0;
   return s;
 }
 

@@ -46,14 +46,14 @@ __device__ int64_t block_scan(int64_t x, int64_t* part, int64_t& excl) {
 // Chunks of the tokens [b0, b1).
 __device__ int64_t chunks_between(int64_t b0, int64_t b1) { return (b1 - b0 + kChunkSize - 1) / kChunkSize; }
 
-// The longest-first order (Plan::longest_first) of the N sequences with boundaries bounds[0..N]
-// (this block's stores, before a barrier): a counting sort of their chunk counts into
+// The longest-first order (Plan::longest_first) of the N sequences with boundaries bounds[0..N] and
+// first chunks chunk_off[0..N) (this block's stores, before a barrier): a counting sort of their chunk counts into
 // kOrderBuckets buckets, the longest bucket first; within a bucket in the order the atomics come
 // (the order decides only which blocks compute a sequence, never what they compute), and the
 // identity where all fall in one bucket (equal lengths keep their blocks in order). Each thread
 // takes its own sequences [lo, hi) and one bucket; `part` as block_scan's.
-__device__ void sort_longest_first(const int64_t* bounds, int64_t N, int64_t lo, int64_t hi, int64_t* part,
-                                   int32_t* longest_first) {
+__device__ void sort_longest_first(const int64_t* bounds, const int64_t* chunk_off, int64_t N, int64_t lo, int64_t hi,
+                                   int64_t* part, OrderedSeq* longest_first) {
   __shared__ int bucket_next[kOrderBuckets];
   __shared__ bool one_bucket;  // every sequence in one bucket: the identity
   auto bucket_of = [&](int64_t n) {
@@ -75,14 +75,15 @@ __device__ void sort_longest_first(const int64_t* bounds, int64_t N, int64_t lo,
   }
   __syncthreads();
   for (int64_t n = lo; n < hi && n < N; ++n)
-    longest_first[one_bucket ? n : atomicAdd(&bucket_next[bucket_of(n)], 1)] = static_cast<int32_t>(n);
+    longest_first[one_bucket ? n : atomicAdd(&bucket_next[bucket_of(n)], 1)] = {bounds[n], bounds[n + 1], chunk_off[n],
+                                                                                n};
 }
 
 // One block, one launch: bounds[0..N], chunk_off[0..N], chunk_seq[0..max_chunks) and, unless null,
 // longest_first[0..N). Each thread owns a contiguous range [lo, hi) of the N + 1 boundaries.
 __global__ void __launch_bounds__(kPlanThreads, 1)
     plan_kernel(const void* cu, IndexType cu_type, int64_t T, int64_t N, int64_t max_chunks, int64_t* bounds,
-                int64_t* chunk_off, int32_t* chunk_seq, int64_t* chunk_rows, int32_t* longest_first) {
+                int64_t* chunk_off, int32_t* chunk_seq, int64_t* chunk_rows, OrderedSeq* longest_first) {
   __shared__ int64_t part[32];
   const int64_t items = N + 1;
   const int64_t per = (items + kPlanThreads - 1) / kPlanThreads;
@@ -123,7 +124,7 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   }
   __syncthreads();  // chunk_off complete (global memory, visible to the block after the barrier)
   // The longest-first order, where wanted (the whole block skips it otherwise).
-  if (longest_first != nullptr) sort_longest_first(bounds, N, lo, hi, part, longest_first);
+  if (longest_first != nullptr) sort_longest_first(bounds, chunk_off, N, lo, hi, part, longest_first);
   // Pass 3: chunk_seq[gc] = the sequence n with chunk_off[n] <= gc < chunk_off[n + 1], or -1.
   const int64_t total = chunk_off[N];
   for (int64_t gc = threadIdx.x; gc < max_chunks; gc += kPlanThreads) {
@@ -154,7 +155,7 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
 size_t plan_bytes(int64_t num_tokens, int64_t num_seqs) {
   const int64_t mc = chunk_bound(num_tokens, num_seqs);
   return 2 * align_up(sizeof(int64_t) * (num_seqs + 1)) + align_up(sizeof(int32_t) * mc) +
-         align_up(sizeof(int64_t) * mc) + align_up(sizeof(int32_t) * num_seqs);
+         align_up(sizeof(int64_t) * mc) + align_up(sizeof(OrderedSeq) * num_seqs);
 }
 
 Plan build_plan(const Problem& p, void* ws, cudaStream_t stream, bool longest_first) {
@@ -165,7 +166,7 @@ Plan build_plan(const Problem& p, void* ws, cudaStream_t stream, bool longest_fi
   pl.max_chunks = chunk_bound(p.num_tokens, p.num_seqs);
   int32_t* chunk_seq = c.take<int32_t>(pl.max_chunks);
   int64_t* chunk_rows = c.take<int64_t>(pl.max_chunks);
-  int32_t* order = c.take<int32_t>(p.num_seqs);
+  OrderedSeq* order = c.take<OrderedSeq>(p.num_seqs);
   pl.bounds = bounds;
   pl.chunk_off = chunk_off;
   pl.chunk_seq = chunk_seq;
