@@ -1,9 +1,9 @@
 // gdn::cuda entry points: device discovery, workspace sizes, the stage API (exact kernels of
-// stages.cu) and the composed forward, which takes the tensor-core path (fwd_fast.cu) for
-// bf16/fp16 inputs with K = V = 128 or 64 (q/k in the dtype of v) and otherwise chains the exact
-// stage kernels: fp32 inputs, every other head size in [1, 256] (the stages mask the columns past
-// V) and q/k or o in another dtype than v (each is read or written in its own dtype; the work is
-// fp32).
+// stages.cu) and the composed forward. With K = V = 128 or 64 the forward takes the tensor-core
+// path (fwd_fast.cu): in place for bf16 / fp16 inputs (q, k and o in the dtype of v), and through
+// fp16 copies of q, k and v for fp32 inputs (and fp32 q / k beside fp16 v). Every other head size
+// in [1, 256] (the stages mask the columns past V), and bf16 mixed with fp32, chains the exact
+// stage kernels (each tensor read or written in its own dtype; the work is fp32).
 #include "backend.h"
 #include "cuda/chunk/fwd_fast.cuh"
 #include "cuda/chunk/state_copy.cuh"
@@ -40,6 +40,28 @@ void check_dims(const char* op, const Problem& p) {
 // exact path runs.
 bool takes_fast_path(const Problem& p) {
   return qk_dtype_of(p) == p.dtype && o_dtype_of(p) == p.dtype && fast_path_supported(p);
+}
+
+// fp32 inputs on the tensor cores: the fp16 problem that the copies of q, k and v run as. q and k
+// are l2-normalized in fp32 by their copies (where asked), so the fp16 forward normalizes nothing.
+Problem fp16_problem(const Problem& p) {
+  Problem h = p;
+  h.dtype = DType::kFloat16;
+  h.qk_dtype.reset();
+  h.o_dtype.reset();
+  h.use_qk_l2norm = false;
+  return h;  // (gate_dtype stays: fp32, or fp16 where v was fp16 already)
+}
+
+// Why fp16 and not the exact stages for fp32 inputs: fp16 operands carry tf32's 11-bit significand,
+// so the error is of the class SPEC section 4 allows where tensor cores run in tf32 (2e-3; fla's
+// tf32 kernels 1.5e-3 on the bench's cases), at the fp16 path's speed (H200, bench/results/
+// h200_fp32.json: the exact stages ran 1x32k in 94 ms, fla 6.2 ms). The range is fp16's: v, o
+// and the states' operands past ~6e4 overflow (docs/api.md). bf16 beside fp32 stays exact (fp16
+// would lose bf16's range).
+bool takes_fp16_copies(const Problem& p) {
+  auto wide = [](DType d) { return d == DType::kFloat32 || d == DType::kFloat16; };
+  return !takes_fast_path(p) && wide(p.dtype) && wide(qk_dtype_of(p)) && fast_path_supported(fp16_problem(p));
 }
 
 TensorView tv(const ConstTensor& t) { return TensorView{t.data, t.stride_token, t.stride_head}; }
@@ -161,32 +183,113 @@ void fast_forward_copied_states(const ForwardArgs& f, const Exec& exec, const Ch
   if (f.final_state.data) scatter_states(p, dense, f.final_state, s);
 }
 
+// The tensor-core forward of a problem fast_path_supported takes in place (16-bit pools through
+// their fp32 copy).
+size_t fast_ws(const Problem& p, const ChunkForwardConfig& cfg) {
+  return state_copy_bytes(p) + fast_workspace_size(p, cfg);
+}
+void fast_forward_any(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg) {
+  if (needs_state_copy(f.problem))
+    fast_forward_copied_states(f, exec, cfg);
+  else
+    fast_forward(f, exec, cfg);
+}
+
+// The fp16 copies' workspace, then the fp16 forward's (fast_ws of fp16_problem).
+struct Fp16Copies {
+  __half *q, *k, *v, *o;  // [T, H, K], [T, H, K], [T, HV, V] (null: v is fp16), [T, HV, V] (null: o is fp16)
+};
+size_t fp16_copies_ws(const Problem& p, void* base, Fp16Copies* out) {
+  const int64_t T = p.num_tokens, H = p.num_qk_heads, HV = p.num_v_heads, K = p.head_k, V = p.head_v;
+  Carver c(base);
+  Fp16Copies w;
+  w.q = c.take<__half>(T * H * K);
+  w.k = c.take<__half>(T * H * K);
+  w.v = p.dtype == DType::kFloat16 ? nullptr : c.take<__half>(T * HV * V);
+  w.o = o_dtype_of(p) == DType::kFloat16 ? nullptr : c.take<__half>(T * HV * V);
+  if (out) *out = w;
+  return c.used;
+}
+
+void fp16_copies_forward(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg) {
+  const Problem& p = f.problem;
+  const cudaStream_t s = stream_of(exec);
+  const int64_t T = p.num_tokens;
+  const int H = p.num_qk_heads, HV = p.num_v_heads, K = p.head_k, V = p.head_v;
+  Fp16Copies w;
+  const size_t copies = fp16_copies_ws(p, exec.workspace, &w);
+  ForwardArgs h = f;
+  h.problem = fp16_problem(p);
+  const DType qk = qk_dtype_of(p);
+  convert_rows(qk, DType::kFloat16, f.q.data, f.q.stride_token, f.q.stride_head, w.q, int64_t(H) * K, K, T, H, K,
+               p.use_qk_l2norm, s);
+  convert_rows(qk, DType::kFloat16, f.k.data, f.k.stride_token, f.k.stride_head, w.k, int64_t(H) * K, K, T, H, K,
+               p.use_qk_l2norm, s);
+  h.q = ConstTensor{w.q, int64_t(H) * K, K};
+  h.k = ConstTensor{w.k, int64_t(H) * K, K};
+  if (w.v) {
+    convert_rows(p.dtype, DType::kFloat16, f.v.data, f.v.stride_token, f.v.stride_head, w.v, int64_t(HV) * V, V, T,
+                 HV, V, false, s);
+    h.v = ConstTensor{w.v, int64_t(HV) * V, V};
+  }
+  if (w.o) h.o = MutTensor{w.o, int64_t(HV) * V, V};
+  Exec inner = exec;
+  inner.workspace = static_cast<char*>(exec.workspace) + copies;
+  inner.workspace_bytes = exec.workspace_bytes - copies;
+  fast_forward_any(h, inner, cfg);
+  if (w.o)
+    convert_rows(DType::kFloat16, o_dtype_of(p), w.o, int64_t(HV) * V, V, f.o.data, f.o.stride_token,
+                 f.o.stride_head, T, HV, V, false, s);
+}
+
+// The forward's path and its workspace, from one place (the size query and the call agree).
+enum class ForwardPath { kFast, kFp16Copies, kExact };
+struct ForwardPlan {
+  ForwardPath path = ForwardPath::kExact;
+  ChunkForwardConfig cfg;  // of the problem the tensor-core forward runs (the fp16 one for copies)
+  size_t workspace = 0;
+};
+ForwardPlan plan_forward(const Problem& p) {
+  ForwardPlan fp;
+  if (takes_fast_path(p)) {
+    fp.path = ForwardPath::kFast;
+    fp.cfg = chunk_forward_heuristics(p, device_props());
+    fp.workspace = fast_ws(p, fp.cfg);
+  } else if (takes_fp16_copies(p)) {
+    const Problem h = fp16_problem(p);
+    fp.path = ForwardPath::kFp16Copies;
+    fp.cfg = chunk_forward_heuristics(h, device_props());
+    fp.workspace = fp16_copies_ws(p, nullptr, nullptr) + fast_ws(h, fp.cfg);
+  } else {
+    fp.workspace = exact_ws(p, nullptr, nullptr, nullptr);
+  }
+  return fp;
+}
+
 }  // namespace
 
 size_t stage_workspace_size(const Problem& p, int /*num_threads*/) { return plan_bytes(p.num_tokens, p.num_seqs); }
 
 size_t chunk_gated_delta_rule_workspace_size(const Problem& p, int /*num_threads*/) {
   check_dims("chunk_gated_delta_rule_workspace_size", p);
-  if (takes_fast_path(p))
-    return state_copy_bytes(p) + fast_workspace_size(p, chunk_forward_heuristics(p, device_props()));
-  return exact_ws(p, nullptr, nullptr, nullptr);
+  return plan_forward(p).workspace;
 }
 
 void chunk_gated_delta_rule(const ForwardArgs& f, const Exec& exec) {
   const Problem& p = f.problem;
   check_dims("chunk_gated_delta_rule", p);
   // The choices are made once: the workspace this call needs follows from the same config.
-  const bool fast = takes_fast_path(p);
-  const ChunkForwardConfig cfg = fast ? chunk_forward_heuristics(p, device_props()) : ChunkForwardConfig{};
-  const size_t need = fast ? state_copy_bytes(p) + fast_workspace_size(p, cfg) : exact_ws(p, nullptr, nullptr, nullptr);
-  if (need > 0 && (exec.workspace == nullptr || exec.workspace_bytes < need))
+  const ForwardPlan fp = plan_forward(p);
+  if (fp.workspace > 0 && (exec.workspace == nullptr || exec.workspace_bytes < fp.workspace))
     throw Error("chunk_gated_delta_rule: exec.workspace must hold chunk_gated_delta_rule_workspace_size() bytes");
-  if (fast && needs_state_copy(p))
-    fast_forward_copied_states(f, exec, cfg);
-  else if (fast)
-    fast_forward(f, exec, cfg);
-  else
-    exact_forward(f, exec);
+  switch (fp.path) {
+    case ForwardPath::kFast:
+      return fast_forward_any(f, exec, fp.cfg);
+    case ForwardPath::kFp16Copies:
+      return fp16_copies_forward(f, exec, fp.cfg);
+    case ForwardPath::kExact:
+      return exact_forward(f, exec);
+  }
 }
 
 void chunk_local_cumsum(const Problem& p, const StageBuffers& b, const Exec& exec) {
