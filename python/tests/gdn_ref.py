@@ -294,11 +294,53 @@ def torch_rel_err(out, ref):
 
 
 def torch_chunked_reference(q, k, v, g, beta, scale=None, initial_state=None, cu_seqlens_cpu=None,
-                            use_qk_l2norm=False, chunk=64):
+                            use_qk_l2norm=False, chunk=64, max_bytes=8 << 30):
     """The chunked form of the same function (SPEC section 3) in float64 with torch: the same
     result as torch_recurrence up to float64 rounding (tests check that), some 50x fewer kernel
     launches, so that the benchmark can check long sequences quickly. Gates must be moderate
-    (exp(G) of a chunk within float64 range: no -1e4 gates). K-major states only."""
+    (exp(G) of a chunk within float64 range: no -1e4 gates). K-major states only.
+    All sequences step together, padded to the longest: where that would take more than about
+    max_bytes (one long prompt among many short ones: the bench's tail-16k asked for 128 GiB), the
+    sequences go in groups of similar lengths, longest first."""
+    import torch
+
+    B, Tb, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    cu = [i * Tb for i in range(B + 1)] if cu_seqlens_cpu is None else [int(x) for x in cu_seqlens_cpu]
+    N = len(cu) - 1
+    lens = [cu[n + 1] - cu[n] for n in range(N)]
+    per_token = 8 * HV * (2 * K + 2 * V) * 3  # float64 rows of q, k, v, o padded, with temporaries
+    padded = lambda ns: len(ns) * max(-(-max(lens[n] for n in ns) // chunk) * chunk, chunk)  # noqa: E731
+    if N <= 1 or padded(range(N)) * per_token <= max_bytes:
+        return _torch_chunked_reference(q, k, v, g, beta, scale, initial_state, cu_seqlens_cpu, use_qk_l2norm, chunk)
+    groups, group = [], []
+    for n in sorted(range(N), key=lambda n: -lens[n]):
+        if group and padded(group + [n]) * per_token > max_bytes:
+            groups.append(group)
+            group = []
+        group.append(n)
+    groups.append(group)
+    flat = lambda x: x.reshape((B * Tb,) + tuple(x.shape[2:]))  # noqa: E731
+    o = torch.zeros((B * Tb, HV, V), dtype=torch.float64, device=q.device)
+    S = torch.empty((N, HV, K, V), dtype=torch.float64, device=q.device)
+    for group in groups:
+        sel = torch.tensor(group, device=q.device)
+        if sum(lens[n] for n in group) == 0:  # (empty sequences only: their states pass through)
+            S[sel] = 0.0 if initial_state is None else initial_state[sel].double()
+            continue
+        rows = torch.cat([torch.arange(cu[n], cu[n + 1], device=q.device) for n in group])
+        sub_cu = [0]
+        for n in group:
+            sub_cu.append(sub_cu[-1] + lens[n])
+        og, sg = _torch_chunked_reference(*(flat(x)[rows][None] for x in (q, k, v, g, beta)), scale,
+                                          None if initial_state is None else initial_state[sel], sub_cu,
+                                          use_qk_l2norm, chunk)
+        o[rows] = og.reshape(-1, HV, V)
+        S[sel] = sg
+    return o.reshape(v.shape), S
+
+
+def _torch_chunked_reference(q, k, v, g, beta, scale, initial_state, cu_seqlens_cpu, use_qk_l2norm, chunk):
     import torch
 
     B, Tb, H, K = q.shape

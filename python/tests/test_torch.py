@@ -222,6 +222,10 @@ def test_references_agree():
                         cu_seqlens=cu.numpy(), use_qk_l2norm=True)
     assert torch_rel_err(co, ro) <= 1e-12 and torch_rel_err(ch, rh) <= 1e-12
     assert torch_rel_err(ro, torch.from_numpy(no)) <= 1e-12 and torch_rel_err(rh, torch.from_numpy(nh)) <= 1e-12
+    # In groups of sequences (as for a long prompt among short ones): a budget that fits one or two.
+    go, gh = torch_chunked_reference(q, k, v, g, beta, initial_state=h0, cu_seqlens_cpu=cu, use_qk_l2norm=True,
+                                     max_bytes=200_000)
+    assert torch_rel_err(go, ro) <= 1e-12 and torch_rel_err(gh, rh) <= 1e-12
 
 
 # ------------------------------------------------------------------------------------------------
