@@ -9,7 +9,7 @@ Per chunk, as src/cuda/chunk/fwd_prep.cu, fwd_h_wgmma.cuh and fwd_o.cu compute i
     W   = E(v - diag(exp(G) r) k h)              rounded once                     (W)
     v_new = A_s W;  vs = E(diag(exp(G_last - G) r) v_new)                         (vs)
     S   = exp(G_last) S + k^T vs
-    o   = E(scale (diag(exp(G) rq) q h + P E(v_new)))                             (vnew_o, o)
+    o   = E(scale (diag(exp(G) rq) q h + E(P) E(v_new)))                          (P, vnew_o, o)
 With --form wy, the D = 64 path as it is (fwd_prep.cu, fwd_h_mma.cu): w and u formed by fwd_prep
 and stored in E, v_new = u - w h:
     u = E(A_s v);  w = E(A_s diag(exp(G) r) k)                                  (u, w)
@@ -43,7 +43,7 @@ import gdn_ref  # noqa: E402  (the float64 oracle of the tests)
 
 K = V = 128  # --dim sets both
 C = 64
-ROUNDINGS = ("h_U", "h_o", "W", "vs", "vnew_o", "o", "u", "w")
+ROUNDINGS = ("h_U", "h_o", "W", "vs", "vnew_o", "o", "u", "w", "P")
 
 
 def bf16(x):
@@ -105,6 +105,7 @@ def emulate(q, k, v, g, beta, S0, modes, adaptive=None, rule="last", base="bf16"
     and W's and h_o's lo parts are also taken where the chunk before was such a chunk and this one
     starts weakly decaying (G_0 > -a: rows before a late reset see the whole state)."""
     m0 = dict.fromkeys(ROUNDINGS, base)  # the kernels' roundings: bf16, or fp16 for fp16 inputs
+    m0["P"] = "hilo" if base == "bf16" else "hilo16"  # (the o warpgroup splits P into hi + lo parts)
     m1 = dict(m0)
     m1.update(modes)
     T = len(q)
@@ -143,7 +144,7 @@ def emulate(q, k, v, g, beta, S0, modes, adaptive=None, rule="last", base="bf16"
             U = partner(kr, m["h_U"]) @ rnd(S, m["h_U"])
             W = rnd(vv - (np.exp(G) * rk)[:, None] * U, m["W"])
             v_new = A_s @ W
-        P = np.where(incl[:n, :n], (qn @ kn.T) * gated, 0).astype(f32)
+        P = rnd(np.where(incl[:n, :n], (qn @ kn.T) * gated, 0).astype(f32), m["P"])
         qh = (partner(qr, m["h_o"]) @ rnd(S, m["h_o"])) * (np.exp(G) * rq)[:, None]
         o[sl] = rnd(scale * (qh + P @ rnd(v_new, m["vnew_o"])), m["o"])
         vs = rnd((np.exp(G[-1] - G) * rk)[:, None] * v_new, m["vs"])
