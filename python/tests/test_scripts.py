@@ -83,7 +83,7 @@ def test_precision_emulation_adaptive():
     model meets the float64 recurrence; with --adaptive the variant applies only to weakly decaying
     chunks (g = 0: every chunk; the normal gates, G_last ~ -50 per chunk: none)."""
     pytest.importorskip("numpy")
-    exact = "h_U=fp32,h_o=fp32,W=fp32,vs=fp32,vnew_o=fp32,o=fp32"
+    exact = "h_U=fp32,h_o=fp32,W=fp32,vs=fp32,vnew_o=fp32,o=fp32,P=fp32"
     r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "precision", "emulate_roundings.py"), "--tokens",
                         "256", "--gates", "zero,normal", "--adaptive", "32", "--set", exact, "--set", "W=bf16"],
                        capture_output=True, text=True, timeout=300)
