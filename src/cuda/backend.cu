@@ -228,8 +228,8 @@ void fp16_copies_forward(const ForwardArgs& f, const Exec& exec, const ChunkForw
   h.q = ConstTensor{w.q, int64_t(H) * K, K};
   h.k = ConstTensor{w.k, int64_t(H) * K, K};
   if (w.v) {
-    convert_rows(p.dtype, DType::kFloat16, f.v.data, f.v.stride_token, f.v.stride_head, w.v, int64_t(HV) * V, V, T,
-                 HV, V, false, s);
+    convert_rows(p.dtype, DType::kFloat16, f.v.data, f.v.stride_token, f.v.stride_head, w.v, int64_t(HV) * V, V, T, HV,
+                 V, false, s);
     h.v = ConstTensor{w.v, int64_t(HV) * V, V};
   }
   if (w.o) h.o = MutTensor{w.o, int64_t(HV) * V, V};
@@ -238,8 +238,8 @@ void fp16_copies_forward(const ForwardArgs& f, const Exec& exec, const ChunkForw
   inner.workspace_bytes = exec.workspace_bytes - copies;
   fast_forward_any(h, inner, cfg);
   if (w.o)
-    convert_rows(DType::kFloat16, o_dtype_of(p), w.o, int64_t(HV) * V, V, f.o.data, f.o.stride_token,
-                 f.o.stride_head, T, HV, V, false, s);
+    convert_rows(DType::kFloat16, o_dtype_of(p), w.o, int64_t(HV) * V, V, f.o.data, f.o.stride_token, f.o.stride_head,
+                 T, HV, V, false, s);
 }
 
 // The forward's path and its workspace, from one place (the size query and the call agree).
