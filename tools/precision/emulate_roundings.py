@@ -23,6 +23,7 @@ kernel, beta = sigmoid(randn), g = logsigmoid(randn) ("normal") or 0 ("zero"), S
     python3 tools/precision/emulate_roundings.py [--tokens 4096] [--gates zero,normal]
         [--set W=hilo,vs=hilo ...]     (each --set one variant; none: the main variants)
         [--adaptive A]                 (the variants only on chunks whose decay G_last > -A)
+    [--strong NAME=MODE,...]       (with --adaptive: the other chunks' roundings, e.g. P=bf16)
     --gates: zero, normal, or xF (the normal gates times F, e.g. x0.1); a suffix +resets adds the
         check tool's extremes (g = -1e4 every 89 tokens, beta 0 / 2 every 83 / 79)
     [--rule last|tail]                 (with --adaptive: which chunks take the lo parts, emulate())
@@ -95,7 +96,7 @@ def make_inputs(T, gates, seed):
     return q, k, v, g, beta, S0
 
 
-def emulate(q, k, v, g, beta, S0, modes, adaptive=None, rule="last", base="bf16", form="a_last"):
+def emulate(q, k, v, g, beta, S0, modes, adaptive=None, rule="last", base="bf16", form="a_last", strong=None):
     """modes apply to every chunk, or with `adaptive` = a only to chunks whose decay G_last > -a
     (the others as the kernels: all bf16). rule "last" is the kernels': h_o's lo part only where
     the chunk before was such a chunk too (the h_lo staging exists only then; before session 26
@@ -108,6 +109,8 @@ def emulate(q, k, v, g, beta, S0, modes, adaptive=None, rule="last", base="bf16"
     m0["P"] = "hilo" if base == "bf16" else "hilo16"  # (the o warpgroup splits P into hi + lo parts)
     m1 = dict(m0)
     m1.update(modes)
+    if strong:  # with adaptive: the other (strongly decaying) chunks' roundings, where not the kernels'
+        m0.update(strong)
     T = len(q)
     f32 = np.float32
     S = S0.copy()
@@ -172,6 +175,8 @@ def main():
     ap.add_argument("--rule", default="last", choices=["last", "tail"], help="with --adaptive: emulate()'s rules")
     ap.add_argument("--base", default="bf16", choices=["bf16", "fp16"],
                     help="the roundings not named by --set (fp16: the fp16 kernels)")
+    ap.add_argument("--strong", default="", help="with --adaptive: NAME=MODE[,...] for the chunks that decay "
+                    "strongly (default: the kernels' roundings), e.g. P=bf16")
     ap.add_argument("--dim", type=int, default=128, help="K = V (128 or 64)")
     ap.add_argument("--form", default="a_last", choices=["a_last", "wy"],
                     help="a_last: D = 128's chain (A applied last); wy: D = 64's (u - w h)")
@@ -187,7 +192,8 @@ def main():
                                           initial_state=S0[None, None], use_qk_l2norm=True)
         print(f"T = {args.tokens}, gates {gates}")
         for name, modes in variants.items():
-            o, S = emulate(q, k, v, g, beta, S0, modes, args.adaptive, args.rule, args.base, args.form)
+            strong = dict(kv.split("=") for kv in args.strong.split(",")) if args.strong else None
+            o, S = emulate(q, k, v, g, beta, S0, modes, args.adaptive, args.rule, args.base, args.form, strong)
             print(f"  {name:28s} err_o {gdn_ref.rel_err(o, o_ref[:, 0]):.3e}  "
                   f"err_state {gdn_ref.rel_err(S, S_ref[0, 0]):.3e}", flush=True)
 
