@@ -116,8 +116,19 @@ struct BenchOptions {
 // sequence at H = 16, HV = 32 fills 128 SMs that way; the heuristics make part 0 the longer there,
 // since it runs beside the summary pass), or the library's choices without the host copy of
 // cu_seqlens ("NAME/nohost": a caller that passes none; the heuristics then cannot know the lengths
-// equal, and the chain takes the sequences longest first).
-enum class PrefillVariant { kDefault, kOAfter, kFusedO, kFusedSerial, kCheckpoints, kSplit2, kNoHostLengths };
+// equal, and the chain takes the sequences longest first), or the library's choices on q, k, v and o
+// in fp16 or fp32 ("NAME/fp16", "NAME/fp32": fp32 runs the tensor cores on fp16 copies).
+enum class PrefillVariant {
+  kDefault,
+  kOAfter,
+  kFusedO,
+  kFusedSerial,
+  kCheckpoints,
+  kSplit2,
+  kNoHostLengths,
+  kFp16,
+  kFp32
+};
 void bench_prefill(const tools::PrefillCase& c, const std::string& label, PrefillVariant variant, BenchOptions& o);
 // The decode step for N sequences (one token each) of the benchmark shape, against the copy rate,
 // on a state pool of `state_dtype` (GB/s counts the state bytes moved: one read and one write of

@@ -69,7 +69,7 @@ struct BenchInputs {
 
   BenchInputs(int64_t T, int64_t N, int64_t heads_qk, int64_t heads_v, std::mt19937& rng,
               std::normal_distribution<float>& nd, const std::vector<float>& g_host,
-              const std::vector<float>& beta_host)
+              const std::vector<float>& beta_host, DType dtype = DType::kBFloat16)
       : H(heads_qk), HV(heads_v) {
     p.num_tokens = T;
     p.num_seqs = N;
@@ -77,7 +77,7 @@ struct BenchInputs {
     p.num_v_heads = HV;
     p.head_k = kBK;
     p.head_v = kBV;
-    p.dtype = DType::kBFloat16;
+    p.dtype = dtype;  // q, k, v and o
     p.gate_dtype = DType::kFloat32;
     p.scale = 1.f / std::sqrt(float(kBK));
     p.use_qk_l2norm = true;
@@ -86,7 +86,7 @@ struct BenchInputs {
     v = upload(randn(rng, nd, T * HV * kBV, 1.f), p.dtype, 1, T * HV * kBV, T * HV * kBV);
     g = upload(g_host, DType::kFloat32, 1, T * HV, T * HV);
     beta = upload(beta_host, DType::kFloat32, 1, T * HV, T * HV);
-    CK(cudaMalloc(&o, std::max<int64_t>(T * HV * kBV * 2, 1)));
+    CK(cudaMalloc(&o, std::max<int64_t>(T * HV * kBV * dtype_size(dtype), 1)));
     CK(cudaStreamCreate(&st));
   }
   ~BenchInputs() {
@@ -159,7 +159,10 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
     g[i] = tools::case_gate(c.gates, nd(rng), i % HV, HV);
     b[i] = 1.f / (1.f + std::exp(-nd(rng)));
   }
-  BenchInputs in(T, N, c.H, HV, rng, nd, g, b);
+  const DType dtype = variant == PrefillVariant::kFp16   ? DType::kFloat16
+                      : variant == PrefillVariant::kFp32 ? DType::kFloat32
+                                                         : DType::kBFloat16;
+  BenchInputs in(T, N, c.H, HV, rng, nd, g, b, dtype);
   void* cu_d = upload_indices(cu, IndexType::kInt64);
   in.p.cu_seqlens = cu_d;
   // (As the Python benchmark passes cu_seqlens_cpu: the heuristics read it.)
@@ -182,7 +185,8 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   // The library's choices, or the variant's explicit config (whose workspace may be larger).
   cuda::ChunkForwardConfig cfg = cuda::chunk_forward_heuristics(in.p, cuda::device_props());
   const bool explicit_cfg = variant != PrefillVariant::kDefault && variant != PrefillVariant::kCheckpoints &&
-                            variant != PrefillVariant::kNoHostLengths;
+                            variant != PrefillVariant::kNoHostLengths && variant != PrefillVariant::kFp16 &&
+                            variant != PrefillVariant::kFp32;
   if (variant == PrefillVariant::kOAfter || variant == PrefillVariant::kFusedO ||
       variant == PrefillVariant::kFusedSerial) {
     cfg.fuse_o = variant != PrefillVariant::kOAfter;  // (/seq: fwd_o after the chain)
@@ -214,7 +218,8 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
       cuda::chunk_gated_delta_rule(f, ex);
   });
   std::printf("bench %-8s T=%-7lld %.3f ms  %.1f Mtok/s\n", label.c_str(), (long long)T, med, T / med / 1e3);
-  if (o.profile) print_phases(label, f, ex, cfg);
+  // (The phases time fast_forward itself, which fp32 inputs reach only through their fp16 copies.)
+  if (o.profile && variant != PrefillVariant::kFp32) print_phases(label, f, ex, cfg);
   char fields[256];
   std::snprintf(fields, sizeof fields, "\"name\":\"%s\",\"tokens\":%lld,\"gdn_ms\":%.4f", label.c_str(), (long long)T,
                 med);
