@@ -36,8 +36,8 @@ void check_dims(const char* op, const Problem& p) {
                 " unsupported on the CUDA backend; expected [1, 256]");
 }
 
-// The tensor-core forward reads q, k, v and writes o in one dtype: with q/k or o in another, the
-// exact path runs.
+// The tensor-core forward reads q, k, v and writes o in one dtype: with q/k or o in another, it
+// runs on fp16 copies (takes_fp16_copies) or the exact path runs.
 bool takes_fast_path(const Problem& p) {
   return qk_dtype_of(p) == p.dtype && o_dtype_of(p) == p.dtype && fast_path_supported(p);
 }
