@@ -86,7 +86,7 @@ struct BenchInputs {
     v = upload(randn(rng, nd, T * HV * kBV, 1.f), p.dtype, 1, T * HV * kBV, T * HV * kBV);
     g = upload(g_host, DType::kFloat32, 1, T * HV, T * HV);
     beta = upload(beta_host, DType::kFloat32, 1, T * HV, T * HV);
-    CK(cudaMalloc(&o, std::max<int64_t>(T * HV * kBV * (dtype == DType::kFloat32 ? 4 : 2), 1)));
+    CK(cudaMalloc(&o, std::max<int64_t>(T * HV * kBV * dtype_bytes(dtype), 1)));
     CK(cudaStreamCreate(&st));
   }
   ~BenchInputs() {
