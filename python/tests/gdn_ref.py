@@ -219,13 +219,18 @@ def ragged_cu_seqlens(rng, num_seqs, max_len, with_empty=True):
     return np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
 
 
+def _boundaries(B, Tb, cu_seqlens_cpu):
+    """The sequences' token boundaries: cu_seqlens_cpu, or B sequences of Tb tokens each."""
+    return [i * Tb for i in range(B + 1)] if cu_seqlens_cpu is None else [int(x) for x in cu_seqlens_cpu]
+
+
 def _torch_packed_inputs(q, k, v, g, beta, scale, cu_seqlens_cpu, use_qk_l2norm):
     """What both torch references start from: the boundaries, the inputs flattened to packed
     tokens in float64 (q, k normalized when asked) and the scale."""
     import torch
 
     B, Tb, _, K = q.shape
-    cu = [i * Tb for i in range(B + 1)] if cu_seqlens_cpu is None else [int(x) for x in cu_seqlens_cpu]
+    cu = _boundaries(B, Tb, cu_seqlens_cpu)
     flat = lambda x: x.reshape((B * Tb,) + tuple(x.shape[2:])).double()  # noqa: E731
     qf, kf, vf, gf, bf = (flat(x) for x in (q, k, v, g, beta))
     if use_qk_l2norm:
@@ -306,7 +311,7 @@ def torch_chunked_reference(q, k, v, g, beta, scale=None, initial_state=None, cu
 
     B, Tb, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
-    cu = [i * Tb for i in range(B + 1)] if cu_seqlens_cpu is None else [int(x) for x in cu_seqlens_cpu]
+    cu = _boundaries(B, Tb, cu_seqlens_cpu)
     N = len(cu) - 1
     lens = [cu[n + 1] - cu[n] for n in range(N)]
     per_token = 8 * HV * (2 * K + 2 * V) * 3  # float64 rows of q, k, v, o padded, with temporaries

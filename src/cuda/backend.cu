@@ -157,6 +157,14 @@ void exact_forward(const ForwardArgs& f, const Exec& exec) {
   run_fwd_o(c, q, k, DType::kFloat32, ws.v_new, ws.h, G, f.o.data, f.o.stride_token, f.o.stride_head, o_dtype_of(p));
 }
 
+// The rest of exec's workspace past its first `used` bytes (what an inner step runs in).
+Exec workspace_after(const Exec& exec, size_t used) {
+  Exec rest = exec;
+  rest.workspace = static_cast<char*>(exec.workspace) + used;
+  rest.workspace_bytes = exec.workspace_bytes - used;
+  return rest;
+}
+
 // The tensor-core forward on a bf16 / fp16 pool: through a dense fp32 copy of the rows at the
 // front of the workspace (state_copy.cuh). Sequence n reads and writes row n of the copy. The
 // checkpoints go to the caller's pool directly (the kernels round them on write: they need no
@@ -176,10 +184,7 @@ void fast_forward_copied_states(const ForwardArgs& f, const Exec& exec, const Ch
     g.initial_state = dense_ref;
   }
   if (f.final_state.data) g.final_state = dense_ref;
-  Exec inner = exec;
-  inner.workspace = static_cast<char*>(exec.workspace) + copy;
-  inner.workspace_bytes = exec.workspace_bytes - copy;
-  fast_forward(g, inner, cfg);
+  fast_forward(g, workspace_after(exec, copy), cfg);
   if (f.final_state.data) scatter_states(p, dense, f.final_state, s);
 }
 
@@ -233,10 +238,7 @@ void fp16_copies_forward(const ForwardArgs& f, const Exec& exec, const ChunkForw
     h.v = ConstTensor{w.v, int64_t(HV) * V, V};
   }
   if (w.o) h.o = MutTensor{w.o, int64_t(HV) * V, V};
-  Exec inner = exec;
-  inner.workspace = static_cast<char*>(exec.workspace) + copies;
-  inner.workspace_bytes = exec.workspace_bytes - copies;
-  fast_forward_any(h, inner, cfg);
+  fast_forward_any(h, workspace_after(exec, copies), cfg);
   if (w.o)
     convert_rows(DType::kFloat16, o_dtype_of(p), w.o, int64_t(HV) * V, V, f.o.data, f.o.stride_token, f.o.stride_head,
                  T, HV, V, false, s);
