@@ -167,8 +167,8 @@ __device__ __forceinline__ void chain_o_chunk(Sm& sm, const FastBufs<E>& b, cons
   constexpr int kC = kChunkSize;
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int i0 = 16 * warp + g, i1 = i0 + 8;  // this thread's accumulator rows (tokens)
-  // P of the chunk as A fragments (k-step ks: [4 ks, 4 ks + 4)), hi and lo parts.
-  uint32_t p_hi[16], p_lo[16];
+  // P of the chunk as A fragments (k-step ks: [4 ks, 4 ks + 4)), hi and lo parts (lo: kPSplit).
+  uint32_t p_hi[16], p_lo[kPSplit<E> ? 16 : 1];
   // o += P v_new (the v staging: tokens j = the k dimension, read MN-major).
   auto issue_pv = [&]() {
     const WgTile vt = wg_tile(smem_u32(sm.v[0]), kC * 128, 1024);
@@ -177,8 +177,10 @@ __device__ __forceinline__ void chain_o_chunk(Sm& sm, const FastBufs<E>& b, cons
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) wgmma_m64n64_tb<E>(o, &p_hi[4 * ks], vt.at(ks * 2048));
+    if constexpr (kPSplit<E>) {
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks) wgmma_m64n64_tb<E>(o, &p_lo[4 * ks], vt.at(ks * 2048));
+      for (int ks = 0; ks < 4; ++ks) wgmma_m64n64_tb<E>(o, &p_lo[4 * ks], vt.at(ks * 2048));
+    }
     wgmma_commit();
   };
   uint32_t hls_lo = 0;  // the h_lo staging (kHiLoOperands: bf16 and fp16)
@@ -345,7 +347,7 @@ __device__ __forceinline__ void chain_o_chunk(Sm& sm, const FastBufs<E>& b, cons
           const float x0 = pacc[8 * ks + 2 * q], x1 = pacc[8 * ks + 2 * q + 1];
           const uint32_t hi = pack2<E>(x0, x1);
           p_hi[4 * ks + q] = hi;
-          p_lo[4 * ks + q] = pack2<E>(x0 - lo_f<E>(hi), x1 - hi_f<E>(hi));
+          if constexpr (kPSplit<E>) p_lo[4 * ks + q] = pack2<E>(x0 - lo_f<E>(hi), x1 - hi_f<E>(hi));
         }
     }
   };

@@ -53,6 +53,15 @@ constexpr float kPreciseDecay = 1.26641655e-14f;  // e^-32
 template <typename E>
 constexpr bool kHiLoOperands = std::is_same<E, __nv_bfloat16>::value || std::is_same<E, __half>::value;
 
+// Whether the o warpgroup's P (|P_ij| <= 1 with l2norm) goes into P v_new as hi + lo parts: bf16
+// only. bf16's 8 bits need the lo part on every chunk (tools/precision/emulate_roundings.py
+// --strong P=bf16: the bench's gates 2.38e-3 -> 2.89e-3); fp16's 11 bits do not (--base fp16
+// --set ...,P=fp16: err_o 2.7-3.0e-4 -> 2.9-3.7e-4 at g = 0, the bench's gates, x0.1 and x2,
+// under issue 11's 5e-4), and the fp16 kernels (fp16 inputs, and fp32 inputs' fp16 copies) save
+// P's split and its 4 lo products a chunk in the warpgroup that paces the fused chain.
+template <typename E>
+constexpr bool kPSplit = std::is_same<E, __nv_bfloat16>::value;
+
 // The lo part of a packed pair: E(x - hi) per half, hi = pack2<E>(x0, x1) (as the o warpgroup's P
 // split). Not residual2 (cuda/core/fragments.cuh), whose bf162 view of hi made nvcc keep every
 // pair of the fast path's operands as split halves and rejoin them (32 PRMT per chunk and 16
