@@ -179,8 +179,8 @@ struct Problem {
   IndexType cu_seqlens_type = IndexType::kInt32;
   // q and k when they come in another dtype than v (fla's tests pass fp32 q/k with fp16 v).
   // Unset: dtype. Each backend reads q/k in their own dtype and computes in fp32: nothing is
-  // rounded to another dtype on the way in, but where the CUDA forward runs fp32 with fp16 on the
-  // tensor cores through fp16 copies (docs/api.md, "fp32 inputs on CUDA").
+  // rounded to another dtype on the way in, but where the CUDA forward runs the tensor cores on
+  // 16-bit copies (docs/api.md: "fp32 inputs on CUDA", "Mixed dtypes").
   std::optional<DType> qk_dtype;
   // o when it is written in another dtype than v (fla's chunked forward returns o in q's dtype).
   // Unset: dtype. o is rounded once, to this dtype, when it is written.

@@ -1,9 +1,9 @@
 // gdn::cuda entry points: device discovery, workspace sizes, the stage API (exact kernels of
 // stages.cu) and the composed forward. With K = V = 128 or 64 the forward takes the tensor-core
 // path (fwd_fast.cu): in place for bf16 / fp16 inputs (q, k and o in the dtype of v), and through
-// fp16 copies of q, k and v for fp32 inputs (and fp32 q / k beside fp16 v). Every other head size
-// in [1, 256] (the stages mask the columns past V), and bf16 mixed with fp32, chains the exact
-// stage kernels (each tensor read or written in its own dtype; the work is fp32).
+// 16-bit copies otherwise (fp32 inputs, and mixed dtypes: fp16 copies without bf16, bf16 copies
+// with it). Every other head size in [1, 256] (the stages mask the columns past V) chains the
+// exact stage kernels (each tensor read or written in its own dtype; the work is fp32).
 #include "backend.h"
 #include "cuda/chunk/fwd_fast.cuh"
 #include "cuda/chunk/state_copy.cuh"
@@ -37,32 +37,36 @@ void check_dims(const char* op, const Problem& p) {
 }
 
 // The tensor-core forward reads q, k, v and writes o in one dtype: with q/k or o in another, it
-// runs on fp16 copies (takes_fp16_copies) or the exact path runs.
+// runs on 16-bit copies (copies_dtype) or the exact path runs.
 bool takes_fast_path(const Problem& p) {
   return qk_dtype_of(p) == p.dtype && o_dtype_of(p) == p.dtype && fast_path_supported(p);
 }
 
-// fp32 inputs on the tensor cores: the fp16 problem that the copies of q, k and v run as. q and k
-// are l2-normalized in fp32 by their copies (where asked), so the fp16 forward normalizes nothing.
-Problem fp16_problem(const Problem& p) {
+// The dtype of the copies that a problem off the in-place path runs on. fp16 where no input is
+// bf16: fp32 inputs then run at tf32's precision class (fp16 operands carry tf32's 11-bit
+// significand, so SPEC section 4's tf32 bound, 2e-3, applies) at the fp16 path's speed (H200,
+// bench/results/h200_fp32.json: the exact stages ran 1x32k in 94 ms, fla 6.2, the copies 1.44).
+// The range is fp16's: v, o and the states' operands past ~6e4 overflow (docs/api.md). With a
+// bf16 input, bf16 copies: its range stays, and the error is the bf16 class that the coarser input
+// is held to anyway.
+DType copies_dtype(const Problem& p) {
+  return p.dtype == DType::kBFloat16 || qk_dtype_of(p) == DType::kBFloat16 ? DType::kBFloat16 : DType::kFloat16;
+}
+// Whether q and k are copied (and then l2-normalized in fp32 by their copies, so the inner forward
+// normalizes nothing); q and k already in the copies' dtype are read in place.
+bool copies_qk(const Problem& p) { return qk_dtype_of(p) != copies_dtype(p); }
+
+// The problem that the copies run as: one 16-bit dtype for q, k, v and o.
+Problem copies_problem(const Problem& p) {
   Problem h = p;
-  h.dtype = DType::kFloat16;
+  h.dtype = copies_dtype(p);
   h.qk_dtype.reset();
   h.o_dtype.reset();
-  h.use_qk_l2norm = false;
-  return h;  // (gate_dtype stays: fp32, or fp16 where v was fp16 already)
+  if (copies_qk(p)) h.use_qk_l2norm = false;
+  return h;  // (gate_dtype stays: fp32 or the caller's input dtype; the kernels read either)
 }
 
-// Why fp16 and not the exact stages for fp32 inputs: fp16 operands carry tf32's 11-bit significand,
-// so the error is of the class SPEC section 4 allows where tensor cores run in tf32 (2e-3; fla's
-// tf32 kernels 1.5e-3 on the bench's cases), at the fp16 path's speed (H200, bench/results/
-// h200_fp32.json: the exact stages ran 1x32k in 94 ms, fla 6.2 ms). The range is fp16's: v, o
-// and the states' operands past ~6e4 overflow (docs/api.md). bf16 beside fp32 stays exact (fp16
-// would lose bf16's range).
-bool takes_fp16_copies(const Problem& p) {
-  auto wide = [](DType d) { return d == DType::kFloat32 || d == DType::kFloat16; };
-  return !takes_fast_path(p) && wide(p.dtype) && wide(qk_dtype_of(p)) && fast_path_supported(fp16_problem(p));
-}
+bool takes_copies(const Problem& p) { return !takes_fast_path(p) && fast_path_supported(copies_problem(p)); }
 
 TensorView tv(const ConstTensor& t) { return TensorView{t.data, t.stride_token, t.stride_head}; }
 
@@ -200,55 +204,60 @@ void fast_forward_any(const ForwardArgs& f, const Exec& exec, const ChunkForward
     fast_forward(f, exec, cfg);
 }
 
-// The fp16 copies' workspace, then the fp16 forward's (fast_ws of fp16_problem).
-struct Fp16Copies {
-  __half *q, *k, *v, *o;  // [T, H, K], [T, H, K], [T, HV, V] (null: v is fp16), [T, HV, V] (null: o is fp16)
+// The copies' workspace (copies_problem's dtype), then the inner forward's (fast_ws of
+// copies_problem). A null pointer: that tensor is read or written in place.
+struct Copies {
+  void *q, *k, *v, *o;  // [T, H, K], [T, H, K], [T, HV, V], [T, HV, V]
 };
-size_t fp16_copies_ws(const Problem& p, void* base, Fp16Copies* out) {
+size_t copies_ws(const Problem& p, void* base, Copies* out) {
   const int64_t T = p.num_tokens, H = p.num_qk_heads, HV = p.num_v_heads, K = p.head_k, V = p.head_v;
+  const DType e = copies_dtype(p);
   Carver c(base);
-  Fp16Copies w;
-  w.q = c.take<__half>(T * H * K);
-  w.k = c.take<__half>(T * H * K);
-  w.v = p.dtype == DType::kFloat16 ? nullptr : c.take<__half>(T * HV * V);
-  w.o = o_dtype_of(p) == DType::kFloat16 ? nullptr : c.take<__half>(T * HV * V);
+  Copies w;
+  // (2-byte elements either way: uint16_t carves them.)
+  w.q = copies_qk(p) ? c.take<uint16_t>(T * H * K) : nullptr;
+  w.k = copies_qk(p) ? c.take<uint16_t>(T * H * K) : nullptr;
+  w.v = p.dtype != e ? c.take<uint16_t>(T * HV * V) : nullptr;
+  w.o = o_dtype_of(p) != e ? c.take<uint16_t>(T * HV * V) : nullptr;
   if (out) *out = w;
   return c.used;
 }
 
-void fp16_copies_forward(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg) {
+void copies_forward(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg) {
   const Problem& p = f.problem;
   const cudaStream_t s = stream_of(exec);
   const int64_t T = p.num_tokens;
   const int H = p.num_qk_heads, HV = p.num_v_heads, K = p.head_k, V = p.head_v;
-  Fp16Copies w;
-  const size_t copies = fp16_copies_ws(p, exec.workspace, &w);
+  const DType e = copies_dtype(p);
+  Copies w;
+  const size_t used = copies_ws(p, exec.workspace, &w);
   ForwardArgs h = f;
-  h.problem = fp16_problem(p);
-  const DType qk = qk_dtype_of(p);
-  convert_rows(qk, DType::kFloat16, f.q.data, f.q.stride_token, f.q.stride_head, w.q, int64_t(H) * K, K, T, H, K,
-               p.use_qk_l2norm, s);
-  convert_rows(qk, DType::kFloat16, f.k.data, f.k.stride_token, f.k.stride_head, w.k, int64_t(H) * K, K, T, H, K,
-               p.use_qk_l2norm, s);
-  h.q = ConstTensor{w.q, int64_t(H) * K, K};
-  h.k = ConstTensor{w.k, int64_t(H) * K, K};
+  h.problem = copies_problem(p);
+  if (w.q) {
+    const DType qk = qk_dtype_of(p);
+    convert_rows(qk, e, f.q.data, f.q.stride_token, f.q.stride_head, w.q, int64_t(H) * K, K, T, H, K, p.use_qk_l2norm,
+                 s);
+    convert_rows(qk, e, f.k.data, f.k.stride_token, f.k.stride_head, w.k, int64_t(H) * K, K, T, H, K, p.use_qk_l2norm,
+                 s);
+    h.q = ConstTensor{w.q, int64_t(H) * K, K};
+    h.k = ConstTensor{w.k, int64_t(H) * K, K};
+  }
   if (w.v) {
-    convert_rows(p.dtype, DType::kFloat16, f.v.data, f.v.stride_token, f.v.stride_head, w.v, int64_t(HV) * V, V, T, HV,
-                 V, false, s);
+    convert_rows(p.dtype, e, f.v.data, f.v.stride_token, f.v.stride_head, w.v, int64_t(HV) * V, V, T, HV, V, false, s);
     h.v = ConstTensor{w.v, int64_t(HV) * V, V};
   }
   if (w.o) h.o = MutTensor{w.o, int64_t(HV) * V, V};
-  fast_forward_any(h, workspace_after(exec, copies), cfg);
+  fast_forward_any(h, workspace_after(exec, used), cfg);
   if (w.o)
-    convert_rows(DType::kFloat16, o_dtype_of(p), w.o, int64_t(HV) * V, V, f.o.data, f.o.stride_token, f.o.stride_head,
-                 T, HV, V, false, s);
+    convert_rows(e, o_dtype_of(p), w.o, int64_t(HV) * V, V, f.o.data, f.o.stride_token, f.o.stride_head, T, HV, V,
+                 false, s);
 }
 
 // The forward's path and its workspace, from one place (the size query and the call agree).
-enum class ForwardPath { kFast, kFp16Copies, kExact };
+enum class ForwardPath { kFast, kCopies, kExact };
 struct ForwardPlan {
   ForwardPath path = ForwardPath::kExact;
-  ChunkForwardConfig cfg;  // of the problem the tensor-core forward runs (the fp16 one for copies)
+  ChunkForwardConfig cfg;  // of the problem the tensor-core forward runs (copies_problem for copies)
   size_t workspace = 0;
 };
 ForwardPlan plan_forward(const Problem& p) {
@@ -257,11 +266,11 @@ ForwardPlan plan_forward(const Problem& p) {
     fp.path = ForwardPath::kFast;
     fp.cfg = chunk_forward_heuristics(p, device_props());
     fp.workspace = fast_ws(p, fp.cfg);
-  } else if (takes_fp16_copies(p)) {
-    const Problem h = fp16_problem(p);
-    fp.path = ForwardPath::kFp16Copies;
+  } else if (takes_copies(p)) {
+    const Problem h = copies_problem(p);
+    fp.path = ForwardPath::kCopies;
     fp.cfg = chunk_forward_heuristics(h, device_props());
-    fp.workspace = fp16_copies_ws(p, nullptr, nullptr) + fast_ws(h, fp.cfg);
+    fp.workspace = copies_ws(p, nullptr, nullptr) + fast_ws(h, fp.cfg);
   } else {
     fp.workspace = exact_ws(p, nullptr, nullptr, nullptr);
   }
@@ -287,8 +296,8 @@ void chunk_gated_delta_rule(const ForwardArgs& f, const Exec& exec) {
   switch (fp.path) {
     case ForwardPath::kFast:
       return fast_forward_any(f, exec, fp.cfg);
-    case ForwardPath::kFp16Copies:
-      return fp16_copies_forward(f, exec, fp.cfg);
+    case ForwardPath::kCopies:
+      return copies_forward(f, exec, fp.cfg);
     case ForwardPath::kExact:
       return exact_forward(f, exec);
   }
