@@ -39,7 +39,8 @@ std::string Case::name() const {
      << (strided ? "_strided" + std::to_string(o_pad) : "") << (sparse_final ? "_sparsefinal" : "")
      << (serving ? "_serving" : "") << (threads ? "_threads" + std::to_string(threads) : "")
      << (state_dtype != DType::kFloat32 ? std::string("_state") + dtype_name(state_dtype) : "")
-     << (row_pad ? "_rowpad" + std::to_string(row_pad) : "");
+     << (row_pad ? "_rowpad" + std::to_string(row_pad) : "")
+     << (v_scale != 1.0 ? "_vscale" + std::to_string(static_cast<int64_t>(v_scale)) : "");
   return os.str();
 }
 

@@ -111,6 +111,9 @@ struct Case {
   // sizes to its general kernel.
   DType state_dtype = DType::kFloat32;
   int row_pad = 0;
+  // v and the initial states times this (the errors are relative: the range the kernels' 16-bit
+  // operands carry, docs/api.md).
+  double v_scale = 1.0;
   std::string name() const;
 };
 

@@ -49,6 +49,7 @@ Inputs make_inputs(const Case& c, std::mt19937_64& rng) {
   const DType qk_dtype = c.qk_dtype.value_or(c.dtype);
   in.qd = round_to(q, qk_dtype);
   in.kd = round_to(k, qk_dtype);
+  for (double& x : v) x *= c.v_scale;
   in.vd = round_to(v, c.dtype);
 
   const DType gate_dtype = c.gate_in_input_dtype ? c.dtype : DType::kFloat32;
@@ -126,7 +127,7 @@ Inputs make_inputs(const Case& c, std::mt19937_64& rng) {
   if (c.pool || c.initial_state) {
     std::normal_distribution<double> d;
     in.state0.resize(in.slots * c.HV * c.K * c.V);
-    for (float& x : in.state0) x = static_cast<float>(d(rng));
+    for (float& x : in.state0) x = static_cast<float>(d(rng) * c.v_scale);
     // A bf16 / fp16 pool holds the rounded values; the oracle starts from the same ones.
     if (c.state_dtype != DType::kFloat32)
       for (float& x : in.state0) {

@@ -134,6 +134,25 @@ std::vector<Case> forward_cases() {
     c.fused_gate = true;
     c.lens = {150, 20};
   });
+  // Large values in bf16 (the relative error is scale-free): v and the states at 1000x at g = 0
+  // (the state grows to ~max|v| there) and 256x with beta = 2 (docs/api.md: the range of v the
+  // tensor-core paths carry), on the tuned sizes.
+  for (int d : {64, 128}) {
+    add([&](Case& c) {
+      c.dtype = DType::kBFloat16;
+      c.K = c.V = d;
+      c.gate = GateKind::kZero;
+      c.v_scale = 1000;
+      c.lens = {300, 70};
+    });
+    add([&](Case& c) {
+      c.dtype = DType::kBFloat16;
+      c.K = c.V = d;
+      c.beta = BetaKind::kTwo;
+      c.v_scale = 256;
+      c.lens = {130, 64};
+    });
+  }
   add([](Case& c) {
     c.fused_gate = true;
     c.dtype = DType::kBFloat16;
