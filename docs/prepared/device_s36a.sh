@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 36, call 1 (prepared in session 35, ~8.5 min; carry .ab .deps): fp16 operands for bf16
-# inputs (s36_fp16_operands.patch, four commits: cfg.fp16_operands; q and k converted to fp16 in
+# inputs (s36_fp16_operands.patch, five commits: cfg.fp16_operands; q and k converted to fp16 in
 # the wgmma chain's ring and in the mma.sync kernels' fragments, A_s's image (D = 64: w, u) in fp16,
 # v unpacked and o stored in bf16, no lo passes), timed against
 # main and validated by the quick set and the sanitizers on the fused cases. Setup, on main:
