@@ -44,8 +44,9 @@ bool takes_fast_path(const Problem& p) {
 
 // The dtype of the copies that a problem off the in-place path runs on. fp16 where no input is
 // bf16: fp32 inputs then run at tf32's precision class (fp16 operands carry tf32's 11-bit
-// significand, so SPEC section 4's tf32 bound, 2e-3, applies) at the fp16 path's speed (H200,
-// bench/results/h200_fp32.json: the exact stages ran 1x32k in 94 ms, fla 6.2, the copies 1.44).
+// significand, so SPEC section 4's tf32 bound, 2e-3, applies) at the fp16 path's speed (H200, 1x32k:
+// the exact stages 94 ms and fla 6.2 in bench/results/h200_fp32.json, the copies 1.44 in
+// bench/results/h200_s35_call2_summary.txt).
 // The range is fp16's: v, o and the states' operands past ~6e4 overflow (docs/api.md). With a
 // bf16 input, bf16 copies: its range stays, and the error is the bf16 class that the coarser input
 // is held to anyway.
