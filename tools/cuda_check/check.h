@@ -117,7 +117,9 @@ struct BenchOptions {
 // since it runs beside the summary pass), or the library's choices without the host copy of
 // cu_seqlens ("NAME/nohost": a caller that passes none; the heuristics then cannot know the lengths
 // equal, and the chain takes the sequences longest first), or the library's choices on q, k, v and o
-// in fp16 or fp32 ("NAME/fp16", "NAME/fp32": fp32 runs the tensor cores on fp16 copies).
+// in fp16 or fp32 ("NAME/fp16", "NAME/fp32": fp32 runs the tensor cores on fp16 copies), or the
+// library's choices with bf16 operands where they take fp16 ones ("NAME/bf16ops": cfg.fp16_operands
+// off, the lo passes on weakly decaying chunks).
 enum class PrefillVariant {
   kDefault,
   kOAfter,
@@ -127,7 +129,8 @@ enum class PrefillVariant {
   kSplit2,
   kNoHostLengths,
   kFp16,
-  kFp32
+  kFp32,
+  kBf16Operands
 };
 void bench_prefill(const tools::PrefillCase& c, const std::string& label, PrefillVariant variant, BenchOptions& o);
 // The decode step for N sequences (one token each) of the benchmark shape, against the copy rate,

@@ -27,11 +27,13 @@ const char* kUsage =
     "  --no-check   no correctness cases (timings only)\n"
     "  --profile    with --bench: also the phases of the tensor-core forward (plan, pack, prep, h, o)\n"
     "  --case NAME  with --bench: time that prefill case only (e.g. under ncu); NAME/seq, NAME/fused,\n"
-    "               NAME/serial, NAME/ckpt, NAME/split2, NAME/nohost, NAME/fp16, NAME/fp32: its A/B rows\n"
+    "               NAME/serial, NAME/ckpt, NAME/split2, NAME/nohost, NAME/fp16, NAME/fp32, NAME/bf16ops: its\n"
+    "               A/B rows\n"
     "               (/seq: o by fwd_o after the chain; /fused: o in the chain by its second warpgroup;\n"
     "               /serial: by its one warpgroup after each chunk's chain; /ckpt: a checkpoint every 16\n"
     "               chunks; /split2: the exact split into 2 parts, o fused; /nohost: without the host copy\n"
-    "               of cu_seqlens; /fp16, /fp32: q, k, v and o in that dtype)\n"
+    "               of cu_seqlens; /fp16, /fp32: q, k, v and o in that dtype; /bf16ops: bf16 operands\n"
+    "               where the library takes fp16 ones for bf16 inputs)\n"
     "  --json FILE  with --bench: the timings as a JSON array\n";
 
 int usage_error(const std::string& what) {
@@ -76,7 +78,8 @@ int main(int argc, char** argv) {
   };
   // --case NAME or NAME/<variant> (the A/B rows).
   const std::string seq_suffix = "/seq", fused_suffix = "/fused", serial_suffix = "/serial", ckpt_suffix = "/ckpt",
-                    split2_suffix = "/split2", nohost_suffix = "/nohost", fp16_suffix = "/fp16", fp32_suffix = "/fp32";
+                    split2_suffix = "/split2", nohost_suffix = "/nohost", fp16_suffix = "/fp16", fp32_suffix = "/fp32",
+                    bf16ops_suffix = "/bf16ops";
   auto base_name = [](const std::string& label) { return label.substr(0, label.find('/')); };
   if (!only_case.empty() && find_case(base_name(only_case)) == prefill.end())
     return usage_error("--case " + only_case + ": no such prefill case (tools/cases.h)");
@@ -154,6 +157,9 @@ int main(int argc, char** argv) {
           check::bench_prefill(c, c.name + fp16_suffix, check::PrefillVariant::kFp16, bo);
         if (only_case == c.name + fp32_suffix)
           check::bench_prefill(c, c.name + fp32_suffix, check::PrefillVariant::kFp32, bo);
+        // The library's choices with bf16 operands where they take fp16 ones (asked for by name only).
+        if (only_case == c.name + bf16ops_suffix)
+          check::bench_prefill(c, c.name + bf16ops_suffix, check::PrefillVariant::kBf16Operands, bo);
       }
     }
     if (only_case.empty())

@@ -34,8 +34,9 @@
 //   after the v_new wait and one before the update's hi pass, each waited for at once
 //   (chain_precise.cuh).
 // kFusedO runs a third warpgroup of few registers (setmaxnreg): it waits for each stage's full
-// barrier, forms q's inverse norms from the ring's q into rq[s] and arrives at normed[s], which the
-// o warpgroup waits for before it reads them (then its F arrival frees the stage for the refill, so
+// barrier, forms q's inverse norms from the ring's q into rq[s] (fp16 operands for bf16 inputs:
+// after converting the stage's q and k to fp16 in place; the chain warpgroup then waits for
+// normed[s] too) and arrives at normed[s], which the o warpgroup waits for before it reads them (then its F arrival frees the stage for the refill, so
 // the norm warpgroup's reads of a stage end before the TMA engine rewrites it).
 // Rows past len: zero in A_s's image (kkt_solve writes them), zeroed in k, q and v; their decays are
 // 0, and they are never stored.
@@ -157,8 +158,8 @@ struct ChainRowSources {
   const double* Gt;  // [HV, T]
   const float* rk;   // [H, T]
 };
-template <bool kFused, typename E, typename Sm>
-__device__ __forceinline__ void chain_prefetch(Sm& sm, const FastBufs<E>& b, const ChainRowSources& rows, int64_t gc,
+template <bool kFused, typename E, typename EI, typename Sm>
+__device__ __forceinline__ void chain_prefetch(Sm& sm, const FastBufs<E, EI>& b, const ChainRowSources& rows, int64_t gc,
                                                int64_t t0, int64_t te, int s, int HV, int hv, int hk, int v0,
                                                bool transition, int tid) {
   const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
@@ -223,6 +224,18 @@ __device__ __forceinline__ void chain_zero_rows(Sm& sm, int s, int len, bool tra
 #pragma unroll
     for (int j = 0; j < kC / 16; ++j)
       if (r0 + 16 * j >= len) *reinterpret_cast<uint4*>(v0 + 2048 * j) = z;
+  }
+}
+
+// The chain warpgroup's own conversion (the modes without the norm warpgroup: the summary pass,
+// the serial chain): stage s's k (and q, kFused), rows below len, by its 128 threads (piece tid % 8
+// of rows tid / 8 + 16 j), before its fence.proxy.async and barrier B1.
+template <bool kFused, typename Sm>
+__device__ __forceinline__ void chain_convert_stage(Sm& sm, int s, int len, int tid) {
+#pragma unroll
+  for (int j = 0; j < kC / 16; ++j) {
+    convert_stage_row_piece(smem_u32(sm.k[s]), tid / 8 + 16 * j, len, tid % 8);
+    if constexpr (kFused) convert_stage_row_piece(smem_u32(sm.q[s]), tid / 8 + 16 * j, len, tid % 8);
   }
 }
 

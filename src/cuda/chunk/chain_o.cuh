@@ -109,14 +109,29 @@ __device__ __forceinline__ float2 warp_q_inverse_norms(uint32_t q_tile, int len,
 // Few live values (the token count, the stage, its phase): ptxas keeps a value in one place for
 // the whole kernel, so one this warpgroup shares with the others at its small register budget
 // spilled for all three.
-template <typename E, int ST, typename Sm>
-__device__ __forceinline__ void chain_norm_warpgroup(Sm& sm, int64_t tokens, int tid) {
+// With fp16 operands for bf16 inputs (EI != E: cfg.fp16_operands) it also converts each stage's q
+// and k in place (convert_stage_row_piece; each warp its 16 rows, whose norms it then forms
+// from the converted q), and the chain and o warpgroups wait for normed[s] before they read them.
+template <typename E, typename EI, int ST, typename Sm>
+__device__ __forceinline__ void chain_norm_warpgroup(Sm& sm, const FastBufs<E, EI>& b, int64_t tokens, int tid) {
+  constexpr bool kConvert = !std::is_same<E, EI>::value;
   int s = 0;
   uint32_t phase = 0;
   for (; tokens > 0; tokens -= kChunkSize) {
     mbarrier_wait(&sm.full[s], phase);  // q of this chunk landed
     const int len = static_cast<int>(tokens < kChunkSize ? tokens : kChunkSize);
-    chain_q_inverse_norms<E>(sm.q[s], sm.rq[s], len, tid);
+    if constexpr (kConvert) {
+      // Piece lane % 8 of rows row, row + 4, .., below len (512 bytes apart), in both atoms.
+      const int lane = tid % 32, row = 16 * (tid / 32) + lane / 8;
+#pragma unroll 1
+      for (int j = 0; j < 4; ++j) {
+        convert_stage_row_piece(smem_u32(sm.q[s]), row + 4 * j, len, lane % 8);
+        convert_stage_row_piece(smem_u32(sm.k[s]), row + 4 * j, len, lane % 8);
+      }
+      fence_proxy_async();  // the converted rows -> the other warpgroups' wgmma (async proxy)
+      __syncwarp();         // ... and this warp's ldmatrix of its rows below
+    }
+    if (!kConvert || b.l2norm) chain_q_inverse_norms<E>(sm.q[s], sm.rq[s], len, tid);  // (E = EI: called with l2norm)
     mbarrier_arrive(&sm.normed[s]);
     if (++s == ST) {
       s = 0;
@@ -136,12 +151,13 @@ constexpr int kChainOStride = 72;  // o staging row stride (elements): 64 + 8, c
 
 // o of chunk c (rows < len) from this warp's 16 rows of the o staging (stage_acc'd once its P v_new
 // was complete) -> out: one chunk later, while the next chunk's P v_new runs on the tensor cores.
+// E: o's dtype (the inputs', EI of chain_o_chunk), in which the o staging holds it.
 template <typename E, typename Sm>
 __device__ __forceinline__ void chain_o_flush(Sm& sm, const OutRef& out, int64_t tb, int64_t te, int64_t c, int v0,
                                               int hv, int warp) {
   const int64_t t0 = tb + c * kChunkSize;
   const int len = static_cast<int>(te - t0 < kChunkSize ? te - t0 : kChunkSize);
-  stage_rows_out<E, 64>(sm.o_stage, kChainOStride, 16 * warp, 0, len - 16 * warp, [&](int i, int col, uint4 x) {
+  stage_rows_out<E, 64>(reinterpret_cast<const E*>(sm.o_stage), kChainOStride, 16 * warp, 0, len - 16 * warp, [&](int i, int col, uint4 x) {
     E* dst = static_cast<E*>(out.data) + (t0 + 16 * warp + i) * out.stride_token + hv * out.stride_head + v0 + col;
     if (out.rows16) {
       st_global16(dst, x);
@@ -160,11 +176,14 @@ __device__ __forceinline__ void chain_o_flush(Sm& sm, const OutRef& out, int64_t
 // kSerial: the chain warpgroup's own, after chunk c's update (ChainMode::kFusedSerial, fwd_h_wgmma.cuh), the h and v
 // stagings made visible by its own barriers, and none here. lo_staged: whether the h_lo staging holds h_c's lo part
 // (kept across chunks by the caller).
-template <typename E, int ST, bool kSerial, typename Sm>
-__device__ __forceinline__ void chain_o_chunk(Sm& sm, const FastBufs<E>& b, const OutRef& out, int64_t tb, int64_t te,
-                                              int64_t c, int s, int v0, int hv, int tid, bool& lo_staged,
+// E: the operands' type; EI: the inputs' and o's (E, or bf16 beside fp16 operands: q and k were
+// converted in the ring before this warpgroup reads them).
+template <typename E, typename EI, int ST, bool kSerial, typename Sm>
+__device__ __forceinline__ void chain_o_chunk(Sm& sm, const FastBufs<E, EI>& b, const OutRef& out, int64_t tb,
+                                              int64_t te, int64_t c, int s, int v0, int hv, int tid, bool& lo_staged,
                                               float (&o)[32]) {
   constexpr int kC = kChunkSize;
+  constexpr bool kConvert = !std::is_same<E, EI>::value;
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int i0 = 16 * warp + g, i1 = i0 + 8;  // this thread's accumulator rows (tokens)
   // P of the chunk as A fragments (k-step ks: [4 ks, 4 ks + 4)), hi and lo parts (lo: kPSplit).
@@ -183,8 +202,8 @@ __device__ __forceinline__ void chain_o_chunk(Sm& sm, const FastBufs<E>& b, cons
     }
     wgmma_commit();
   };
-  uint32_t hls_lo = 0;  // the h_lo staging (kHiLoOperands: bf16 and fp16)
-  if constexpr (kHiLoOperands<E>) hls_lo = smem_u32(sm.h_lo);
+  uint32_t hls_lo = 0;  // the h_lo staging (kLoPasses: bf16 and fp16 operands on their own inputs)
+  if constexpr (kLoPasses<E, EI>) hls_lo = smem_u32(sm.h_lo);
   const uint32_t q_base = smem_u32(sm.q[0]), k_base = smem_u32(sm.k[0]);
   constexpr uint32_t kStageBytes = sizeof(sm.q[0]);  // a [64 x 128] tile of E
   static_assert(sizeof(sm.k[0]) == kStageBytes, "q and k stages alike");
@@ -192,6 +211,8 @@ __device__ __forceinline__ void chain_o_chunk(Sm& sm, const FastBufs<E>& b, cons
     mbarrier_wait(&sm.bar[0], c & 1);  // B1(c): stage s holds chunk c's q, k, G, rk; the h staging holds h_c
     // (q and k came by TMA: this warpgroup observes their barrier too; complete, as B1 says.)
     mbarrier_wait(&sm.full[s], (static_cast<uint32_t>(c) / ST) & 1u);
+    // fp16 operands: q and k converted by the norm warpgroup before q h and q k^T read them.
+    if constexpr (kConvert) mbarrier_wait(&sm.normed[s], (static_cast<uint32_t>(c) / ST) & 1u);
   }
   const int64_t t0 = tb + c * kC;
   const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
@@ -244,8 +265,8 @@ __device__ __forceinline__ void chain_o_chunk(Sm& sm, const FastBufs<E>& b, cons
     // another (the chain stages h_c's lo part only then): o_c += q h_lo from the h_lo staging, a
     // group complete within the branch (as the chain's lo passes), before B2(c) (the chain
     // rewrites h_lo after it).
-    const bool precise = precise_state_chunk<E>(sm.eg[s], len);
-    if (lo_staged && precise_w_chunk<E>(sm.eg[s], precise, lo_staged)) {
+    const bool precise = precise_state_chunk<E, EI>(sm.eg[s], len);
+    if (lo_staged && precise_w_chunk<E, EI>(sm.eg[s], precise, lo_staged)) {
       qh_lo_pass<E>(o, qs, hls_lo);
 #pragma unroll
       for (int i = 0; i < 32; ++i) pin(o[i]);
@@ -387,7 +408,7 @@ __device__ __forceinline__ void chain_o_chunk(Sm& sm, const FastBufs<E>& b, cons
   // o_{c-1}'s rows -> out while P v_new runs (ncu: its loads of the staging and its stores held
   // ~8% of this warpgroup's samples after the wait)
   if constexpr (!kSerial) {
-    if (c > 0) chain_o_flush<E>(sm, out, tb, te, c - 1, v0, hv, warp);
+    if (c > 0) chain_o_flush<EI>(sm, out, tb, te, c - 1, v0, hv, warp);
   }
   wgmma_wait<0>();
 #pragma unroll
@@ -395,18 +416,19 @@ __device__ __forceinline__ void chain_o_chunk(Sm& sm, const FastBufs<E>& b, cons
   // F(c + 1): done with stage s and the v staging (the chain refills them after waiting on it);
   // o_c's staging below touches only this warpgroup's o staging.
   if constexpr (!kSerial) mbarrier_arrive(&sm.bar[2]);
-  stage_acc<E, 8>(sm.o_stage, kChainOStride, 16 * warp, 0, reinterpret_cast<const float(&)[8][4]>(o), 1.f);
+  stage_acc<EI, 8>(reinterpret_cast<EI*>(sm.o_stage), kChainOStride, 16 * warp, 0,
+                   reinterpret_cast<const float(&)[8][4]>(o), 1.f);
   __syncwarp();
   // The serial chain's rows go out at once (carried to the next chunk or past the loop, the
   // flush's addresses spilled; the SM's other block runs meanwhile).
-  if constexpr (kSerial) chain_o_flush<E>(sm, out, tb, te, c, v0, hv, warp);
+  if constexpr (kSerial) chain_o_flush<EI>(sm, out, tb, te, c, v0, hv, warp);
 }
 
 // The o warpgroup (kFusedO: threads 128 .. 255): the part's chunks in turn, each after the chain
 // warpgroup's B1; o [64 tokens x 64 vv] as an m64n64 accumulator: o[4 j + 2 hh + e] is row
 // 16 warp + g + 8 hh, column 8 j + 2 t + e.
-template <typename E, int ST, typename Sm>
-__device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, const OutRef& out, int64_t tb,
+template <typename E, typename EI, int ST, typename Sm>
+__device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E, EI>& b, const OutRef& out, int64_t tb,
                                                   int64_t te, int64_t nch, int v0, int hv) {
   const int tid = threadIdx.x - 128;
   float o[32];
@@ -416,10 +438,10 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E>& b, 
   bool lo_staged = true;        // the h_lo staging holds h_c's lo part (chunk c - 1 decayed weakly, or c = 0)
   mbarrier_arrive(&sm.bar[2]);  // F(0): nothing of this warpgroup's to wait for
   for (int64_t c = 0; c < nch; ++c) {
-    chain_o_chunk<E, ST, false>(sm, b, out, tb, te, c, s, v0, hv, tid, lo_staged, o);
+    chain_o_chunk<E, EI, ST, false>(sm, b, out, tb, te, c, s, v0, hv, tid, lo_staged, o);
     if (++s == ST) s = 0;
   }
-  if (nch > 0) chain_o_flush<E>(sm, out, tb, te, nch - 1, v0, hv, tid / 32);
+  if (nch > 0) chain_o_flush<EI>(sm, out, tb, te, nch - 1, v0, hv, tid / 32);
   // (Nothing left to wait for: the chain's epilogue barrier is its own.)
 }
 

@@ -36,6 +36,7 @@
 #include <type_traits>
 
 #include "cuda/core/fragments.cuh"  // pack2, lo_f, hi_f
+#include "cuda/ptx/copy.cuh"        // ld_shared16, st_shared16
 #include "cuda/ptx/wgmma.cuh"
 #include "gdn/gdn.h"  // kChunkSize
 
@@ -52,6 +53,11 @@ constexpr float kPreciseDecay = 1.26641655e-14f;  // e^-32
 // tools/precision/emulate_roundings.py --base fp16 --set h_o=hilo16,W=hilo16,vs=hilo16).
 template <typename E>
 constexpr bool kHiLoOperands = std::is_same<E, __nv_bfloat16>::value || std::is_same<E, __half>::value;
+// Whether a chain of operands E on inputs EI takes them: not fp16 operands for bf16 inputs
+// (FastBufs<__half, __nv_bfloat16>: cfg.fp16_operands), whose 11 bits carry bf16 inputs' products
+// at ~1.7e-3 with no lo pass on any chunk (the rounding model: --base fp16 --set o=bf16,P=fp16).
+template <typename E, typename EI = E>
+constexpr bool kLoPasses = kHiLoOperands<E> && std::is_same<E, EI>::value;
 
 // Whether the o warpgroup's P (|P_ij| <= 1 with l2norm) goes into P v_new as hi + lo parts: bf16
 // only. bf16's 8 bits need the lo part on every chunk (tools/precision/emulate_roundings.py
@@ -83,20 +89,20 @@ constexpr float kPreciseTail = 0.0183156389f;  // e^-4
 // the bench's gates take no more chunks: their last 16 tokens decay by ~e^-13).
 // precise_state_decays decides from the two decays it reads (exp(G_last), exp(G_last - G_{3 len / 4}))
 // for a kernel that loads them from global memory early, to hide their latency (fwd_o.cu).
-template <typename E>
+template <typename E, typename EI = E>
 __device__ __forceinline__ bool precise_state_decays(float last, float tail) {
-  return kHiLoOperands<E> && (last > kPreciseDecay || tail > kPreciseTail);
+  return kLoPasses<E, EI> && (last > kPreciseDecay || tail > kPreciseTail);
 }
-template <typename E>
+template <typename E, typename EI = E>
 __device__ __forceinline__ bool precise_state_chunk(const float2* eg, int len) {
-  return precise_state_decays<E>(eg[len - 1].x, eg[(3 * len) / 4].y);
+  return precise_state_decays<E, EI>(eg[len - 1].x, eg[(3 * len) / 4].y);
 }
 // precise_w_chunk: W's pass (and the fused o's q h_lo). Also where the chunk before left a weakly
 // decayed state (after_precise: its precise_state_chunk) that this chunk's first rows still see
 // (exp(G_0) > e^-32): rows before a reset read the whole state.
-template <typename E>
+template <typename E, typename EI = E>
 __device__ __forceinline__ bool precise_w_chunk(const float2* eg, bool state_precise, bool after_precise) {
-  return state_precise || (kHiLoOperands<E> && after_precise && eg[0].x > kPreciseDecay);
+  return state_precise || (kLoPasses<E, EI> && after_precise && eg[0].x > kPreciseDecay);
 }
 
 // lo[i] = the lo part of hi[i] = pack2<E>(x[2 i], x[2 i + 1]), pinned here (formed before the
@@ -161,6 +167,31 @@ __device__ __forceinline__ void qh_lo_pass(float (&o)[32], uint32_t qs, uint32_t
     wgmma_m64n64_ss<E, 1>(o, qt.at((ks / 4) * (kChunkSize * 128) + (ks % 4) * 32), ht.at(ks * 2048), true);
   wgmma_commit();
   wgmma_wait<0>();
+}
+
+// fp16 operands for bf16 inputs (cfg.fp16_operands): a ring stage's q or k tile as TMA brought it
+// (bf16) converted in place to fp16 before any wgmma reads it. bf16 -> fp16 is exact within
+// fp16's range (normal from 6.1e-5 to 65504; smaller magnitudes keep fp16's subnormal steps of
+// 6e-8, larger ones overflow, as for fp16 inputs). The tile is [2 atoms][64 rows][128 B]: the
+// swizzle permutes a row's 16-byte pieces within its 128 bytes, so converting every piece of a row
+// converts the row, and rows are independent (rows past len are chain_zero_rows'). Converts piece
+// `piece` (0 .. 7) of row `row` in both atoms when row < len.
+__device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t x) {
+  return pack2<__half>(lo_f<__nv_bfloat16>(x), hi_f<__nv_bfloat16>(x));
+}
+__device__ __forceinline__ void convert_piece16(uint32_t addr) {
+  uint4 v = ld_shared16(addr);
+  v.x = bf16x2_to_f16x2(v.x);
+  v.y = bf16x2_to_f16x2(v.y);
+  v.z = bf16x2_to_f16x2(v.z);
+  v.w = bf16x2_to_f16x2(v.w);
+  st_shared16(addr, v);
+}
+__device__ __forceinline__ void convert_stage_row_piece(uint32_t tile, int row, int len, int piece) {
+  if (row >= len) return;
+  const uint32_t p = tile + row * 128 + 16 * piece;
+  convert_piece16(p);
+  convert_piece16(p + kChunkSize * 128);  // (the second 64-column atom)
 }
 
 }  // namespace cuda

@@ -6,21 +6,21 @@ namespace gdn {
 namespace cuda {
 namespace {
 
-// E: the 16-bit operand type (the input dtype); the sizes are the same for both.
-template <typename E>
-size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBufs<E>* b, SplitBufs* sp,
+// E: the 16-bit operand type, EI the inputs' (FastBufs); the sizes are the same for every pair.
+template <typename E, typename EI>
+size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBufs<E, EI>* b, SplitBufs* sp,
              char** plan_mem) {
   const int64_t T = p.num_tokens, HV = p.num_v_heads, H = p.num_qk_heads, D = p.head_k;
   const int64_t mc = chunk_bound(T, p.num_seqs);
   Carver c(base);
   char* pm = c.take<char>(plan_bytes(T, p.num_seqs));
-  E* qb = c.take<E>(T * H * D);
-  E* kb = c.take<E>(T * H * D);
+  EI* qb = c.take<EI>(T * H * D);
+  EI* kb = c.take<EI>(T * H * D);
   double* Gt = c.take<double>(T * HV);
   float2* eg = c.take<float2>(D == 128 ? T * HV : 0);
   float* rk = c.take<float>(T * H);
   E* w = c.take<E>(D == 128 ? mc * kChunkSize * HV * D : T * HV * D);  // (D = 128: A_s's images, fwd_a_image)
-  E* u = c.take<E>(T * HV * D);
+  EI* u = c.take<EI>(T * HV * D);
   // The per-chunk hand-off to fwd_o (none when the chain computes o itself).
   const bool to_fwd_o = !cfg.fuse_o;
   // v_new: token rows (D = 64) or one 64-row image per chunk and slice (D = 128, fwd_v_image).
@@ -87,6 +87,8 @@ void check_config(const Problem& p, const ChunkForwardConfig& cfg) {
                        : "D = 64 (mma.sync fwd_h) runs fwd_h_slice_width 32 or 64 with 2 or 3 stages") +
                 "; got fwd_h_slice_width = " + std::to_string(w) + ", fwd_h_stages = " + std::to_string(st));
   if (cfg.fuse_o && !wgmma) throw Error("fast_forward: fuse_o needs the wgmma chain (D = 128)");
+  if (cfg.fp16_operands && (p.dtype != DType::kBFloat16 || !cfg.fuse_o))
+    throw Error("fast_forward: fp16_operands runs bf16 inputs with fuse_o (the fused chain and its o warpgroup)");
   if (cfg.fuse_o_serial && !cfg.fuse_o) throw Error("fast_forward: fuse_o_serial is a form of fuse_o (set both)");
   if (cfg.split_chunks_per_part < 0 || (cfg.split_chunks_per_part > 0 && !wgmma))
     throw Error("fast_forward: split_chunks_per_part must be 0, or positive with the wgmma fwd_h (D = 128); got " +
@@ -120,18 +122,18 @@ bool fast_path_supported(const Problem& p) {
 }
 
 size_t fast_workspace_size(const Problem& p, const ChunkForwardConfig& cfg) {
-  return carve<__nv_bfloat16>(p, cfg, nullptr, nullptr, nullptr, nullptr);
+  return carve<__nv_bfloat16, __nv_bfloat16>(p, cfg, nullptr, nullptr, nullptr, nullptr);
 }
 
 namespace {
 
-// The forward with operand type E = the input dtype (fast_path_supported: bf16 or fp16, and
-// takes_fast_path: q, k, o in it too).
-template <typename E>
+// The forward with operand type E on inputs of EI = the input dtype (fast_path_supported: bf16 or
+// fp16, and takes_fast_path: q, k, o in it too); E = EI, or fp16 on bf16 (cfg.fp16_operands).
+template <typename E, typename EI>
 void run(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg, const PhaseEvents* phases) {
   const Problem& p = f.problem;
   cudaStream_t s = stream_of(exec);
-  FastBufs<E> b = {};
+  FastBufs<E, EI> b = {};
   SplitBufs sp;
   char* pm = nullptr;
   carve(p, cfg, exec.workspace, &b, &sp, &pm);
@@ -141,15 +143,16 @@ void run(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg, 
   const int64_t T = p.num_tokens;
   const int H = p.num_qk_heads, D = p.head_k;
   // Rows with 16-byte aligned pieces (D = 128: that TMA can address, for the chain's tensor maps)
-  // are read in place; others are copied (not normalized, not converted: q, k and v are in E) into
+  // are read in place; others are copied (not normalized, not converted: q, k and v are in EI) into
   // `copy` ([T, heads, D] in the workspace) first. Returns the rows to read and sets their strides
   // (and, with `map`, encodes it).
-  auto rows16 = [&](const ConstTensor& x, int heads, E* copy, int64_t& st, int64_t& sh, CUtensorMap* map) -> const E* {
+  auto rows16 = [&](const ConstTensor& x, int heads, EI* copy, int64_t& st, int64_t& sh,
+                    CUtensorMap* map) -> const EI* {
     if (rows_in_16_byte_pieces(x) &&
         (map == nullptr || encode_row_map(map, p.dtype, x.data, T, heads, x.stride_token, x.stride_head))) {
       st = x.stride_token;
       sh = x.stride_head;
-      return static_cast<const E*>(x.data);
+      return static_cast<const EI*>(x.data);
     }
     convert_rows(p.dtype, p.dtype, x.data, x.stride_token, x.stride_head, copy, int64_t(heads) * D, D, T, heads, D,
                  false, s);
@@ -160,8 +163,8 @@ void run(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg, 
     return copy;
   };
   const bool maps = D == 128 && T > 0;
-  b.q = rows16(f.q, H, const_cast<E*>(b.q), b.q_st, b.q_sh, maps ? &b.maps.q : nullptr);
-  b.k = rows16(f.k, H, const_cast<E*>(b.k), b.k_st, b.k_sh, maps ? &b.maps.k : nullptr);
+  b.q = rows16(f.q, H, const_cast<EI*>(b.q), b.q_st, b.q_sh, maps ? &b.maps.q : nullptr);
+  b.k = rows16(f.k, H, const_cast<EI*>(b.k), b.k_st, b.k_sh, maps ? &b.maps.k : nullptr);
   // The chain's v (D = 64: fwd_prep reads f.v).
   if (D == 128) b.v = rows16(f.v, p.num_v_heads, b.u, b.v_st, b.v_sh, maps ? &b.maps.v : nullptr);
   mark(phases, 2, s);
@@ -175,8 +178,9 @@ void run(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg, 
     if (scan) launch_split_scan(b.pl, sp, p.num_seqs, b.HV, cfg.split_scan_cols, s);
     launch_fwd_h_wgmma(b, sp, f, cfg, s, split && !scan);  // with cfg.fuse_o: o too
     mark(phases, 4, s);
-    if (!cfg.fuse_o) launch_fwd_o<128>(b, f, s);
-  } else {
+    if constexpr (std::is_same<E, EI>::value)
+      if (!cfg.fuse_o) launch_fwd_o<128>(b, f, s);  // (fp16 operands come with fuse_o: check_config)
+  } else if constexpr (std::is_same<E, EI>::value) {
     launch_fwd_prep<64>(b, f, s);
     mark(phases, 3, s);
     launch_fwd_h_mma(b, f, cfg, s);
@@ -191,9 +195,11 @@ void run(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg, 
 void fast_forward(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg, const PhaseEvents* phases) {
   check_config(f.problem, cfg);
   if (f.problem.dtype == DType::kFloat16)
-    run<__half>(f, exec, cfg, phases);
+    run<__half, __half>(f, exec, cfg, phases);
+  else if (cfg.fp16_operands)
+    run<__half, __nv_bfloat16>(f, exec, cfg, phases);
   else
-    run<__nv_bfloat16>(f, exec, cfg, phases);
+    run<__nv_bfloat16, __nv_bfloat16>(f, exec, cfg, phases);
 }
 
 }  // namespace cuda

@@ -9,7 +9,10 @@
 // The 16-bit operand type E of every tensor-core product is the input dtype (bf16 or fp16, as in
 // flash-linear-attention): the kernels are templates on E, the mma / wgmma instructions take
 // .bf16 or .f16 from it, and the workspace intermediates (w, u, v_new, h) are stored in E; G is
-// fp64. q, k and v share E (Problem::qk_dtype = dtype; mixed dtypes run the exact stages).
+// fp64. q, k and v share one dtype (Problem::qk_dtype = dtype; backend.cu copies mixed dtypes).
+// With cfg.fp16_operands (bf16 inputs, D = 128, o fused), E = fp16 beside EI = bf16 inputs: the
+// chain's ring converts q and k to fp16 in place, v is unpacked from bf16, o is stored in bf16, and
+// no chunk takes the lo passes (chain_precise.cuh: fp16's 11 bits make them unnecessary there).
 // fp16 intermediates can overflow (65504) only with |v| or initial-state entries near it, or with
 // keys of norm > 1 (no l2norm); the argument, and what tiny w (strong decays) loses: docs/perf.md v10.
 // The tuning choices come in a ChunkForwardConfig (heuristics.h), never from global state.
@@ -41,22 +44,26 @@ struct PhaseEvents {
 void fast_forward(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg,
                   const PhaseEvents* phases = nullptr);
 
-// Device pointers of one fast forward; E is the 16-bit operand type (__nv_bfloat16 or __half).
-template <typename E>
+// Device pointers of one fast forward; E is the 16-bit operand type of the tensor-core products
+// (__nv_bfloat16 or __half), EI the dtype of the inputs q, k, v and of o (E, or bf16 beside fp16
+// operands: fp16_operands, heuristics.h; D = 128 with o fused only).
+template <typename E, typename EI = E>
 struct FastBufs {
+  using Op = E;
+  using In = EI;
   Plan pl;
   int64_t T;
   int H, HV;
   float scale;
-  // q and k as rows of E with 16-byte aligned pieces: the caller's tensors when aligned, else
+  // q and k as rows of EI with 16-byte aligned pieces: the caller's tensors when aligned, else
   // copies in the workspace. Never normalized: with l2norm the kernels apply the rows' inverse
   // norms in fp32 (to products and scalings), so the 16-bit operands stay the caller's exact values.
-  const E* q;  // [T, H, D] (token stride q_st, head stride q_sh)
-  const E* k;  // [T, H, D]
+  const EI* q;  // [T, H, D] (token stride q_st, head stride q_sh)
+  const EI* k;  // [T, H, D]
   int64_t q_st, q_sh, k_st, k_sh;
   // D = 128: v as rows with 16-byte aligned pieces for the chain (the caller's tensor when aligned,
   // else a copy in u's workspace); D = 64 reads f.v in fwd_prep.
-  const E* v;  // [T, HV, D] (token stride v_st, head stride v_sh)
+  const EI* v;  // [T, HV, D] (token stride v_st, head stride v_sh)
   int64_t v_st, v_sh;
   RowMaps maps;  // D = 128: q, k, v above as TMA tensor maps (row_maps.cuh), the chain's copies
   bool l2norm;
@@ -73,7 +80,7 @@ struct FastBufs {
   float* transition_log_bound;
   E* w;      // D = 64: w [T, HV, D]; D = 128: A_s = (I + L)^-1 diag(beta) as images
              // [max_chunks, HV, 2, 64, 64] (fwd_a_image; the chain applies it: fwd_h_wgmma.cuh)
-  E* u;      // [T, HV, D]: D = 64: u; D = 128: the copy of v when its rows are not aligned
+  EI* u;     // [T, HV, D]: D = 64: u; D = 128: the copy of v when its rows are not aligned
   E* v_new;  // D = 64: [T, HV, D]; D = 128: images [max_chunks, HV, 2, 64, 64] (fwd_v_image)
   // D = 128, o by fwd_o: v_new's lo part E(v_new - E(v_new)) as the same images, written by the chain
   // for weakly decaying chunks only (precise_state_chunk) and read by fwd_o for those only
@@ -112,9 +119,9 @@ inline bool rows_in_16_byte_pieces(const Tensor& t) {
 // The launchers, instantiated for E = __nv_bfloat16 and __half.
 template <int D, typename E>
 void launch_fwd_prep(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s);
-// fwd_prep for D = 128 on the tensor cores (kkt_solve.cu): G, r and A_s only.
-template <typename E>
-void launch_kkt_solve(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s);
+// fwd_prep for D = 128 on the tensor cores (kkt_solve.cu): G, r and A_s only (A_s in E, from k in EI).
+template <typename E, typename EI>
+void launch_kkt_solve(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream_t s);
 template <int D, typename E>
 void launch_fwd_o(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s);
 // fwd_h for D = 64 on mma.sync: one block per (sequence, value head, cfg.fwd_h_slice_width-wide V
@@ -125,15 +132,16 @@ void launch_fwd_h_mma(const FastBufs<E>& b, const ForwardArgs& f, const ChunkFor
 // one part per sequence without a split (sp.chunks_per_part = 0); it stores h and v_new for fwd_o,
 // which runs after it, or computes o itself (cfg.fuse_o). `after_summary`: launched right after the
 // split's summary pass as its programmatic dependent (no scan between them: split.cuh).
-template <typename E>
-void launch_fwd_h_wgmma(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, const ChunkForwardConfig& cfg,
-                        cudaStream_t s, bool after_summary);
+// (EI != E: cfg.fuse_o only.)
+template <typename E, typename EI>
+void launch_fwd_h_wgmma(const FastBufs<E, EI>& b, const SplitBufs& sp, const ForwardArgs& f,
+                        const ChunkForwardConfig& cfg, cudaStream_t s, bool after_summary);
 // The split's scan (split_scan.cu): every part's exact initial state from the summaries, in blocks
 // of `cols` (8, 16 or 32: ChunkForwardConfig::split_scan_cols) columns of V.
 void launch_split_scan(const Plan& pl, const SplitBufs& sp, int64_t num_seqs, int HV, int cols, cudaStream_t s);
 // The split's summary pass (split.cuh): the same chain per (sequence, part, head, slice of V + K).
-template <typename E>
-void launch_fwd_h_wgmma_summary(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f,
+template <typename E, typename EI>
+void launch_fwd_h_wgmma_summary(const FastBufs<E, EI>& b, const SplitBufs& sp, const ForwardArgs& f,
                                 const ChunkForwardConfig& cfg, cudaStream_t s);
 
 }  // namespace cuda

@@ -66,11 +66,17 @@ using namespace chain;  // kC, kD, kBV, ChainMode, WgSmem, chain_prefetch (chain
 // Otherwise blocks of (sequence, part, head, slice of V), each part from its exact initial state
 // (the pool row for part 0, S_p of the scan for the others); the last part writes the final state.
 // Without a split every sequence is one part.
-template <int ST, ChainMode kMode, typename E>
+// E: the operands' type; EI: the inputs' (q, k, v) and o's: E, or bf16 beside fp16 operands
+// (cfg.fp16_operands; the fused modes and the summary pass only), whose q and k the ring converts to
+// fp16 in place (the norm warpgroup, kFusedO; the chain warpgroup itself otherwise) and whose
+// chunks take no lo passes (kLoPasses, chain_precise.cuh).
+template <int ST, ChainMode kMode, typename E, typename EI>
 __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode == ChainMode::kFusedSerial ? 2 : 1)
-    chunk_fwd_h_wgmma_kernel(const __grid_constant__ FastBufs<E> b, SplitBufs sp, StateRef init, StateRef fin,
+    chunk_fwd_h_wgmma_kernel(const __grid_constant__ FastBufs<E, EI> b, SplitBufs sp, StateRef init, StateRef fin,
                              bool kmajor, OutRef out, CheckpointOut ck) {
   constexpr bool kSummary = kMode == ChainMode::kSummary;
+  constexpr bool kConvert = !std::is_same<E, EI>::value, kLo = kLoPasses<E, EI>;
+  static_assert(!kConvert || kMode != ChainMode::kStoreBulk, "fwd_o reads the h and v_new images in its input dtype");
   // kFused: o on chip (the q ring, the h_lo and o stagings), by a second warpgroup (kTwoWarpgroups)
   // or by the chain warpgroup itself after each chunk's update (kSerial).
   constexpr bool kSerial = kMode == ChainMode::kFusedSerial, kTwoWarpgroups = kMode == ChainMode::kFusedO;
@@ -172,7 +178,10 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
     // returns). (ptxas: the o warpgroup's code is the same at 232 and 240; 248 / 232 is the split
     // measured, session 29.)
     constexpr int kLaunchRegs = 65536 / 384 / 8 * 8;                                                // 168
-    constexpr int kNormRegs = 32, kORegs = 232, kChainRegs = 3 * kLaunchRegs - kNormRegs - kORegs;  // 240
+    // (fp16 operands: the norm warpgroup converts the ring's q and k too, at 40; the chain, without
+    // lo passes, at 232.)
+    constexpr int kNormRegs = kConvert ? 40 : 32, kORegs = 232;
+    constexpr int kChainRegs = 3 * kLaunchRegs - kNormRegs - kORegs;  // 240 (fp16 operands: 232)
     static_assert(kChainRegs <= 256 && kChainRegs % 8 == 0 && kNormRegs >= 24, "setmaxnreg's counts");
     // The part's first token read back from shared memory past each setmaxnreg: carried across
     // it in a register, ptxas spilled it (one value, reloaded in the chain's loop). The barrier
@@ -184,12 +193,12 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
       setmaxnreg_dec<kNormRegs>();
       // The part's tokens as its nch chunks see them (a part before the last: nch whole chunks).
       const int64_t part_tokens = te - part_tb < nch * kC ? te - part_tb : nch * kC;
-      if (b.l2norm) chain_norm_warpgroup<E, ST>(sm, part_tokens, threadIdx.x - 256);
+      if (b.l2norm || kConvert) chain_norm_warpgroup<E, EI, ST>(sm, b, part_tokens, threadIdx.x - 256);
       return;
     }
     if (threadIdx.x >= 128) {  // the o warpgroup; the rest of this kernel is the chain's
       setmaxnreg_inc<kORegs>();
-      chain_o_warpgroup<E, ST>(sm, b, out, part_tb, te, nch, v0, hv);
+      chain_o_warpgroup<E, EI, ST>(sm, b, out, part_tb, te, nch, v0, hv);
       return;
     }
     setmaxnreg_inc<kChainRegs>();
@@ -247,8 +256,8 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
   uint32_t ha[32];
   auto stage_state = [&](bool with_lo) {
     uint32_t hls = 0;
-    if constexpr (kFused && kHiLoOperands<E>) hls = smem_u32(sm.h_lo);
-    stage_state_fragments<E, !kSummary, kFused && kHiLoOperands<E> >(ha, st, smem_u32(sm.h), hls, lrow, lch, with_lo);
+    if constexpr (kFused && kLo) hls = smem_u32(sm.h_lo);
+    stage_state_fragments<E, !kSummary, kFused && kLo>(ha, st, smem_u32(sm.h), hls, lrow, lch, with_lo);
   };
 
   // Chunks 0 .. ST - 2 in flight before the loop; chunk c + ST - 1 is issued in iteration c into
@@ -302,6 +311,12 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
     wgmma_wait<0>();
     cp_async_wait<kSerial ? 0 : ST - 2>();
     mbarrier_wait(&sm.full[s], (static_cast<uint32_t>(c) / ST) & 1u);    // the stage's TMA copies
+    if constexpr (kConvert) {  // q and k to fp16 operands, rows below len (chain_precise.cuh)
+      if constexpr (kTwoWarpgroups)
+        mbarrier_wait(&sm.normed[s], (static_cast<uint32_t>(c) / ST) & 1u);  // by the norm warpgroup
+      else
+        chain_convert_stage<kFused>(sm, s, len, tid);
+    }
     if (len < kC) chain_zero_rows<kFused>(sm, s, len, transition, tid);  // (a sequence's last chunk)
     fence_proxy_async();  // this thread's landed cp.async writes and zeros -> visible to wgmma (async proxy)
     if (kBulk && tid == 0) bulk_wait_read<0>();  // v_new_{c-1}'s staging read: rewritten after B1
@@ -365,8 +380,8 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
     const float dl = eg[len - 1].x;  // exp(G_last)
     // A weakly decaying chunk: vs (precise) and W (precise_w) also as hi + lo parts below
     // (chain_precise.cuh).
-    const bool precise = precise_state_chunk<E>(eg, len);
-    const bool precise_w = precise_w_chunk<E>(eg, precise, after_precise);
+    const bool precise = precise_state_chunk<E, EI>(eg, len);
+    const bool precise_w = precise_w_chunk<E, EI>(eg, precise, after_precise);
 #pragma unroll
     for (int i = 0; i < 64; ++i) st[i] *= dl;
     // h_c -> workspace: the staging's image (fwd_h_image).
@@ -393,8 +408,8 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
       for (int q = 0; q < 4; ++q) {
         const int j = 2 * ks + q / 2;
         const uint32_t x = vx[4 * ks + q];
-        wf[8 * ks + 2 * q] = fmaf(acc[8 * ks + 2 * q], sc[j][0], lo_f<E>(x));
-        wf[8 * ks + 2 * q + 1] = fmaf(acc[8 * ks + 2 * q + 1], sc[j][1], hi_f<E>(x));
+        wf[8 * ks + 2 * q] = fmaf(acc[8 * ks + 2 * q], sc[j][0], lo_f<EI>(x));  // (v in the inputs' dtype)
+        wf[8 * ks + 2 * q + 1] = fmaf(acc[8 * ks + 2 * q + 1], sc[j][1], hi_f<EI>(x));
         wa[4 * ks + q] = pack2<E>(wf[8 * ks + 2 * q], wf[8 * ks + 2 * q + 1]);
       }
 #pragma unroll
@@ -550,7 +565,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
       uint32_t base_off = align_1024_offset(smem_raw);
       pin(base_off);
       Sm& sm_o = *reinterpret_cast<Sm*>(smem_raw + base_off);
-      chain_o_chunk<E, ST, true>(sm_o, b, out, tb, te, c, s, v0, hv, tid, o_lo_staged, o);
+      chain_o_chunk<E, EI, ST, true>(sm_o, b, out, tb, te, c, s, v0, hv, tid, o_lo_staged, o);
       // Every warp's products done with the h stagings (rewritten below) and with the stage
       // (refilled below; its copies land by the TMA engine, its small rows by cp.async).
       __syncthreads();
@@ -595,15 +610,15 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
 }
 
 // `after_summary`: launched as a programmatic dependent of the split's summary pass (split.cuh).
-template <int ST, ChainMode kMode, typename E>
-void launch_wg(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s,
+template <int ST, ChainMode kMode, typename E, typename EI>
+void launch_wg(const FastBufs<E, EI>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s,
                bool after_summary = false) {
   constexpr bool kFused = kMode == ChainMode::kFusedO || kMode == ChainMode::kFusedSerial;
   const size_t smem = sizeof(WgSmem<ST, kFused, E>) + 1024;  // + alignment slack
   const int64_t blocks = f.problem.num_seqs * sp.max_parts * b.HV * (kMode == ChainMode::kSummary ? 4 : 2);
   // o in 16-byte row pieces when the caller's layout allows it (kFusedO), else element by element.
   const OutRef out = {f.o.data, f.o.stride_token, f.o.stride_head, rows_in_16_byte_pieces(f.o)};
-  auto k = chunk_fwd_h_wgmma_kernel<ST, kMode, E>;
+  auto k = chunk_fwd_h_wgmma_kernel<ST, kMode, E, EI>;
   allow_smem(k, smem);
   const LaunchConfig lc(dim3(grid_1d(blocks, 1)), dim3(kMode == ChainMode::kFusedO ? 384 : 128), smem, s,
                         after_summary);
@@ -620,14 +635,15 @@ void launch_wg(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, 
 namespace chain {
 
 // launch_fwd_h_wgmma's fused branch (fwd_h_wgmma_fused.cu): kFusedO with 3 stages and the o
-// warpgroup (~221 KiB with the h_lo image; one block per SM; o in E). Instantiated for E =
-// __nv_bfloat16 and __half.
-template <typename E>
-void launch_fused(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s, bool after_summary);
+// warpgroup (~221 KiB with the h_lo image; one block per SM; o in EI). Instantiated for E = EI =
+// __nv_bfloat16 and __half, and for fp16 operands on bf16 inputs.
+template <typename E, typename EI>
+void launch_fused(const FastBufs<E, EI>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s,
+                  bool after_summary);
 // ... its serial form (fwd_h_wgmma_serial.cu, cfg.fuse_o_serial): kFusedSerial, one stage, one
 // warpgroup doing each chunk's chain and then its o (~108 KB: two blocks per SM).
-template <typename E>
-void launch_fused_serial(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s,
+template <typename E, typename EI>
+void launch_fused_serial(const FastBufs<E, EI>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s,
                          bool after_summary);
 
 }  // namespace chain

@@ -6,14 +6,17 @@ namespace gdn {
 namespace cuda {
 namespace chain {
 
-template <typename E>
-void launch_fused(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s, bool after_summary) {
+template <typename E, typename EI>
+void launch_fused(const FastBufs<E, EI>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s,
+                  bool after_summary) {
   // 3 stages and the o warpgroup: ~221 KiB (bf16 and fp16), one block per SM.
   launch_wg<3, ChainMode::kFusedO>(b, sp, f, s, after_summary);
 }
 
 template void launch_fused(const FastBufs<__nv_bfloat16>&, const SplitBufs&, const ForwardArgs&, cudaStream_t, bool);
 template void launch_fused(const FastBufs<__half>&, const SplitBufs&, const ForwardArgs&, cudaStream_t, bool);
+template void launch_fused(const FastBufs<__half, __nv_bfloat16>&, const SplitBufs&, const ForwardArgs&, cudaStream_t,
+                           bool);
 
 }  // namespace chain
 }  // namespace cuda

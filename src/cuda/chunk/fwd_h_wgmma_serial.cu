@@ -6,8 +6,8 @@ namespace gdn {
 namespace cuda {
 namespace chain {
 
-template <typename E>
-void launch_fused_serial(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s,
+template <typename E, typename EI>
+void launch_fused_serial(const FastBufs<E, EI>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s,
                          bool after_summary) {
   // 1 stage, one warpgroup: ~108 KB (bf16 and fp16), two blocks per SM.
   launch_wg<1, ChainMode::kFusedSerial>(b, sp, f, s, after_summary);
@@ -16,6 +16,8 @@ void launch_fused_serial(const FastBufs<E>& b, const SplitBufs& sp, const Forwar
 template void launch_fused_serial(const FastBufs<__nv_bfloat16>&, const SplitBufs&, const ForwardArgs&, cudaStream_t,
                                   bool);
 template void launch_fused_serial(const FastBufs<__half>&, const SplitBufs&, const ForwardArgs&, cudaStream_t, bool);
+template void launch_fused_serial(const FastBufs<__half, __nv_bfloat16>&, const SplitBufs&, const ForwardArgs&,
+                                  cudaStream_t, bool);
 
 }  // namespace chain
 }  // namespace cuda

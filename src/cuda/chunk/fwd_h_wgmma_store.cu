@@ -6,9 +6,9 @@
 namespace gdn {
 namespace cuda {
 
-template <typename E>
-void launch_fwd_h_wgmma(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f, const ChunkForwardConfig& cfg,
-                        cudaStream_t s, bool after_summary) {
+template <typename E, typename EI>
+void launch_fwd_h_wgmma(const FastBufs<E, EI>& b, const SplitBufs& sp, const ForwardArgs& f,
+                        const ChunkForwardConfig& cfg, cudaStream_t s, bool after_summary) {
   if (cfg.fuse_o) {
     if (cfg.fuse_o_serial)
       chain::launch_fused_serial(b, sp, f, s, after_summary);
@@ -17,13 +17,16 @@ void launch_fwd_h_wgmma(const FastBufs<E>& b, const SplitBufs& sp, const Forward
     return;
   }
   // fwd_o after this kernel: h and v_new leave by bulk copies; 2 stages (107.5 KB, two blocks per
-  // SM): the heuristics store only in several waves (fast_forward checked the config).
-  launch_wg<2, ChainMode::kStoreBulk>(b, sp, f, s, after_summary);
+  // SM): the heuristics store only in several waves (fast_forward checked the config, and that
+  // fp16 operands come with fuse_o only).
+  if constexpr (std::is_same<E, EI>::value) launch_wg<2, ChainMode::kStoreBulk>(b, sp, f, s, after_summary);
 }
 
 template void launch_fwd_h_wgmma(const FastBufs<__nv_bfloat16>&, const SplitBufs&, const ForwardArgs&,
                                  const ChunkForwardConfig&, cudaStream_t, bool);
 template void launch_fwd_h_wgmma(const FastBufs<__half>&, const SplitBufs&, const ForwardArgs&,
+                                 const ChunkForwardConfig&, cudaStream_t, bool);
+template void launch_fwd_h_wgmma(const FastBufs<__half, __nv_bfloat16>&, const SplitBufs&, const ForwardArgs&,
                                  const ChunkForwardConfig&, cudaStream_t, bool);
 
 }  // namespace cuda

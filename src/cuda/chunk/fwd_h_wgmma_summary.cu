@@ -5,8 +5,8 @@
 namespace gdn {
 namespace cuda {
 
-template <typename E>
-void launch_fwd_h_wgmma_summary(const FastBufs<E>& b, const SplitBufs& sp, const ForwardArgs& f,
+template <typename E, typename EI>
+void launch_fwd_h_wgmma_summary(const FastBufs<E, EI>& b, const SplitBufs& sp, const ForwardArgs& f,
                                 const ChunkForwardConfig& cfg, cudaStream_t s) {
   if (cfg.split_summary_stages == 4)
     launch_wg<4, ChainMode::kSummary>(b, sp, f, s);
@@ -17,6 +17,8 @@ void launch_fwd_h_wgmma_summary(const FastBufs<E>& b, const SplitBufs& sp, const
 template void launch_fwd_h_wgmma_summary(const FastBufs<__nv_bfloat16>&, const SplitBufs&, const ForwardArgs&,
                                          const ChunkForwardConfig&, cudaStream_t);
 template void launch_fwd_h_wgmma_summary(const FastBufs<__half>&, const SplitBufs&, const ForwardArgs&,
+                                         const ChunkForwardConfig&, cudaStream_t);
+template void launch_fwd_h_wgmma_summary(const FastBufs<__half, __nv_bfloat16>&, const SplitBufs&, const ForwardArgs&,
                                          const ChunkForwardConfig&, cudaStream_t);
 
 }  // namespace cuda

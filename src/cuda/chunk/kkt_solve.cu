@@ -2,7 +2,8 @@
 // the gates and G = chunk-local cumsum (fp64), k's inverse l2 norms r (from the diagonal of the
 // Gram matrix k k^T, which the tensor cores form anyway), L and
 //   A_s = (I + L)^-1 diag(beta),   L_ij = beta_i r_i r_j (k_i . k_j) exp(G_i - G_j) for j < i,
-// stored as hi + lo parts in E (b.w: one image per chunk and value head, fwd_a_image) for the wgmma chain,
+// stored as hi + lo parts in E, the chain's operand type (b.w: one image per chunk and value head,
+// fwd_a_image; k is read in EI, the input dtype: fp16 images from bf16 k with cfg.fp16_operands) for the wgmma chain,
 // which applies it to v - diag(exp(G) r) k S (fwd_h_wgmma.cuh). Writes G and r as fwd_prep.cu does.
 //
 // One block of 4 warps per (chunk, value head). Warp m owns rows [16 m, 16 m + 16) of every 64 x 64
@@ -37,18 +38,19 @@ using bf16 = __nv_bfloat16;
 // 0.229 -> 0.222 ms on 1x32k).
 constexpr int kSolveBlocksPerSm = 5;
 
-template <typename E>
+// EK: k's dtype (the Gram's operands); EA: A_s's image type (the chain's operands).
+template <typename EK, typename EA>
 struct SolveSmem {
   static constexpr int SX = C + 8;      // 16-bit row strides (+16 bytes: ldmatrix without conflicts)
   static constexpr int SD = 16 + 4;     // fp32 diagonal blocks (rows of float4), in the warp's out rows
-  static constexpr int SO = 2 * C + 8;  // A_s's output rows [hi 64 | lo 64] in E
+  static constexpr int SO = 2 * C + 8;  // A_s's output rows [hi 64 | lo 64] in EA
   union alignas(16) {
-    E k[C * D];  // [C][D] k (step 1 only): two 64-wide atoms [C][64], 128-byte swizzle (1024-aligned)
+    EK k[C * D];  // [C][D] k (step 1 only): two 64-wide atoms [C][64], 128-byte swizzle (1024-aligned)
     struct {
       bf16 hi[C * SX], lo[C * SX];  // [C][C] the solved blocks X_mj (hi + lo), for other warps
       // [C][2 C] A_s's rows, staged for 16-byte stores (per warp its 16); before that, per warp,
       // L_mm and then D_m in fp32 ([16][SD] floats at the start of its rows)
-      E out[C * SO];
+      EA out[C * SO];
     } x;
   } u;
   double G[C];  // fp64: G_i - G_j keeps its small decays even after a huge one
@@ -159,10 +161,10 @@ __device__ __forceinline__ void unit_lower_inverse16_warp(float* N, int stride, 
 // One item (chunk gc, value head hv), item = gc HV + hv, by 128 threads tid = 0 .. 127 (the whole
 // block) whose barrier is `sync`. Returns whether the chunk exists; its A_s rows, G and r are then
 // stored once every thread of the block has passed its next barrier.
-template <typename E, typename Item, class Sync>
-__device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs& ga, SolveSmem<E>& sm, Item item,
-                                           int tid, Sync sync) {
-  using S = SolveSmem<E>;
+template <typename E, typename EI, typename Item, class Sync>
+__device__ __forceinline__ bool solve_item(const FastBufs<E, EI>& b, const GateArgs& ga, SolveSmem<EI, E>& sm,
+                                           Item item, int tid, Sync sync) {
+  using S = SolveSmem<EI, E>;
   constexpr int SX = S::SX, SD = S::SD;
   const int HV = b.HV;
   const int64_t gc = item / HV;
@@ -185,8 +187,8 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
     constexpr int kPieces = D / 8, kRowStep = kThreads / kPieces;  // 16 pieces a row, 8 rows a pass
     static_assert(kRowStep == 8 && C % kRowStep == 0, "the swizzle repeats every 8 rows");
     const int c = tid % kPieces, i0 = tid / kPieces;
-    const E* const row0 = b.k + t0 * b.k_st + hk * b.k_sh + 8 * c;  // [T, H, D]
-    const E* src = row0 + i0 * b.k_st;
+    const EI* const row0 = b.k + t0 * b.k_st + hk * b.k_sh + 8 * c;  // [T, H, D]
+    const EI* src = row0 + i0 * b.k_st;
     const int64_t step = kRowStep * b.k_st;
     char* const dst = reinterpret_cast<char*>(sm.u.k) + (c / 8) * (C * 128) + sw128(i0, c % 8);
 #pragma unroll
@@ -228,7 +230,7 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
       const uint32_t off = (ks / 4) * (C * 128) + (ks % 4) * 32;  // k-step ks: atom ks / 4, 32 bytes a step
-      wgmma_m64n64_ss<E, 0>(d, kt.at(off), kt.at(off), ks > 0);
+      wgmma_m64n64_ss<EI, 0>(d, kt.at(off), kt.at(off), ks > 0);
     }
     wgmma_commit();
     wgmma_wait<0>();
@@ -428,26 +430,28 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E>& b, const GateArgs&
   return true;
 }
 
-template <typename E>
-__global__ void __launch_bounds__(kThreads, kSolveBlocksPerSm) chunk_kkt_solve_kernel(FastBufs<E> b, GateArgs ga) {
+template <typename E, typename EI>
+__global__ void __launch_bounds__(kThreads, kSolveBlocksPerSm)
+    chunk_kkt_solve_kernel(FastBufs<E, EI> b, GateArgs ga) {
   extern __shared__ __align__(16) char smem_raw[];
   // (The k tile's swizzle atoms: 1 KB slack in the launch.)
-  solve_item(b, ga, *reinterpret_cast<SolveSmem<E>*>(smem_raw + align_1024_offset(smem_raw)), blockIdx.x,
+  solve_item(b, ga, *reinterpret_cast<SolveSmem<EI, E>*>(smem_raw + align_1024_offset(smem_raw)), blockIdx.x,
              static_cast<int>(threadIdx.x), [] { __syncthreads(); });
 }
 
 }  // namespace
 
-template <typename E>
-void launch_kkt_solve(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s) {
+template <typename E, typename EI>
+void launch_kkt_solve(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream_t s) {
   if (b.pl.max_chunks == 0) return;
-  const size_t smem = sizeof(SolveSmem<E>) + 1024;  // 36 KB + the alignment slack
-  chunk_kkt_solve_kernel<E><<<grid_1d(b.pl.max_chunks * b.HV, 1), kThreads, smem, s>>>(b, make_gates(f));
+  const size_t smem = sizeof(SolveSmem<EI, E>) + 1024;  // 36 KB + the alignment slack
+  chunk_kkt_solve_kernel<E, EI><<<grid_1d(b.pl.max_chunks * b.HV, 1), kThreads, smem, s>>>(b, make_gates(f));
   GDN_CUDA_LAUNCH_CHECK("chunk_kkt_solve_kernel");
 }
 
 template void launch_kkt_solve(const FastBufs<__nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
 template void launch_kkt_solve(const FastBufs<__half>&, const ForwardArgs&, cudaStream_t);
+template void launch_kkt_solve(const FastBufs<__half, __nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
 
 }  // namespace cuda
 }  // namespace gdn

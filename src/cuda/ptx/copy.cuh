@@ -25,6 +25,16 @@ __device__ __forceinline__ void st_global16(void* gmem, const uint4& x) {
   asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(gmem), "r"(x.x), "r"(x.y), "r"(x.z), "r"(x.w)
                : "memory");
 }
+// 16 bytes of shared memory by their 32-bit shared-window address (a generic pointer costs two
+// registers: the norm warpgroup's conversions run at 32).
+__device__ __forceinline__ uint4 ld_shared16(uint32_t addr) {
+  uint4 x;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w) : "r"(addr) : "memory");
+  return x;
+}
+__device__ __forceinline__ void st_shared16(uint32_t addr, const uint4& x) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(x.x), "r"(x.y), "r"(x.z), "r"(x.w) : "memory");
+}
 // 16 bytes, always all of them (no zero fill).
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(smem)), "l"(gmem) : "memory");
