@@ -357,7 +357,6 @@ bool run_case(const Case& c, std::mt19937& rng) {
         cuda::ChunkForwardConfig cfg = cuda::chunk_forward_heuristics(p, cuda::device_props());
         cfg.fuse_o = c.fuse_o;
         cfg.fuse_o_serial = c.fuse_o && c.fuse_o_serial;
-        cfg.fp16_operands = cuda::fp16_operands_apply(p, cfg);
         ex.workspace_bytes = cuda::fast_workspace_size(p, cfg);
         ex.workspace = device_alloc(ex.workspace_bytes);
         cuda::fast_forward(f, ex, cfg);

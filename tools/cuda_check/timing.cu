@@ -202,7 +202,7 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
     cfg.fuse_o = true;
     cfg.fuse_o_serial = false;
   }
-  cfg.fp16_operands = cuda::fp16_operands_apply(in.p, cfg) && variant != PrefillVariant::kBf16Operands;
+  if (variant == PrefillVariant::kBf16Operands) cfg.fp16_operands = false;
   const size_t wsz = std::max(cuda::chunk_gated_delta_rule_workspace_size(in.p, 0),
                               explicit_cfg ? cuda::fast_workspace_size(in.p, cfg) : size_t(0));
   void* ws;

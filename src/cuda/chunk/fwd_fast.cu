@@ -87,8 +87,8 @@ void check_config(const Problem& p, const ChunkForwardConfig& cfg) {
                        : "D = 64 (mma.sync fwd_h) runs fwd_h_slice_width 32 or 64 with 2 or 3 stages") +
                 "; got fwd_h_slice_width = " + std::to_string(w) + ", fwd_h_stages = " + std::to_string(st));
   if (cfg.fuse_o && !wgmma) throw Error("fast_forward: fuse_o needs the wgmma chain (D = 128)");
-  if (cfg.fp16_operands && (p.dtype != DType::kBFloat16 || !cfg.fuse_o))
-    throw Error("fast_forward: fp16_operands runs bf16 inputs with fuse_o (the fused chain and its o warpgroup)");
+  if (cfg.fp16_operands && (p.dtype != DType::kBFloat16 || !wgmma))
+    throw Error("fast_forward: fp16_operands runs bf16 inputs on the wgmma chain (D = 128)");
   if (cfg.fuse_o_serial && !cfg.fuse_o) throw Error("fast_forward: fuse_o_serial is a form of fuse_o (set both)");
   if (cfg.split_chunks_per_part < 0 || (cfg.split_chunks_per_part > 0 && !wgmma))
     throw Error("fast_forward: split_chunks_per_part must be 0, or positive with the wgmma fwd_h (D = 128); got " +
@@ -178,8 +178,7 @@ void run(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg, 
     if (scan) launch_split_scan(b.pl, sp, p.num_seqs, b.HV, cfg.split_scan_cols, s);
     launch_fwd_h_wgmma(b, sp, f, cfg, s, split && !scan);  // with cfg.fuse_o: o too
     mark(phases, 4, s);
-    if constexpr (std::is_same<E, EI>::value)
-      if (!cfg.fuse_o) launch_fwd_o<128>(b, f, s);  // (fp16 operands come with fuse_o: check_config)
+    if (!cfg.fuse_o) launch_fwd_o<128>(b, f, s);
   } else if constexpr (std::is_same<E, EI>::value) {
     launch_fwd_prep<64>(b, f, s);
     mark(phases, 3, s);

@@ -67,16 +67,15 @@ using namespace chain;  // kC, kD, kBV, ChainMode, WgSmem, chain_prefetch (chain
 // (the pool row for part 0, S_p of the scan for the others); the last part writes the final state.
 // Without a split every sequence is one part.
 // E: the operands' type; EI: the inputs' (q, k, v) and o's: E, or bf16 beside fp16 operands
-// (cfg.fp16_operands; the fused modes and the summary pass only), whose q and k the ring converts to
-// fp16 in place (the norm warpgroup, kFusedO; the chain warpgroup itself otherwise) and whose
-// chunks take no lo passes (kLoPasses, chain_precise.cuh).
+// (cfg.fp16_operands), whose q and k the ring converts to fp16 in place (the norm warpgroup,
+// kFusedO; the chain warpgroup itself otherwise) and whose chunks take no lo passes (kLoPasses,
+// chain_precise.cuh; kStoreBulk then stores no v_new lo part).
 template <int ST, ChainMode kMode, typename E, typename EI>
 __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode == ChainMode::kFusedSerial ? 2 : 1)
     chunk_fwd_h_wgmma_kernel(const __grid_constant__ FastBufs<E, EI> b, SplitBufs sp, StateRef init, StateRef fin,
                              bool kmajor, OutRef out, CheckpointOut ck) {
   constexpr bool kSummary = kMode == ChainMode::kSummary;
   constexpr bool kConvert = !std::is_same<E, EI>::value, kLo = kLoPasses<E, EI>;
-  static_assert(!kConvert || kMode != ChainMode::kStoreBulk, "fwd_o reads the h and v_new images in its input dtype");
   // kFused: o on chip (the q ring, the h_lo and o stagings), by a second warpgroup (kTwoWarpgroups)
   // or by the chain warpgroup itself after each chunk's update (kSerial).
   constexpr bool kSerial = kMode == ChainMode::kFusedSerial, kTwoWarpgroups = kMode == ChainMode::kFusedO;

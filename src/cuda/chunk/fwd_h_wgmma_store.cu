@@ -17,9 +17,8 @@ void launch_fwd_h_wgmma(const FastBufs<E, EI>& b, const SplitBufs& sp, const For
     return;
   }
   // fwd_o after this kernel: h and v_new leave by bulk copies; 2 stages (107.5 KB, two blocks per
-  // SM): the heuristics store only in several waves (fast_forward checked the config, and that
-  // fp16 operands come with fuse_o only).
-  if constexpr (std::is_same<E, EI>::value) launch_wg<2, ChainMode::kStoreBulk>(b, sp, f, s, after_summary);
+  // SM): the heuristics store only in several waves (fast_forward checked the config).
+  launch_wg<2, ChainMode::kStoreBulk>(b, sp, f, s, after_summary);
 }
 
 template void launch_fwd_h_wgmma(const FastBufs<__nv_bfloat16>&, const SplitBufs&, const ForwardArgs&,

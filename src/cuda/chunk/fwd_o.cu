@@ -4,7 +4,9 @@
 // rk_j (the prep kernel's) scale the products in fp32.
 // Three mma products per block (q k^T, q h_c, P v_new), operands of type E (the input dtype, bf16
 // or fp16) in shared memory; P is split into hi + lo parts (two passes) so that only h and v_new
-// carry a rounding to E (q and k are the inputs' exact values). o is written in E.
+// carry a rounding to E (q and k are the inputs' exact values). o is written in E. With fp16 operands
+// for bf16 inputs (EI = bf16, E = fp16: cfg.fp16_operands) q and k stay bf16 in shared memory and
+// their fragments are converted to fp16 in registers (exact within fp16's range); o is written in EI.
 // 8 warps (4 measured slower): warps w and w + 4 own row
 // tiles w and 3 - w and one half of the columns each, so that the two warps of one SM
 // sub-partition (w % 4) carry equal triangular work.
@@ -32,11 +34,18 @@ struct OSmem {
   float rk[C];  // inverse l2 norms of k's rows (fwd_prep's), with l2norm
 };
 
-template <int D, typename E, int NW>
+template <int D, typename E, typename EI, int NW>
 __global__ void __launch_bounds__(NW * 32)
-    chunk_fwd_o_kernel(FastBufs<E> b, E* __restrict__ o, int64_t o_st, int64_t o_sh, bool rows16) {
+    chunk_fwd_o_kernel(FastBufs<E, EI> b, EI* __restrict__ o, int64_t o_st, int64_t o_sh, bool rows16) {
   extern __shared__ __align__(16) char smem_raw[];
-  using S = OSmem<D, E>;
+  using S = OSmem<D, E>;  // (q and k hold EI: 16-bit either way)
+  constexpr bool kConvert = !std::is_same<E, EI>::value;
+  // A fragment of q or k (EI) as E operands.
+  auto as_op = [](uint32_t(&x)[4]) {
+    if constexpr (kConvert)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) x[i] = bf16x2_to_f16x2(x[i]);
+  };
   S& sm = *reinterpret_cast<S*>(smem_raw);
   constexpr int kThreads = NW * 32;
   constexpr int HALVES = NW / 4;         // column groups
@@ -63,16 +72,16 @@ __global__ void __launch_bounds__(NW * 32)
   // The chunk's two decays that decide whether the chain stored v_new's lo part (chain_precise.cuh),
   // loaded now: their global latency hides behind P instead of stalling every warp before q h.
   float last_decay = 0.f, tail_decay = 0.f;
-  if (D == 128 && b.v_new_lo != nullptr) {
+  if (D == 128 && !kConvert && b.v_new_lo != nullptr) {
     const float2* const eg = b.eg + int64_t(hv) * b.T + t0;  // [HV, T] (exp(G_i), exp(G_last - G_i))
     last_decay = eg[len - 1].x;
     tail_decay = eg[(3 * len) / 4].y;
   }
   {
-    const E* const q0 = b.q + t0 * b.q_st + hk * b.q_sh + 8 * pc;  // [T, H, D], the chunk's row 0
-    const E* const k0 = b.k + t0 * b.k_st + hk * b.k_sh + 8 * pc;
-    const E* qs = q0 + pr * b.q_st;
-    const E* ks = k0 + pr * b.k_st;
+    const EI* const q0 = b.q + t0 * b.q_st + hk * b.q_sh + 8 * pc;  // [T, H, D], the chunk's row 0
+    const EI* const k0 = b.k + t0 * b.k_st + hk * b.k_sh + 8 * pc;
+    const EI* qs = q0 + pr * b.q_st;
+    const EI* ks = k0 + pr * b.k_st;
 #pragma unroll
     for (int j = 0; j < C / kRows; ++j, qs += kRows * b.q_st, ks += kRows * b.k_st) {
       const int i = pr + kRows * j;
@@ -133,8 +142,8 @@ __global__ void __launch_bounds__(NW * 32)
       const int d = t * (D / 4) + 8 * qq;
       const uint4 x0 = *reinterpret_cast<const uint4*>(&sm.q[i0 * S::SK + d]);
       const uint4 x1 = *reinterpret_cast<const uint4*>(&sm.q[i1 * S::SK + d]);
-      const E* e0 = reinterpret_cast<const E*>(&x0);
-      const E* e1 = reinterpret_cast<const E*>(&x1);
+      const EI* e0 = reinterpret_cast<const EI*>(&x0);
+      const EI* e1 = reinterpret_cast<const EI*>(&x1);
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         s0 += to_f(e0[j]) * to_f(e0[j]);
@@ -156,12 +165,14 @@ __global__ void __launch_bounds__(NW * 32)
     for (int ks = 0; ks < D / 16; ++ks) {
       uint32_t a[4];
       frag_a(sm.q, S::SK, 16 * m, 16 * ks, a);
+      as_op(a);
 #pragma unroll
       for (int jp = 0; jp < CP; ++jp) {
         const int np = CP * half + jp;
         if (np > m) break;
         uint32_t bb[4];
         frag_b_nk(sm.k, S::SK, 16 * np, 16 * ks, bb);
+        as_op(bb);
         mma16<E>(acc[2 * jp], a, bb[0], bb[1]);
         mma16<E>(acc[2 * jp + 1], a, bb[2], bb[3]);
       }
@@ -215,7 +226,7 @@ __global__ void __launch_bounds__(NW * 32)
   // P v_new run, for a third pass P_hi v_new_lo. (D = 128: the store chain's images.)
   bool vn_lo = false;
   if constexpr (D == 128) {
-    vn_lo = b.v_new_lo != nullptr && precise_state_decays<E>(last_decay, tail_decay);
+    vn_lo = b.v_new_lo != nullptr && precise_state_decays<E, EI>(last_decay, tail_decay);
     if (vn_lo) {
       const char* const limg =
           reinterpret_cast<const char*>(b.v_new_lo + fwd_v_image(gc, hv, pc / 8, HV)) + sw128(pr, pc % 8);
@@ -238,6 +249,7 @@ __global__ void __launch_bounds__(NW * 32)
   for (int ks = 0; ks < D / 16; ++ks) {
     uint32_t a[4];
     frag_a(sm.q, S::SK, 16 * m, 16 * ks, a);
+    as_op(a);
 #pragma unroll
     for (int jp = 0; jp < DP; ++jp) {
       uint32_t bb[4];
@@ -285,38 +297,38 @@ __global__ void __launch_bounds__(NW * 32)
   }
   // o leaves through shared memory in 16-byte pieces: stmatrix into k's rows (dead since P).
   const int r0 = 16 * m, c0 = 16 * DP * half;
-  E* stage = sm.k;
+  EI* stage = reinterpret_cast<EI*>(sm.k);  // (o in the inputs' dtype)
   stage_acc(stage, S::SK, r0, c0, acc, b.scale);
   __syncwarp();
-  stage_rows_out<E, 16 * DP>(stage, S::SK, r0, c0, len - r0, [&](int i, int c, uint4 x) {
-    E* dst = o + (t0 + r0 + i) * o_st + hv * o_sh + c0 + c;
+  stage_rows_out<EI, 16 * DP>(stage, S::SK, r0, c0, len - r0, [&](int i, int c, uint4 x) {
+    EI* dst = o + (t0 + r0 + i) * o_st + hv * o_sh + c0 + c;
     if (rows16) {
       st_global16(dst, x);
     } else {
-      const E* e = reinterpret_cast<const E*>(&x);
+      const EI* e = reinterpret_cast<const EI*>(&x);
 #pragma unroll
       for (int j = 0; j < 8; ++j) dst[j] = e[j];
     }
   });
 }
 
-template <int D, typename E, int NW>
-void launch(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s, unsigned blocks, bool rows16) {
+template <int D, typename E, typename EI, int NW>
+void launch(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream_t s, unsigned blocks, bool rows16) {
   const size_t smem = sizeof(OSmem<D, E>);
-  auto k = chunk_fwd_o_kernel<D, E, NW>;
+  auto k = chunk_fwd_o_kernel<D, E, EI, NW>;
   allow_smem(k, smem);
-  k<<<blocks, NW * 32, smem, s>>>(b, static_cast<E*>(f.o.data), f.o.stride_token, f.o.stride_head, rows16);
+  k<<<blocks, NW * 32, smem, s>>>(b, static_cast<EI*>(f.o.data), f.o.stride_token, f.o.stride_head, rows16);
 }
 
 }  // namespace
 
-template <int D, typename E>
-void launch_fwd_o(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s) {
+template <int D, typename E, typename EI>
+void launch_fwd_o(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream_t s) {
   if (b.pl.max_chunks == 0) return;
   const unsigned blocks = grid_1d(b.pl.max_chunks * b.HV, 1);
   // o rows in 16-byte pieces when the caller's layout allows it, else element by element.
   const bool rows16 = rows_in_16_byte_pieces(f.o);
-  launch<D, E, 8>(b, f, s, blocks, rows16);  // o in E (o_dtype = dtype: takes_fast_path)
+  launch<D, E, EI, 8>(b, f, s, blocks, rows16);  // o in EI (o_dtype = dtype: takes_fast_path)
   GDN_CUDA_LAUNCH_CHECK("chunk_fwd_o_kernel");
 }
 
@@ -324,6 +336,7 @@ template void launch_fwd_o<64>(const FastBufs<__nv_bfloat16>&, const ForwardArgs
 template void launch_fwd_o<128>(const FastBufs<__nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
 template void launch_fwd_o<64>(const FastBufs<__half>&, const ForwardArgs&, cudaStream_t);
 template void launch_fwd_o<128>(const FastBufs<__half>&, const ForwardArgs&, cudaStream_t);
+template void launch_fwd_o<128>(const FastBufs<__half, __nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
 
 }  // namespace cuda
 }  // namespace gdn
