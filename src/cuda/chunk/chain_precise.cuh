@@ -170,15 +170,11 @@ __device__ __forceinline__ void qh_lo_pass(float (&o)[32], uint32_t qs, uint32_t
 }
 
 // fp16 operands for bf16 inputs (cfg.fp16_operands): a ring stage's q or k tile as TMA brought it
-// (bf16) converted in place to fp16 before any wgmma reads it. bf16 -> fp16 is exact within
-// fp16's range (normal from 6.1e-5 to 65504; smaller magnitudes keep fp16's subnormal steps of
-// 6e-8, larger ones overflow, as for fp16 inputs). The tile is [2 atoms][64 rows][128 B]: the
+// (bf16) converted in place to fp16 before any wgmma reads it (bf16x2_to_f16x2, fragments.cuh:
+// exact within fp16's range, as for fp16 inputs). The tile is [2 atoms][64 rows][128 B]: the
 // swizzle permutes a row's 16-byte pieces within its 128 bytes, so converting every piece of a row
 // converts the row, and rows are independent (rows past len are chain_zero_rows'). Converts piece
 // `piece` (0 .. 7) of row `row` in both atoms when row < len.
-__device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t x) {
-  return pack2<__half>(lo_f<__nv_bfloat16>(x), hi_f<__nv_bfloat16>(x));
-}
 __device__ __forceinline__ void convert_piece16(uint32_t addr) {
   uint4 v = ld_shared16(addr);
   v.x = bf16x2_to_f16x2(v.x);

@@ -20,7 +20,7 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
   float2* eg = c.take<float2>(D == 128 ? T * HV : 0);
   float* rk = c.take<float>(T * H);
   E* w = c.take<E>(D == 128 ? mc * kChunkSize * HV * D : T * HV * D);  // (D = 128: A_s's images, fwd_a_image)
-  EI* u = c.take<EI>(T * HV * D);
+  E* u = c.take<E>(T * HV * D);  // (D = 128: a copy of v, in EI)
   // The per-chunk hand-off to fwd_o (none when the chain computes o itself).
   const bool to_fwd_o = !cfg.fuse_o;
   // v_new: token rows (D = 64) or one 64-row image per chunk and slice (D = 128, fwd_v_image).
@@ -87,8 +87,8 @@ void check_config(const Problem& p, const ChunkForwardConfig& cfg) {
                        : "D = 64 (mma.sync fwd_h) runs fwd_h_slice_width 32 or 64 with 2 or 3 stages") +
                 "; got fwd_h_slice_width = " + std::to_string(w) + ", fwd_h_stages = " + std::to_string(st));
   if (cfg.fuse_o && !wgmma) throw Error("fast_forward: fuse_o needs the wgmma chain (D = 128)");
-  if (cfg.fp16_operands && (p.dtype != DType::kBFloat16 || !wgmma))
-    throw Error("fast_forward: fp16_operands runs bf16 inputs on the wgmma chain (D = 128)");
+  if (cfg.fp16_operands && p.dtype != DType::kBFloat16)
+    throw Error("fast_forward: fp16_operands runs bf16 inputs (their products in fp16)");
   if (cfg.fuse_o_serial && !cfg.fuse_o) throw Error("fast_forward: fuse_o_serial is a form of fuse_o (set both)");
   if (cfg.split_chunks_per_part < 0 || (cfg.split_chunks_per_part > 0 && !wgmma))
     throw Error("fast_forward: split_chunks_per_part must be 0, or positive with the wgmma fwd_h (D = 128); got " +
@@ -166,7 +166,8 @@ void run(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg, 
   b.q = rows16(f.q, H, const_cast<EI*>(b.q), b.q_st, b.q_sh, maps ? &b.maps.q : nullptr);
   b.k = rows16(f.k, H, const_cast<EI*>(b.k), b.k_st, b.k_sh, maps ? &b.maps.k : nullptr);
   // The chain's v (D = 64: fwd_prep reads f.v).
-  if (D == 128) b.v = rows16(f.v, p.num_v_heads, b.u, b.v_st, b.v_sh, maps ? &b.maps.v : nullptr);
+  if (D == 128)
+    b.v = rows16(f.v, p.num_v_heads, reinterpret_cast<EI*>(b.u), b.v_st, b.v_sh, maps ? &b.maps.v : nullptr);
   mark(phases, 2, s);
   if (D == 128) {
     launch_kkt_solve(b, f, s);
@@ -179,7 +180,7 @@ void run(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg, 
     launch_fwd_h_wgmma(b, sp, f, cfg, s, split && !scan);  // with cfg.fuse_o: o too
     mark(phases, 4, s);
     if (!cfg.fuse_o) launch_fwd_o<128>(b, f, s);
-  } else if constexpr (std::is_same<E, EI>::value) {
+  } else {
     launch_fwd_prep<64>(b, f, s);
     mark(phases, 3, s);
     launch_fwd_h_mma(b, f, cfg, s);

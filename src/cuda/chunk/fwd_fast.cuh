@@ -10,10 +10,10 @@
 // flash-linear-attention): the kernels are templates on E, the mma / wgmma instructions take
 // .bf16 or .f16 from it, and the workspace intermediates (w, u, v_new, h) are stored in E; G is
 // fp64. q, k and v share one dtype (Problem::qk_dtype = dtype; backend.cu copies mixed dtypes).
-// With cfg.fp16_operands (bf16 inputs, D = 128), E = fp16 beside EI = bf16 inputs: the chain's
-// ring converts q and k to fp16 in place (fwd_o their fragments), v is unpacked from bf16, o is
-// stored in bf16, and no chunk takes the lo passes (chain_precise.cuh: fp16's 11 bits make them
-// unnecessary there).
+// With cfg.fp16_operands (bf16 inputs), E = fp16 beside EI = bf16 inputs: the wgmma chain's ring
+// converts q and k to fp16 in place, the mma.sync kernels (fwd_prep, fwd_h_mma, fwd_o) their
+// fragments of q, k and v, v is unpacked from bf16, o is stored in bf16, and no chunk takes the lo
+// passes (chain_precise.cuh: fp16's 11 bits make them unnecessary there).
 // fp16 intermediates can overflow (65504) only with |v| or initial-state entries near it, or with
 // keys of norm > 1 (no l2norm); the argument, and what tiny w (strong decays) loses: docs/perf.md v10.
 // The tuning choices come in a ChunkForwardConfig (heuristics.h), never from global state.
@@ -47,7 +47,7 @@ void fast_forward(const ForwardArgs& f, const Exec& exec, const ChunkForwardConf
 
 // Device pointers of one fast forward; E is the 16-bit operand type of the tensor-core products
 // (__nv_bfloat16 or __half), EI the dtype of the inputs q, k, v and of o (E, or bf16 beside fp16
-// operands: fp16_operands, heuristics.h; D = 128 only).
+// operands: fp16_operands, heuristics.h).
 template <typename E, typename EI = E>
 struct FastBufs {
   using Op = E;
@@ -81,7 +81,7 @@ struct FastBufs {
   float* transition_log_bound;
   E* w;      // D = 64: w [T, HV, D]; D = 128: A_s = (I + L)^-1 diag(beta) as images
              // [max_chunks, HV, 2, 64, 64] (fwd_a_image; the chain applies it: fwd_h_wgmma.cuh)
-  EI* u;     // [T, HV, D]: D = 64: u; D = 128: the copy of v when its rows are not aligned
+  E* u;  // [T, HV, D]: D = 64: u; D = 128: the copy of v (EI) when its rows are not aligned
   E* v_new;  // D = 64: [T, HV, D]; D = 128: images [max_chunks, HV, 2, 64, 64] (fwd_v_image)
   // D = 128, o by fwd_o: v_new's lo part E(v_new - E(v_new)) as the same images, written by the chain
   // for weakly decaying chunks only (precise_state_chunk) and read by fwd_o for those only
@@ -118,8 +118,8 @@ inline bool rows_in_16_byte_pieces(const Tensor& t) {
 }
 
 // The launchers, instantiated for E = __nv_bfloat16 and __half.
-template <int D, typename E>
-void launch_fwd_prep(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s);
+template <int D, typename E, typename EI>
+void launch_fwd_prep(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream_t s);
 // fwd_prep for D = 128 on the tensor cores (kkt_solve.cu): G, r and A_s only (A_s in E, from k in EI).
 template <typename E, typename EI>
 void launch_kkt_solve(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream_t s);
@@ -127,8 +127,8 @@ template <int D, typename E, typename EI>
 void launch_fwd_o(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream_t s);
 // fwd_h for D = 64 on mma.sync: one block per (sequence, value head, cfg.fwd_h_slice_width-wide V
 // slice).
-template <typename E>
-void launch_fwd_h_mma(const FastBufs<E>& b, const ForwardArgs& f, const ChunkForwardConfig& cfg, cudaStream_t s);
+template <typename E, typename EI>
+void launch_fwd_h_mma(const FastBufs<E, EI>& b, const ForwardArgs& f, const ChunkForwardConfig& cfg, cudaStream_t s);
 // fwd_h for D = 128 on wgmma: one warpgroup per (sequence, part, value head, 64-wide V slice);
 // one part per sequence without a split (sp.chunks_per_part = 0); it stores h and v_new for fwd_o,
 // which runs after it, or computes o itself (cfg.fuse_o). `after_summary`: launched right after the

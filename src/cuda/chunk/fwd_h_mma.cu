@@ -10,7 +10,8 @@
 // L2 bandwidth with BV = 32) but holds one block per SM; BV = 32 suits many short sequences.
 // The kernel is written for any D that is a multiple of 16; D = 128 runs on wgmma (fwd_h_wgmma.cuh),
 // so only D = 64 is instantiated. BV and the stage count: ChunkForwardConfig (heuristics.h).
-// E: the 16-bit operand type (the input dtype, bf16 or fp16; fwd_fast.cuh).
+// E: the 16-bit operand type (the input dtype, bf16 or fp16; fwd_fast.cuh); EI: the inputs' (k: E,
+// or bf16 beside fp16 operands, whose fragments become fp16 for the update).
 #include "cuda/chunk/fwd_fast.cuh"
 #include "cuda/core/checkpoints.cuh"
 
@@ -33,9 +34,9 @@ struct HSmem {
   E vs[C * SV];     // decayed v_new as the B operand of the state update
 };
 
-template <int D, int BV, int NW, int ST, typename E>
+template <int D, int BV, int NW, int ST, typename E, typename EI>
 __global__ void __launch_bounds__(NW * 32, 1)
-    chunk_fwd_h_mma_kernel(FastBufs<E> b, StateRef init, StateRef fin, bool kmajor, CheckpointOut ck) {
+    chunk_fwd_h_mma_kernel(FastBufs<E, EI> b, StateRef init, StateRef fin, bool kmajor, CheckpointOut ck) {
   extern __shared__ __align__(16) char smem_raw[];
   using S = HSmem<D, BV, ST, E>;
   S& sm = *reinterpret_cast<S*>(smem_raw);
@@ -223,6 +224,7 @@ __global__ void __launch_bounds__(NW * 32, 1)
         for (int mt = 0; mt < UMT; ++mt) {
           uint32_t a[4];
           frag_a_t(sm.k[stage], S::SK, 16 * (UMT * um + mt), 16 * ks, a);
+          as_operands<E, EI>(a);  // (k: the inputs' type)
 #pragma unroll
           for (int np = 0; np < UNP; ++np) {
             mma16<E>(st[mt][2 * np], a, bb[np][0], bb[np][1]);
@@ -245,11 +247,11 @@ __global__ void __launch_bounds__(NW * 32, 1)
   if (r >= 0) store_state(fin, r, DType::kFloat32);
 }
 
-template <int D, int BV, int NW, int ST, typename E>
-void launch(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s) {
+template <int D, int BV, int NW, int ST, typename E, typename EI>
+void launch(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream_t s) {
   const size_t smem = sizeof(HSmem<D, BV, ST, E>);
   const int64_t blocks = f.problem.num_seqs * b.HV * (D / BV);
-  auto k = chunk_fwd_h_mma_kernel<D, BV, NW, ST, E>;
+  auto k = chunk_fwd_h_mma_kernel<D, BV, NW, ST, E, EI>;
   allow_smem(k, smem);
   k<<<grid_1d(blocks, 1), NW * 32, smem, s>>>(b, f.initial_state, f.final_state,
                                               f.problem.state_layout == StateLayout::kKMajor, checkpoint_out(f));
@@ -258,26 +260,28 @@ void launch(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s) {
 
 }  // namespace
 
-template <typename E>
-void launch_fwd_h_mma(const FastBufs<E>& b, const ForwardArgs& f, const ChunkForwardConfig& cfg, cudaStream_t s) {
+template <typename E, typename EI>
+void launch_fwd_h_mma(const FastBufs<E, EI>& b, const ForwardArgs& f, const ChunkForwardConfig& cfg, cudaStream_t s) {
   constexpr int D = 64;
   const bool three_stages = cfg.fwd_h_stages == 3;  // else 2 (fast_forward checked the config)
   if (cfg.fwd_h_slice_width == 64) {
     if (three_stages)
-      launch<D, 64, 8, 3, E>(b, f, s);
+      launch<D, 64, 8, 3, E, EI>(b, f, s);
     else
-      launch<D, 64, 8, 2, E>(b, f, s);
+      launch<D, 64, 8, 2, E, EI>(b, f, s);
   } else {
     if (three_stages)
-      launch<D, 32, 8, 3, E>(b, f, s);
+      launch<D, 32, 8, 3, E, EI>(b, f, s);
     else
-      launch<D, 32, 8, 2, E>(b, f, s);
+      launch<D, 32, 8, 2, E, EI>(b, f, s);
   }
 }
 
 template void launch_fwd_h_mma(const FastBufs<__nv_bfloat16>&, const ForwardArgs&, const ChunkForwardConfig&,
                                cudaStream_t);
 template void launch_fwd_h_mma(const FastBufs<__half>&, const ForwardArgs&, const ChunkForwardConfig&, cudaStream_t);
+template void launch_fwd_h_mma(const FastBufs<__half, __nv_bfloat16>&, const ForwardArgs&, const ChunkForwardConfig&,
+                               cudaStream_t);
 
 }  // namespace cuda
 }  // namespace gdn

@@ -40,12 +40,7 @@ __global__ void __launch_bounds__(NW * 32)
   extern __shared__ __align__(16) char smem_raw[];
   using S = OSmem<D, E>;  // (q and k hold EI: 16-bit either way)
   constexpr bool kConvert = !std::is_same<E, EI>::value;
-  // A fragment of q or k (EI) as E operands.
-  auto as_op = [](uint32_t(&x)[4]) {
-    if constexpr (kConvert)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) x[i] = bf16x2_to_f16x2(x[i]);
-  };
+  auto as_op = [](uint32_t(&x)[4]) { as_operands<E, EI>(x); };  // a fragment of q or k (EI) as E operands
   S& sm = *reinterpret_cast<S*>(smem_raw);
   constexpr int kThreads = NW * 32;
   constexpr int HALVES = NW / 4;         // column groups
@@ -336,6 +331,7 @@ template void launch_fwd_o<64>(const FastBufs<__nv_bfloat16>&, const ForwardArgs
 template void launch_fwd_o<128>(const FastBufs<__nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
 template void launch_fwd_o<64>(const FastBufs<__half>&, const ForwardArgs&, cudaStream_t);
 template void launch_fwd_o<128>(const FastBufs<__half>&, const ForwardArgs&, cudaStream_t);
+template void launch_fwd_o<64>(const FastBufs<__half, __nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
 template void launch_fwd_o<128>(const FastBufs<__half, __nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
 
 }  // namespace cuda

@@ -61,13 +61,14 @@ __device__ __forceinline__ void store_v(const uint4* vr, E* vs, int tid) {
   }
 }
 
-// E: the operand type (v, q, k, w, u); v_async: v has 16-byte aligned rows, copied straight into
-// shared memory.
-template <int D, typename E, bool v_async>
+// E: the operand type (w, u and their A parts); EI: the inputs' (k, v: E, or bf16 beside fp16
+// operands, whose k k^T runs in bf16 and whose k and v fragments become fp16 for w and u);
+// v_async: v has 16-byte aligned rows, copied straight into shared memory.
+template <int D, typename E, typename EI, bool v_async>
 __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
-    chunk_fwd_prep_kernel(FastBufs<E> b, GateArgs ga, const E* __restrict__ v, int64_t v_st, int64_t v_sh) {
+    chunk_fwd_prep_kernel(FastBufs<E, EI> b, GateArgs ga, const EI* __restrict__ v, int64_t v_st, int64_t v_sh) {
   extern __shared__ __align__(16) char smem_raw[];
-  using S = PrepSmem<D, E>;
+  using S = PrepSmem<D, E>;  // (k and v hold EI: 16-bit either way)
   constexpr int SK = S::SK, SA = S::SA, LS = S::LS;
   S& sm = *reinterpret_cast<S*>(smem_raw);
   const int HV = b.HV;
@@ -129,7 +130,7 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
 #pragma unroll
     for (int q = 0; q < D / 32; ++q) {
       const uint4 x = *reinterpret_cast<const uint4*>(&sm.k[row * SK + part * (D / 4) + 8 * q]);
-      const E* e = reinterpret_cast<const E*>(&x);
+      const EI* e = reinterpret_cast<const EI*>(&x);
 #pragma unroll
       for (int j = 0; j < 8; ++j) ss += to_f(e[j]) * to_f(e[j]);
     }
@@ -161,8 +162,8 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
         if (np > m) break;
         uint32_t bb[4];
         frag_b_nk(sm.k, SK, 16 * np, 16 * ks, bb);
-        mma16<E>(acc[2 * jp], a, bb[0], bb[1]);
-        mma16<E>(acc[2 * jp + 1], a, bb[2], bb[3]);
+        mma16<EI>(acc[2 * jp], a, bb[0], bb[1]);  // (k k^T in the inputs' type: exact products)
+        mma16<EI>(acc[2 * jp + 1], a, bb[2], bb[3]);
       }
     }
 #pragma unroll
@@ -251,7 +252,7 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
     *reinterpret_cast<uint32_t*>(&sm.u.x.aw_lo[i * SA + j]) = residual2<E>(w0, w1, wh);
     *reinterpret_cast<uint32_t*>(&sm.u.x.au_lo[i * SA + j]) = residual2<E>(u0, u1, uh);
   }
-  if constexpr (!v_async) store_v<E, kGroups, D, SK>(vr, sm.v, tid);
+  if constexpr (!v_async) store_v<EI, kGroups, D, SK>(vr, reinterpret_cast<EI*>(sm.v), tid);
   __syncthreads();
 
   // w = A_w k, u = A_u v: warp rows [16 m, 16 m + 16), its column pairs; only the lower-triangular
@@ -278,6 +279,7 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
         const int np = DP * half + jp;
         uint32_t bb[4];
         frag_b_kn(src, SK, 16 * np, 16 * ks, bb);
+        as_operands<E, EI>(bb);  // (k or v: the inputs' type)
         mma16<E>(acc[2 * jp], a, bb[0], bb[1]);
         mma16<E>(acc[2 * jp + 1], a, bb[2], bb[3]);
         mma16<E>(acc[2 * jp], al, bb[0], bb[1]);
@@ -300,30 +302,31 @@ __global__ void __launch_bounds__(kThreads, v_async ? 3 : 2)
   }
 }
 
-template <int D, typename E, bool v_async>
-void launch(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s, unsigned blocks, const GateArgs& ga) {
+template <int D, typename E, typename EI, bool v_async>
+void launch(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream_t s, unsigned blocks, const GateArgs& ga) {
   const size_t smem = sizeof(PrepSmem<D, E>);
-  auto k = chunk_fwd_prep_kernel<D, E, v_async>;
+  auto k = chunk_fwd_prep_kernel<D, E, EI, v_async>;
   allow_smem(k, smem);
-  k<<<blocks, kThreads, smem, s>>>(b, ga, static_cast<const E*>(f.v.data), f.v.stride_token, f.v.stride_head);
+  k<<<blocks, kThreads, smem, s>>>(b, ga, static_cast<const EI*>(f.v.data), f.v.stride_token, f.v.stride_head);
 }
 
 }  // namespace
 
-template <int D, typename E>
-void launch_fwd_prep(const FastBufs<E>& b, const ForwardArgs& f, cudaStream_t s) {
+template <int D, typename E, typename EI>
+void launch_fwd_prep(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream_t s) {
   if (b.pl.max_chunks == 0) return;
   const unsigned blocks = grid_1d(b.pl.max_chunks * b.HV, 1);
   const GateArgs ga = make_gates(f);
   if (rows_in_16_byte_pieces(f.v))
-    launch<D, E, true>(b, f, s, blocks, ga);
+    launch<D, E, EI, true>(b, f, s, blocks, ga);
   else
-    launch<D, E, false>(b, f, s, blocks, ga);
+    launch<D, E, EI, false>(b, f, s, blocks, ga);
   GDN_CUDA_LAUNCH_CHECK("chunk_fwd_prep_kernel");
 }
 
 template void launch_fwd_prep<64>(const FastBufs<__nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
 template void launch_fwd_prep<64>(const FastBufs<__half>&, const ForwardArgs&, cudaStream_t);
+template void launch_fwd_prep<64>(const FastBufs<__half, __nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
 
 }  // namespace cuda
 }  // namespace gdn

@@ -51,14 +51,15 @@ struct ChunkForwardConfig {
   // in chunks, or chains that fit one wave of one block per SM (all start at once): the sort's
   // ~1 us and the chain's dependent load of its sequence saved.
   bool longest_first = false;
-  // bf16 inputs, D = 128: the tensor-core products in fp16 (fwd_fast.cuh): q and k converted in
-  // the chain's ring (fwd_o: their fragments), A_s's image in fp16, v unpacked and o stored in
-  // bf16; every mode of the chain alike (a checkpoint row stays bitwise a prefix call's final
-  // state whichever mode each call takes). fp16's 11
-  // bits need no lo passes (chain_precise.cuh), which a model's slowly decaying heads take on most
-  // chunks with bf16 operands; the rounding model (tools/precision/emulate_roundings.py --base fp16
-  // --set o=bf16,P=fp16) gives err_o ~1.7e-3 at every gate scale, against 2.2-2.4e-3 with bf16
-  // operands and their lo passes. The range of v and the state's operands becomes fp16's (docs/api.md).
+  // bf16 inputs: the tensor-core products in fp16 (fwd_fast.cuh): q and k converted in the wgmma
+  // chain's ring (the mma.sync kernels: their fragments), A_s's image (D = 64: w, u) in fp16, v
+  // unpacked and o stored in bf16; every mode and head size alike (a checkpoint row stays bitwise
+  // a prefix call's final state whichever mode each call takes). fp16's 11 bits need no lo passes
+  // (chain_precise.cuh), which a model's slowly decaying heads take on most chunks with bf16
+  // operands; the rounding model (tools/precision/emulate_roundings.py --base fp16 --set
+  // o=bf16,P=fp16) gives err_o ~1.7e-3 at every gate scale (D = 64 too: --dim 64 --form wy, where
+  // bf16 operands give 4.0e-3 at g = 0), against 2.2-2.4e-3 with bf16 operands and their lo
+  // passes. The range of v and the state's operands becomes fp16's (docs/api.md).
   bool fp16_operands = false;
 };
 
@@ -198,7 +199,6 @@ inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const Devic
       cfg.fuse_o = true;
       cfg.fuse_o_serial = !long_tail;
     }
-    cfg.fp16_operands = p.dtype == DType::kBFloat16;
   } else {
     // Slices of 32 while the chains in slices of 64 would leave SMs idle (one long sequence:
     // latency-bound, each SM runs one block); slices of 64 otherwise (halves the L2 traffic of w
@@ -208,6 +208,7 @@ inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const Devic
     // when the average sequence is a few chunks and the prologue/epilogue dominate.
     cfg.fwd_h_stages = p.num_tokens >= 4 * kChunkSize * p.num_seqs ? 3 : 2;
   }
+  cfg.fp16_operands = p.dtype == DType::kBFloat16;
   return cfg;
 }
 

@@ -47,6 +47,21 @@ __device__ __forceinline__ float hi_f(uint32_t x) {
   else
     return __uint_as_float(x & 0xFFFF0000u);
 }
+// A bf16 pair as an fp16 pair: exact within fp16's range (normal from 6.1e-5 to 65504; smaller
+// magnitudes keep fp16's subnormal steps of 6e-8, larger ones overflow). fp16 operands for bf16
+// inputs (ChunkForwardConfig::fp16_operands).
+__device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t x) {
+  return pack2<__half>(lo_f<__nv_bfloat16>(x), hi_f<__nv_bfloat16>(x));
+}
+// Fragments loaded from rows of EI (the inputs) as operands of E: converted where they differ.
+template <typename E, typename EI, int N>
+__device__ __forceinline__ void as_operands(uint32_t (&x)[N]) {
+  if constexpr (!std::is_same<E, EI>::value) {
+    static_assert(std::is_same<E, __half>::value && std::is_same<EI, __nv_bfloat16>::value, "bf16 inputs, fp16 operands");
+#pragma unroll
+    for (int i = 0; i < N; ++i) x[i] = bf16x2_to_f16x2(x[i]);
+  }
+}
 // The same pair as float2 by T's own conversions (bf16: cvt.f32.bf16). Both forms are exact;
 // the kernels keep the one they were written with, so the bf16 instructions did not change when
 // fp16 operands came (the wgmma chain and its o warpgroup: lo_f / hi_f; the mma.sync kernels this).
