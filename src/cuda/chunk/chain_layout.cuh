@@ -36,8 +36,9 @@
 // kFusedO runs a third warpgroup of few registers (setmaxnreg): it waits for each stage's full
 // barrier, forms q's inverse norms from the ring's q into rq[s] (fp16 operands for bf16 inputs:
 // after converting the stage's q and k to fp16 in place; the chain warpgroup then waits for
-// normed[s] too) and arrives at normed[s], which the o warpgroup waits for before it reads them (then its F arrival frees the stage for the refill, so
-// the norm warpgroup's reads of a stage end before the TMA engine rewrites it).
+// normed[s] too) and arrives at normed[s], which the o warpgroup waits for before it reads them
+// (then its F arrival frees the stage for the refill, so the norm warpgroup's reads of a stage end
+// before the TMA engine rewrites it).
 // Rows past len: zero in A_s's image (kkt_solve writes them), zeroed in k, q and v; their decays are
 // 0, and they are never stored.
 #pragma once
@@ -159,9 +160,9 @@ struct ChainRowSources {
   const float* rk;   // [H, T]
 };
 template <bool kFused, typename E, typename EI, typename Sm>
-__device__ __forceinline__ void chain_prefetch(Sm& sm, const FastBufs<E, EI>& b, const ChainRowSources& rows, int64_t gc,
-                                               int64_t t0, int64_t te, int s, int HV, int hv, int hk, int v0,
-                                               bool transition, int tid) {
+__device__ __forceinline__ void chain_prefetch(Sm& sm, const FastBufs<E, EI>& b, const ChainRowSources& rows,
+                                               int64_t gc, int64_t t0, int64_t te, int s, int HV, int hv, int hk,
+                                               int v0, bool transition, int tid) {
   const int len = static_cast<int>(te - t0 < kC ? te - t0 : kC);
   // One lane per warp issues, so that no warp carries all the copies' issue (each is ~15
   // instructions of uniform-register setup and elect loop): warp 0 announces the stage's bytes and

@@ -131,7 +131,8 @@ __device__ __forceinline__ void chain_norm_warpgroup(Sm& sm, const FastBufs<E, E
       fence_proxy_async();  // the converted rows -> the other warpgroups' wgmma (async proxy)
       __syncwarp();         // ... and this warp's ldmatrix of its rows below
     }
-    if (!kConvert || b.l2norm) chain_q_inverse_norms<E>(sm.q[s], sm.rq[s], len, tid);  // (E = EI: called with l2norm)
+    // (E = EI: called with l2norm only.)
+    if (!kConvert || b.l2norm) chain_q_inverse_norms<E>(sm.q[s], sm.rq[s], len, tid);
     mbarrier_arrive(&sm.normed[s]);
     if (++s == ST) {
       s = 0;
@@ -157,7 +158,8 @@ __device__ __forceinline__ void chain_o_flush(Sm& sm, const OutRef& out, int64_t
                                               int hv, int warp) {
   const int64_t t0 = tb + c * kChunkSize;
   const int len = static_cast<int>(te - t0 < kChunkSize ? te - t0 : kChunkSize);
-  stage_rows_out<E, 64>(reinterpret_cast<const E*>(sm.o_stage), kChainOStride, 16 * warp, 0, len - 16 * warp, [&](int i, int col, uint4 x) {
+  const E* const staged = reinterpret_cast<const E*>(sm.o_stage);
+  stage_rows_out<E, 64>(staged, kChainOStride, 16 * warp, 0, len - 16 * warp, [&](int i, int col, uint4 x) {
     E* dst = static_cast<E*>(out.data) + (t0 + 16 * warp + i) * out.stride_token + hv * out.stride_head + v0 + col;
     if (out.rows16) {
       st_global16(dst, x);

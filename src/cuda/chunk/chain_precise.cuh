@@ -57,7 +57,7 @@ constexpr bool kHiLoOperands = std::is_same<E, __nv_bfloat16>::value || std::is_
 // (FastBufs<__half, __nv_bfloat16>: cfg.fp16_operands), whose 11 bits carry bf16 inputs' products
 // at ~1.7e-3 with no lo pass on any chunk (the rounding model: --base fp16 --set o=bf16,P=fp16).
 template <typename E, typename EI = E>
-constexpr bool kLoPasses = kHiLoOperands<E> && std::is_same<E, EI>::value;
+constexpr bool kLoPasses = std::is_same<E, EI>::value&& kHiLoOperands<E>;
 
 // Whether the o warpgroup's P (|P_ij| <= 1 with l2norm) goes into P v_new as hi + lo parts: bf16
 // only. bf16's 8 bits need the lo part on every chunk (tools/precision/emulate_roundings.py

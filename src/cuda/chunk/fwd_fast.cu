@@ -20,7 +20,7 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
   float2* eg = c.take<float2>(D == 128 ? T * HV : 0);
   float* rk = c.take<float>(T * H);
   E* w = c.take<E>(D == 128 ? mc * kChunkSize * HV * D : T * HV * D);  // (D = 128: A_s's images, fwd_a_image)
-  E* u = c.take<E>(T * HV * D);  // (D = 128: a copy of v, in EI)
+  E* u = c.take<E>(T * HV * D);                                        // (D = 128: a copy of v, in EI)
   // The per-chunk hand-off to fwd_o (none when the chain computes o itself).
   const bool to_fwd_o = !cfg.fuse_o;
   // v_new: token rows (D = 64) or one 64-row image per chunk and slice (D = 128, fwd_v_image).

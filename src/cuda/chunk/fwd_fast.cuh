@@ -81,7 +81,7 @@ struct FastBufs {
   float* transition_log_bound;
   E* w;      // D = 64: w [T, HV, D]; D = 128: A_s = (I + L)^-1 diag(beta) as images
              // [max_chunks, HV, 2, 64, 64] (fwd_a_image; the chain applies it: fwd_h_wgmma.cuh)
-  E* u;  // [T, HV, D]: D = 64: u; D = 128: the copy of v (EI) when its rows are not aligned
+  E* u;      // [T, HV, D]: D = 64: u; D = 128: the copy of v (EI) when its rows are not aligned
   E* v_new;  // D = 64: [T, HV, D]; D = 128: images [max_chunks, HV, 2, 64, 64] (fwd_v_image)
   // D = 128, o by fwd_o: v_new's lo part E(v_new - E(v_new)) as the same images, written by the chain
   // for weakly decaying chunks only (precise_state_chunk) and read by fwd_o for those only

@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
     // the three counts must sum to three times the launch count exactly (more: the inc never
     // returns). (ptxas: the o warpgroup's code is the same at 232 and 240; 248 / 232 is the split
     // measured, session 29.)
-    constexpr int kLaunchRegs = 65536 / 384 / 8 * 8;                                                // 168
+    constexpr int kLaunchRegs = 65536 / 384 / 8 * 8;  // 168
     // (fp16 operands: the norm warpgroup converts the ring's q and k too, at 40; the chain, without
     // lo passes, at 232.)
     constexpr int kNormRegs = kConvert ? 40 : 32, kORegs = 232;
@@ -309,7 +309,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
     // the state's decay below (warning-free C7517 info), serializing it behind the v_new products.)
     wgmma_wait<0>();
     cp_async_wait<kSerial ? 0 : ST - 2>();
-    mbarrier_wait(&sm.full[s], (static_cast<uint32_t>(c) / ST) & 1u);    // the stage's TMA copies
+    mbarrier_wait(&sm.full[s], (static_cast<uint32_t>(c) / ST) & 1u);  // the stage's TMA copies
     if constexpr (kConvert) {  // q and k to fp16 operands, rows below len (chain_precise.cuh)
       if constexpr (kTwoWarpgroups)
         mbarrier_wait(&sm.normed[s], (static_cast<uint32_t>(c) / ST) & 1u);  // by the norm warpgroup

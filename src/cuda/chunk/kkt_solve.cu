@@ -431,8 +431,7 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E, EI>& b, const GateA
 }
 
 template <typename E, typename EI>
-__global__ void __launch_bounds__(kThreads, kSolveBlocksPerSm)
-    chunk_kkt_solve_kernel(FastBufs<E, EI> b, GateArgs ga) {
+__global__ void __launch_bounds__(kThreads, kSolveBlocksPerSm) chunk_kkt_solve_kernel(FastBufs<E, EI> b, GateArgs ga) {
   extern __shared__ __align__(16) char smem_raw[];
   // (The k tile's swizzle atoms: 1 KB slack in the launch.)
   solve_item(b, ga, *reinterpret_cast<SolveSmem<EI, E>*>(smem_raw + align_1024_offset(smem_raw)), blockIdx.x,

@@ -57,7 +57,8 @@ __device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t x) {
 template <typename E, typename EI, int N>
 __device__ __forceinline__ void as_operands(uint32_t (&x)[N]) {
   if constexpr (!std::is_same<E, EI>::value) {
-    static_assert(std::is_same<E, __half>::value && std::is_same<EI, __nv_bfloat16>::value, "bf16 inputs, fp16 operands");
+    static_assert(std::is_same<E, __half>::value && std::is_same<EI, __nv_bfloat16>::value,
+                  "bf16 inputs, fp16 operands");
 #pragma unroll
     for (int i = 0; i < N; ++i) x[i] = bf16x2_to_f16x2(x[i]);
   }

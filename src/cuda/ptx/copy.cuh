@@ -26,14 +26,18 @@ __device__ __forceinline__ void st_global16(void* gmem, const uint4& x) {
                : "memory");
 }
 // 16 bytes of shared memory by their 32-bit shared-window address (a generic pointer costs two
-// registers: the norm warpgroup's conversions run at 32).
+// registers: the norm warpgroup converts at 40).
 __device__ __forceinline__ uint4 ld_shared16(uint32_t addr) {
   uint4 x;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w) : "r"(addr) : "memory");
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w)
+               : "r"(addr)
+               : "memory");
   return x;
 }
 __device__ __forceinline__ void st_shared16(uint32_t addr, const uint4& x) {
-  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(x.x), "r"(x.y), "r"(x.z), "r"(x.w) : "memory");
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(x.x), "r"(x.y), "r"(x.z), "r"(x.w)
+               : "memory");
 }
 // 16 bytes, always all of them (no zero fill).
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
