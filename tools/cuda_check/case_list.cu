@@ -370,13 +370,14 @@ std::vector<Case> correctness_cases(bool quick) {
     cases.push_back(c);
     g0_long = c;
   }
-  // g = 0 long with the heuristics' split but the chain storing h and v_new, fwd_o after it: W
-  // and vs hi + lo, but fwd_o's q h from the bf16 h image (model: 2.60e-3; all bf16 3.79e-3, so
-  // this bound fails without the chain's two passes).
+  // g = 0 long with the heuristics' split but the chain storing h and v_new, fwd_o after it. With
+  // bf16 operands (W and vs hi + lo, fwd_o's q h from the bf16 h image) the model gave 2.60e-3;
+  // with fp16 operands (cfg.fp16_operands) every operand of both kernels carries 11 bits: ~1.7e-3,
+  // held to issue 11's 2.4e-3 like the fused form.
   g0_long.name += " unfused";
   g0_long.fuse_o = false;
   g0_long.fwd_o_after = true;
-  g0_long.tol = 3.0e-3;
+  g0_long.tol = 2.4e-3;
   cases.push_back(g0_long);
   // Gates x2 (~1.6 per token, a model's fast-decaying heads): a chunk's gates span ~100, past the
   // e^+-80 of the factors about the chunk, so P's gates take the second form, about each warp's
@@ -413,9 +414,10 @@ std::vector<Case> correctness_cases(bool quick) {
     cases.push_back(c);
   }
   // bf16 at head size 64 and g = 0 (with the unfused gates' resets): the D = 64 path (fwd_prep's w and
-  // u, fwd_h_mma, fwd_o) has none of D = 128's extra precision (A_s applied last, the lo passes), so
-  // its roundings build up as long as the state remembers. Held to SPEC's bf16 bound; the line records
-  // where it stands against issue 11's 2.4e-3, which that issue sets for Qwen3-Next's D = 128.
+  // u, fwd_h_mma, fwd_o) has none of D = 128's A_s applied last, so its roundings build up as long
+  // as the state remembers: 3.23e-3 with bf16 operands (H200, session 34; the model, --dim 64 --form
+  // wy: 4.0e-3). With fp16 operands (cfg.fp16_operands) the model gives 1.73e-3: held to issue 11's
+  // bf16 2.4e-3.
   {
     Case c;
     c.name = "fast bf16 64 g=0";
@@ -423,7 +425,7 @@ std::vector<Case> correctness_cases(bool quick) {
     c.K = c.V = 64;
     c.fused = false;
     c.gscale = 0.f;
-    c.tol = 5e-3;
+    c.tol = 2.4e-3;
     cases.push_back(c);
   }
   // One-chunk sequences at g = 0 from initial states (a 256x64-like batch): the heuristics take
