@@ -63,30 +63,30 @@ std::vector<float> randn(std::mt19937& rng, std::normal_distribution<float>& nd,
 // (fp32, given, [T, HV]), o (bf16, unset).
 struct BenchInputs {
   Problem p;
-  int64_t H, HV;
+  int64_t H, HV, D;  // D: the head size of q, k and v (K = V)
   void *q = nullptr, *k = nullptr, *v = nullptr, *g = nullptr, *beta = nullptr, *o = nullptr;
   cudaStream_t st = nullptr;
 
   BenchInputs(int64_t T, int64_t N, int64_t heads_qk, int64_t heads_v, std::mt19937& rng,
               std::normal_distribution<float>& nd, const std::vector<float>& g_host,
-              const std::vector<float>& beta_host, DType dtype = DType::kBFloat16)
-      : H(heads_qk), HV(heads_v) {
+              const std::vector<float>& beta_host, DType dtype = DType::kBFloat16, int64_t head = kBK)
+      : H(heads_qk), HV(heads_v), D(head) {
     p.num_tokens = T;
     p.num_seqs = N;
     p.num_qk_heads = H;
     p.num_v_heads = HV;
-    p.head_k = kBK;
-    p.head_v = kBV;
+    p.head_k = D;
+    p.head_v = D;
     p.dtype = dtype;  // q, k, v and o
     p.gate_dtype = DType::kFloat32;
-    p.scale = 1.f / std::sqrt(float(kBK));
+    p.scale = 1.f / std::sqrt(float(D));
     p.use_qk_l2norm = true;
-    q = upload(randn(rng, nd, T * H * kBK, 1.f), p.dtype, 1, T * H * kBK, T * H * kBK);
-    k = upload(randn(rng, nd, T * H * kBK, 1.f), p.dtype, 1, T * H * kBK, T * H * kBK);
-    v = upload(randn(rng, nd, T * HV * kBV, 1.f), p.dtype, 1, T * HV * kBV, T * HV * kBV);
+    q = upload(randn(rng, nd, T * H * D, 1.f), p.dtype, 1, T * H * D, T * H * D);
+    k = upload(randn(rng, nd, T * H * D, 1.f), p.dtype, 1, T * H * D, T * H * D);
+    v = upload(randn(rng, nd, T * HV * D, 1.f), p.dtype, 1, T * HV * D, T * HV * D);
     g = upload(g_host, DType::kFloat32, 1, T * HV, T * HV);
     beta = upload(beta_host, DType::kFloat32, 1, T * HV, T * HV);
-    CK(cudaMalloc(&o, std::max<int64_t>(T * HV * kBV * dtype_bytes(dtype), 1)));
+    CK(cudaMalloc(&o, std::max<int64_t>(T * HV * D * dtype_bytes(dtype), 1)));
     CK(cudaStreamCreate(&st));
   }
   ~BenchInputs() {
@@ -99,12 +99,12 @@ struct BenchInputs {
   ForwardArgs args(const StateRef& states) const {
     ForwardArgs f;
     f.problem = p;
-    f.q = {q, H * kBK, kBK};
-    f.k = {k, H * kBK, kBK};
-    f.v = {v, HV * kBV, kBV};
+    f.q = {q, H * D, D};
+    f.k = {k, H * D, D};
+    f.v = {v, HV * D, D};
     f.g = {g, HV, 1};
     f.beta = {beta, HV, 1};
-    f.o = {o, HV * kBV, kBV};
+    f.o = {o, HV * D, D};
     f.initial_state = states;
     f.final_state = states;
     return f;
@@ -162,13 +162,15 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   const DType dtype = variant == PrefillVariant::kFp16   ? DType::kFloat16
                       : variant == PrefillVariant::kFp32 ? DType::kFloat32
                                                          : DType::kBFloat16;
-  BenchInputs in(T, N, c.H, HV, rng, nd, g, b, dtype);
+  const bool d64 = variant == PrefillVariant::kD64 || variant == PrefillVariant::kD64Bf16Operands;
+  const int64_t D = d64 ? 64 : kBK;
+  BenchInputs in(T, N, c.H, HV, rng, nd, g, b, dtype, D);
   void* cu_d = upload_indices(cu, IndexType::kInt64);
   in.p.cu_seqlens = cu_d;
   // (As the Python benchmark passes cu_seqlens_cpu: the heuristics read it.)
   in.p.cu_seqlens_host = variant == PrefillVariant::kNoHostLengths ? nullptr : cu.data();
   in.p.cu_seqlens_type = IndexType::kInt64;
-  const int64_t state_elems = N * HV * kBK * kBV;
+  const int64_t state_elems = N * HV * D * D;
   void* S = upload(randn(rng, nd, state_elems, 0.1f), DType::kFloat32, 1, state_elems, state_elems);
   ForwardArgs f = in.args({static_cast<float*>(S), N, nullptr, nullptr, IndexType::kInt32});
   // kCheckpoints: a boundary every 16 chunks, stored into a dense fp32 buffer [N, M, HV, K, V]
@@ -177,7 +179,7 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   if (variant == PrefillVariant::kCheckpoints) {
     constexpr int64_t kEvery = 16;
     const int64_t M = std::max<int64_t>(1, *std::max_element(lens.begin(), lens.end()) / (kEvery * kChunkSize));
-    CK(cudaMalloc(&ck, N * M * HV * kBK * kBV * sizeof(float)));
+    CK(cudaMalloc(&ck, N * M * HV * D * D * sizeof(float)));
     f.checkpoints.pool = {static_cast<float*>(ck), N * M, nullptr, nullptr, IndexType::kInt32};
     f.checkpoints.every_chunks = kEvery;
     f.checkpoints.max_checkpoints = M;
@@ -186,7 +188,7 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   cuda::ChunkForwardConfig cfg = cuda::chunk_forward_heuristics(in.p, cuda::device_props());
   const bool explicit_cfg = variant != PrefillVariant::kDefault && variant != PrefillVariant::kCheckpoints &&
                             variant != PrefillVariant::kNoHostLengths && variant != PrefillVariant::kFp16 &&
-                            variant != PrefillVariant::kFp32;
+                            variant != PrefillVariant::kFp32 && variant != PrefillVariant::kD64;
   if (variant == PrefillVariant::kOAfter || variant == PrefillVariant::kFusedO ||
       variant == PrefillVariant::kFusedSerial) {
     cfg.fuse_o = variant != PrefillVariant::kOAfter;  // (/seq: fwd_o after the chain)
@@ -202,7 +204,8 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
     cfg.fuse_o = true;
     cfg.fuse_o_serial = false;
   }
-  if (variant == PrefillVariant::kBf16Operands) cfg.fp16_operands = false;
+  if (variant == PrefillVariant::kBf16Operands || variant == PrefillVariant::kD64Bf16Operands)
+    cfg.fp16_operands = false;
   const size_t wsz = std::max(cuda::chunk_gated_delta_rule_workspace_size(in.p, 0),
                               explicit_cfg ? cuda::fast_workspace_size(in.p, cfg) : size_t(0));
   void* ws;

@@ -35,8 +35,9 @@
 //   (chain_precise.cuh).
 // kFusedO runs a third warpgroup of few registers (setmaxnreg): it waits for each stage's full
 // barrier, forms q's inverse norms from the ring's q into rq[s] (fp16 operands for bf16 inputs:
-// after converting the stage's q and k to fp16 in place; the chain warpgroup then waits for
-// normed[s] too) and arrives at normed[s], which the o warpgroup waits for before it reads them
+// after converting the stage's k to fp16 in place, then its arrival at converted[s], which the
+// chain warpgroup waits for, then q) and arrives at normed[s], which the o warpgroup waits for
+// before it reads them
 // (then its F arrival frees the stage for the refill, so the norm warpgroup's reads of a stage end
 // before the TMA engine rewrites it).
 // Rows past len: zero in A_s's image (kkt_solve writes them), zeroed in k, q and v; their decays are
@@ -104,6 +105,9 @@ struct WgSmem : WgFusedSmem<ST, kFused, E> {  // (an empty base takes no space: 
   // kFusedO with l2norm: normed[s], stage s's rq formed by the norm warpgroup's 128 threads
   // (chain_norm_warpgroup; phase parity (c / ST) & 1 for chunk c), which the o warpgroup waits for.
   uint64_t normed[ST];
+  // kFusedO with fp16 operands for bf16 inputs: converted[s], stage s's k converted by the norm
+  // warpgroup's 128 threads (phase parity (c / ST) & 1 for chunk c), which the chain waits for.
+  uint64_t converted[ST];
 };
 static_assert(sizeof(__nv_bfloat16) * kC * kD % 1024 == 0, "stages stay 1024-aligned");
 static_assert(sizeof(WgFusedSmem<3, true, __nv_bfloat16>) % 1024 == 0, "a, k and h_lo stay 1024-aligned");
@@ -233,10 +237,11 @@ __device__ __forceinline__ void chain_zero_rows(Sm& sm, int s, int len, bool tra
 // of rows tid / 8 + 16 j), before its fence.proxy.async and barrier B1.
 template <bool kFused, typename Sm>
 __device__ __forceinline__ void chain_convert_stage(Sm& sm, int s, int len, int tid) {
-#pragma unroll
-  for (int j = 0; j < kC / 16; ++j) {
-    convert_stage_row_piece(smem_u32(sm.k[s]), tid / 8 + 16 * j, len, tid % 8);
-    if constexpr (kFused) convert_stage_row_piece(smem_u32(sm.q[s]), tid / 8 + 16 * j, len, tid % 8);
+  convert_stage_rows<2>(smem_u32(sm.k[s]), tid / 8, 16, len, tid % 8);
+  convert_stage_rows<2>(smem_u32(sm.k[s]), tid / 8 + 32, 16, len, tid % 8);
+  if constexpr (kFused) {
+    convert_stage_rows<2>(smem_u32(sm.q[s]), tid / 8, 16, len, tid % 8);
+    convert_stage_rows<2>(smem_u32(sm.q[s]), tid / 8 + 32, 16, len, tid % 8);
   }
 }
 

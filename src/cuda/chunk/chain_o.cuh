@@ -110,8 +110,9 @@ __device__ __forceinline__ float2 warp_q_inverse_norms(uint32_t q_tile, int len,
 // the whole kernel, so one this warpgroup shares with the others at its small register budget
 // spilled for all three.
 // With fp16 operands for bf16 inputs (EI != E: cfg.fp16_operands) it also converts each stage's q
-// and k in place (convert_stage_row_piece; each warp its 16 rows, whose norms it then forms
-// from the converted q), and the chain and o warpgroups wait for normed[s] before they read them.
+// and k in place (convert_stage_rows; each warp its 16 rows, whose norms it then forms from the
+// converted q): k first, then its arrival at converted[s], which the chain waits for (it reads no
+// q), then q; the o warpgroup waits for normed[s] (both converted).
 template <typename E, typename EI, int ST, typename Sm>
 __device__ __forceinline__ void chain_norm_warpgroup(Sm& sm, const FastBufs<E, EI>& b, int64_t tokens, int tid) {
   constexpr bool kConvert = !std::is_same<E, EI>::value;
@@ -121,15 +122,18 @@ __device__ __forceinline__ void chain_norm_warpgroup(Sm& sm, const FastBufs<E, E
     mbarrier_wait(&sm.full[s], phase);  // q of this chunk landed
     const int len = static_cast<int>(tokens < kChunkSize ? tokens : kChunkSize);
     if constexpr (kConvert) {
-      // Piece lane % 8 of rows row, row + 4, .., below len (512 bytes apart), in both atoms.
+      // Piece lane % 8 of rows row, row + 4, .., row + 12 (512 bytes apart), in both atoms; k
+      // first, for the chain, which waits for it alone (converted[s]); then q, whose rows' norms
+      // this warp forms below.
       const int lane = tid % 32, row = 16 * (tid / 32) + lane / 8;
 #pragma unroll 1
-      for (int j = 0; j < 4; ++j) {
-        convert_stage_row_piece(smem_u32(sm.q[s]), row + 4 * j, len, lane % 8);
-        convert_stage_row_piece(smem_u32(sm.k[s]), row + 4 * j, len, lane % 8);
-      }
+      for (int j = 0; j < 4; ++j) convert_stage_row_piece(smem_u32(sm.k[s]), row + 4 * j, len, lane % 8);
       fence_proxy_async();  // the converted rows -> the other warpgroups' wgmma (async proxy)
-      __syncwarp();         // ... and this warp's ldmatrix of its rows below
+      mbarrier_arrive(&sm.converted[s]);
+#pragma unroll 1
+      for (int j = 0; j < 4; ++j) convert_stage_row_piece(smem_u32(sm.q[s]), row + 4 * j, len, lane % 8);
+      fence_proxy_async();
+      __syncwarp();  // ... and this warp's ldmatrix of its rows below
     }
     // (E = EI: called with l2norm only.)
     if (!kConvert || b.l2norm) chain_q_inverse_norms<E>(sm.q[s], sm.rq[s], len, tid);

@@ -174,20 +174,34 @@ __device__ __forceinline__ void qh_lo_pass(float (&o)[32], uint32_t qs, uint32_t
 // exact within fp16's range, as for fp16 inputs). The tile is [2 atoms][64 rows][128 B]: the
 // swizzle permutes a row's 16-byte pieces within its 128 bytes, so converting every piece of a row
 // converts the row, and rows are independent (rows past len are chain_zero_rows'). Converts piece
-// `piece` (0 .. 7) of row `row` in both atoms when row < len.
-__device__ __forceinline__ void convert_piece16(uint32_t addr) {
-  uint4 v = ld_shared16(addr);
-  v.x = bf16x2_to_f16x2(v.x);
-  v.y = bf16x2_to_f16x2(v.y);
-  v.z = bf16x2_to_f16x2(v.z);
-  v.w = bf16x2_to_f16x2(v.w);
-  st_shared16(addr, v);
+// `piece` (0 .. 7) of rows row, row + step, .., row + (kRows - 1) step below len, in both atoms:
+// every load first, then the conversions and stores (the loads' latency once, not 2 kRows times:
+// the asm's memory clobbers keep each store ahead of the next load as written).
+__device__ __forceinline__ uint4 bf16x8_to_f16x8(uint4 v) {
+  return make_uint4(bf16x2_to_f16x2(v.x), bf16x2_to_f16x2(v.y), bf16x2_to_f16x2(v.z), bf16x2_to_f16x2(v.w));
 }
 __device__ __forceinline__ void convert_stage_row_piece(uint32_t tile, int row, int len, int piece) {
   if (row >= len) return;
   const uint32_t p = tile + row * 128 + 16 * piece;
-  convert_piece16(p);
-  convert_piece16(p + kChunkSize * 128);  // (the second 64-column atom)
+  st_shared16(p, bf16x8_to_f16x8(ld_shared16(p)));
+  st_shared16(p + kChunkSize * 128, bf16x8_to_f16x8(ld_shared16(p + kChunkSize * 128)));
+}
+template <int kRows>
+__device__ __forceinline__ void convert_stage_rows(uint32_t tile, int row, int step, int len, int piece) {
+  uint4 x[kRows][2];
+  const uint32_t p = tile + row * 128 + 16 * piece;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+    if (row + r * step < len) {
+      x[r][0] = ld_shared16(p + r * step * 128);
+      x[r][1] = ld_shared16(p + r * step * 128 + kChunkSize * 128);  // (the second 64-column atom)
+    }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+    if (row + r * step < len) {
+      st_shared16(p + r * step * 128, bf16x8_to_f16x8(x[r][0]));
+      st_shared16(p + r * step * 128 + kChunkSize * 128, bf16x8_to_f16x8(x[r][1]));
+    }
 }
 
 }  // namespace cuda

@@ -98,12 +98,15 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
   };
   if (threadIdx.x == 0) {
     if constexpr (kTwoWarpgroups) {
-      mbarrier_init(&sm.bar[0], 128);                                  // B1: the chain warpgroup
-      mbarrier_init(&sm.bar[1], 256);                                  // B2: both
-      mbarrier_init(&sm.bar[2], 128);                                  // F: the o warpgroup
-      mbarrier_init(&sm.bar[3], 128);                                  // V: the chain's v_new issued
+      mbarrier_init(&sm.bar[0], 128);  // B1: the chain warpgroup
+      mbarrier_init(&sm.bar[1], 256);  // B2: both
+      mbarrier_init(&sm.bar[2], 128);  // F: the o warpgroup
+      mbarrier_init(&sm.bar[3], 128);  // V: the chain's v_new issued
 #pragma unroll
-      for (int i = 0; i < ST; ++i) mbarrier_init(&sm.normed[i], 128);  // the norm warpgroup
+      for (int i = 0; i < ST; ++i) {
+        mbarrier_init(&sm.normed[i], 128);                             // the norm warpgroup
+        if constexpr (kConvert) mbarrier_init(&sm.converted[i], 128);  // the norm warpgroup
+      }
     }
 #pragma unroll
     for (int i = 0; i < ST; ++i) mbarrier_init(&sm.full[i], 1);  // thread 0's arrival + the TMA bytes
@@ -312,7 +315,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
     mbarrier_wait(&sm.full[s], (static_cast<uint32_t>(c) / ST) & 1u);  // the stage's TMA copies
     if constexpr (kConvert) {  // q and k to fp16 operands, rows below len (chain_precise.cuh)
       if constexpr (kTwoWarpgroups)
-        mbarrier_wait(&sm.normed[s], (static_cast<uint32_t>(c) / ST) & 1u);  // by the norm warpgroup
+        mbarrier_wait(&sm.converted[s], (static_cast<uint32_t>(c) / ST) & 1u);  // k, by the norm warpgroup
       else
         chain_convert_stage<kFused>(sm, s, len, tid);
     }
