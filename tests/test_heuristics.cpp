@@ -383,6 +383,18 @@ TEST(DecodeHeuristics, UnalignedPoolRowsTakeTheGeneralKernel) {
   EXPECT_EQ(cuda::decode_heuristics(small, h200()).kernel, cuda::DecodeKernel::kGeneral);
 }
 
+// bf16 inputs take fp16 operands at D = 64 always, at D = 128 only where the experimental
+// GDN_FP16_OPERANDS_D128 is built; fp16 inputs keep their own.
+TEST(Heuristics, Fp16OperandsForBf16Inputs) {
+  EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 4096, 1, 64), h200()).fp16_operands);
+  EXPECT_EQ(cuda::kFp16OperandsD128, cuda::chunk_forward_heuristics(problem(16, 32, 4096, 1), h200()).fp16_operands);
+  for (int D : {64, 128}) {
+    Problem p = problem(16, 32, 4096, 1, D);
+    p.dtype = DType::kFloat16;
+    EXPECT_FALSE(cuda::chunk_forward_heuristics(p, h200()).fp16_operands) << D;
+  }
+}
+
 TEST(DecodeHeuristics, TunedConfigNeedsRowsInPieces) {
   alignas(16) static float pool[64];
   ForwardArgs f;

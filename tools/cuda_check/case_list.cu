@@ -3,6 +3,7 @@
 // (rows, tiles and general kernels), over layouts, pools with out-of-range indices, padded rows,
 // extreme gates and int32 / int64 indices.
 #include "check.h"
+#include "cuda/chunk/heuristics.h"  // kFp16OperandsD128
 
 namespace gdn {
 namespace check {
@@ -371,13 +372,13 @@ std::vector<Case> correctness_cases(bool quick) {
     g0_long = c;
   }
   // g = 0 long with the heuristics' split but the chain storing h and v_new, fwd_o after it. With
-  // bf16 operands (W and vs hi + lo, fwd_o's q h from the bf16 h image) the model gave 2.60e-3;
-  // with fp16 operands (cfg.fp16_operands) every operand of both kernels carries 11 bits: ~1.7e-3,
-  // held to issue 11's 2.4e-3 like the fused form.
+  // bf16 operands (W and vs hi + lo, fwd_o's q h from the bf16 h image) the model gave 2.60e-3
+  // (H200, session 36: 2.46e-3), held to 3e-3; with fp16 operands (GDN_FP16_OPERANDS_D128) every
+  // operand of both kernels carries 11 bits (1.71e-3), held to issue 11's 2.4e-3 like the fused form.
   g0_long.name += " unfused";
   g0_long.fuse_o = false;
   g0_long.fwd_o_after = true;
-  g0_long.tol = 2.4e-3;
+  g0_long.tol = cuda::kFp16OperandsD128 ? 2.4e-3 : 3.0e-3;
   cases.push_back(g0_long);
   // Gates x2 (~1.6 per token, a model's fast-decaying heads): a chunk's gates span ~100, past the
   // e^+-80 of the factors about the chunk, so P's gates take the second form, about each warp's
@@ -416,8 +417,8 @@ std::vector<Case> correctness_cases(bool quick) {
   // bf16 at head size 64 and g = 0 (with the unfused gates' resets): the D = 64 path (fwd_prep's w and
   // u, fwd_h_mma, fwd_o) has none of D = 128's A_s applied last, so its roundings build up as long
   // as the state remembers: 3.23e-3 with bf16 operands (H200, session 34; the model, --dim 64 --form
-  // wy: 4.0e-3). With fp16 operands (cfg.fp16_operands) the model gives 1.73e-3: held to issue 11's
-  // bf16 2.4e-3.
+  // wy: 4.0e-3). With fp16 operands (cfg.fp16_operands, always at D = 64) the model gives 1.73e-3
+  // (H200, session 36: 1.70e-3): held to issue 11's bf16 2.4e-3.
   {
     Case c;
     c.name = "fast bf16 64 g=0";

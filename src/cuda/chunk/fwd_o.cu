@@ -332,7 +332,9 @@ template void launch_fwd_o<128>(const FastBufs<__nv_bfloat16>&, const ForwardArg
 template void launch_fwd_o<64>(const FastBufs<__half>&, const ForwardArgs&, cudaStream_t);
 template void launch_fwd_o<128>(const FastBufs<__half>&, const ForwardArgs&, cudaStream_t);
 template void launch_fwd_o<64>(const FastBufs<__half, __nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
+#ifdef GDN_FP16_OPERANDS_D128  // bf16 inputs on fp16 operands at D = 128 (heuristics.h: kFp16OperandsD128)
 template void launch_fwd_o<128>(const FastBufs<__half, __nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
+#endif
 
 }  // namespace cuda
 }  // namespace gdn

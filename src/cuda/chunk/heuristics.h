@@ -13,6 +13,14 @@
 namespace gdn {
 namespace cuda {
 
+// Whether bf16 inputs take fp16 operands at K = V = 128 too (ChunkForwardConfig::fp16_operands;
+// the CMake option GDN_FP16_OPERANDS_D128, off: those kernels are not compiled).
+#ifdef GDN_FP16_OPERANDS_D128
+constexpr bool kFp16OperandsD128 = true;
+#else
+constexpr bool kFp16OperandsD128 = false;
+#endif
+
 struct ChunkForwardConfig {
   // fwd_h, the sequential part: each block carries one (sequence, value head, V slice) chain.
   //   D = 64 (mma.sync, fwd_h_mma.cu): slice width 32 or 64, cp.async ring of 2 or 3 stages.
@@ -51,15 +59,18 @@ struct ChunkForwardConfig {
   // in chunks, or chains that fit one wave of one block per SM (all start at once): the sort's
   // ~1 us and the chain's dependent load of its sequence saved.
   bool longest_first = false;
-  // bf16 inputs: the tensor-core products in fp16 (fwd_fast.cuh): q and k converted in the wgmma
-  // chain's ring (the mma.sync kernels: their fragments), A_s's image (D = 64: w, u) in fp16, v
-  // unpacked and o stored in bf16; every mode and head size alike (a checkpoint row stays bitwise
-  // a prefix call's final state whichever mode each call takes). fp16's 11 bits need no lo passes
-  // (chain_precise.cuh), which a model's slowly decaying heads take on most chunks with bf16
-  // operands; the rounding model (tools/precision/emulate_roundings.py --base fp16 --set
-  // o=bf16,P=fp16) gives err_o ~1.7e-3 at every gate scale (D = 64 too: --dim 64 --form wy, where
-  // bf16 operands give 4.0e-3 at g = 0), against 2.2-2.4e-3 with bf16 operands and their lo
-  // passes. The range of v and the state's operands becomes fp16's (docs/api.md).
+  // bf16 inputs on fp16 operands (fwd_fast.cuh): the tensor-core products in fp16; the mma.sync
+  // kernels convert their fragments of q, k and v, A_s's image, w and u are fp16, o is stored in
+  // bf16. K = V = 64 (fwd_prep, fwd_h_mma, fwd_o: one mode) always: bf16 operands build up
+  // roundings there at g = 0 (3.23e-3, over issue 11's 2.4e-3; fp16 operands: 1.70e-3), at ~2%
+  // of the time (H200, session 36: 1x32k 1.462 -> 1.492 ms, 8x1k 0.252 -> 0.256). K = V = 128 only
+  // with GDN_FP16_OPERANDS_D128 (kFp16OperandsD128: experimental): the wgmma chain converts q and
+  // k in its ring, and no chunk takes the lo passes (chain_precise.cuh). Session 36 measured it
+  // against bf16 operands: model-1x32k -8.6%, g0-1x32k -7%, 256x64 -4%, err_o 2.2-2.5e-3 ->
+  // 1.7e-3, but the SPEC's gates +5.5% on every kFusedO case (1x128k would fall behind
+  // FlashQLA's). Every mode of a head size takes the same operands (a checkpoint row stays
+  // bitwise a prefix call's final state whichever mode each call takes). The range of v and the
+  // state's operands becomes fp16's (docs/api.md).
   bool fp16_operands = false;
 };
 
@@ -208,7 +219,7 @@ inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const Devic
     // when the average sequence is a few chunks and the prologue/epilogue dominate.
     cfg.fwd_h_stages = p.num_tokens >= 4 * kChunkSize * p.num_seqs ? 3 : 2;
   }
-  cfg.fp16_operands = p.dtype == DType::kBFloat16;
+  cfg.fp16_operands = p.dtype == DType::kBFloat16 && (p.head_k == 64 || kFp16OperandsD128);
   return cfg;
 }
 
