@@ -119,7 +119,8 @@ struct BenchOptions {
 // equal, and the chain takes the sequences longest first), or the library's choices on q, k, v and o
 // in fp16 or fp32 ("NAME/fp16", "NAME/fp32": fp32 runs the tensor cores on fp16 copies), or the
 // library's choices with bf16 operands where they take fp16 ones ("NAME/bf16ops": cfg.fp16_operands
-// off, the lo passes on weakly decaying chunks), or the library's choices at K = V = 64 ("NAME/d64"),
+// off, the lo passes on weakly decaying chunks; at K = V = 128 only a build with
+// GDN_FP16_OPERANDS_D128 differs from the default), or the library's choices at K = V = 64 ("NAME/d64"),
 // there with bf16 operands ("NAME/d64bf16ops").
 enum class PrefillVariant {
   kDefault,

@@ -10,7 +10,8 @@
 // flash-linear-attention): the kernels are templates on E, the mma / wgmma instructions take
 // .bf16 or .f16 from it, and the workspace intermediates (w, u, v_new, h) are stored in E; G is
 // fp64. q, k and v share one dtype (Problem::qk_dtype = dtype; backend.cu copies mixed dtypes).
-// With cfg.fp16_operands (bf16 inputs), E = fp16 beside EI = bf16 inputs: the wgmma chain's ring
+// With cfg.fp16_operands (bf16 inputs at D = 64; at D = 128 with GDN_FP16_OPERANDS_D128: heuristics.h),
+// E = fp16 beside EI = bf16 inputs: the wgmma chain's ring
 // converts q and k to fp16 in place, the mma.sync kernels (fwd_prep, fwd_h_mma, fwd_o) their
 // fragments of q, k and v, v is unpacked from bf16, o is stored in bf16, and no chunk takes the lo
 // passes (chain_precise.cuh: fp16's 11 bits make them unnecessary there).
