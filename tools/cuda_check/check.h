@@ -106,6 +106,7 @@ struct BenchOptions {
   bool profile = false;  // also the phases of the tensor-core forward (plain launches)
   FILE* json = nullptr;  // one object per timing, comma-separated
   bool first = true;     // no comma before the next object
+  int cut_percent = 0;   // PrefillVariant::kCut: part 0's share of a two-part split, in percent
 };
 // One prefill case of bench/cases.txt (its heads, gates and lengths; K = V = 128, bf16); `label`
 // names it in the output. The variant: the library's choices, or the same with o by fwd_o after
@@ -121,7 +122,10 @@ struct BenchOptions {
 // library's choices with bf16 operands where they take fp16 ones ("NAME/bf16ops": cfg.fp16_operands
 // off, the lo passes on weakly decaying chunks; at K = V = 128 only a build with
 // GDN_FP16_OPERANDS_D128 differs from the default), or the library's choices at K = V = 64 ("NAME/d64"),
-// there with bf16 operands ("NAME/d64bf16ops").
+// there with bf16 operands ("NAME/d64bf16ops"), or the library's choices with part 0 of a two-part
+// split (one sequence) at NN% of the chunks instead of the heuristics' 71% ("NAME/cutNN": where
+// the history before the middle is not negligible, part 1 starts after the summary pass over
+// part 0; the device's even cut otherwise, as always).
 enum class PrefillVariant {
   kDefault,
   kOAfter,
@@ -134,7 +138,8 @@ enum class PrefillVariant {
   kFp32,
   kBf16Operands,
   kD64,
-  kD64Bf16Operands
+  kD64Bf16Operands,
+  kCut
 };
 void bench_prefill(const tools::PrefillCase& c, const std::string& label, PrefillVariant variant, BenchOptions& o);
 // The decode step for N sequences (one token each) of the benchmark shape, against the copy rate,

@@ -8,6 +8,7 @@
 // with the speedup over the fp32 pool); and the default forward storing a prefill checkpoint every
 // 16 chunks ("/ckpt" timings).
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "backend.h"
@@ -28,14 +29,14 @@ const char* kUsage =
     "  --profile    with --bench: also the phases of the tensor-core forward (plan, pack, prep, h, o)\n"
     "  --case NAME  with --bench: time that prefill case only (e.g. under ncu); NAME/seq, NAME/fused,\n"
     "               NAME/serial, NAME/ckpt, NAME/split2, NAME/nohost, NAME/fp16, NAME/fp32, NAME/bf16ops,\n"
-    "               NAME/d64, NAME/d64bf16ops: its\n"
+    "               NAME/d64, NAME/d64bf16ops, NAME/cutNN: its\n"
     "               A/B rows\n"
     "               (/seq: o by fwd_o after the chain; /fused: o in the chain by its second warpgroup;\n"
     "               /serial: by its one warpgroup after each chunk's chain; /ckpt: a checkpoint every 16\n"
     "               chunks; /split2: the exact split into 2 parts, o fused; /nohost: without the host copy\n"
     "               of cu_seqlens; /fp16, /fp32: q, k, v and o in that dtype; /bf16ops: bf16 operands\n"
     "               where the library takes fp16 ones for bf16 inputs; /d64: K = V = 64, /d64bf16ops\n"
-    "               there with bf16 operands)\n"
+    "               there with bf16 operands; /cutNN: part 0 of a two-part split at NN% of the chunks)\n"
     "  --json FILE  with --bench: the timings as a JSON array\n";
 
 int usage_error(const std::string& what) {
@@ -162,6 +163,11 @@ int main(int argc, char** argv) {
         // The library's choices with bf16 operands where they take fp16 ones (asked for by name only).
         if (only_case == c.name + bf16ops_suffix)
           check::bench_prefill(c, c.name + bf16ops_suffix, check::PrefillVariant::kBf16Operands, bo);
+        // Part 0 of a two-part split at NN% (asked for by name only: NAME/cutNN).
+        if (only_case.rfind(c.name + "/cut", 0) == 0 && only_case.size() > c.name.size() + 4) {
+          bo.cut_percent = std::atoi(only_case.c_str() + c.name.size() + 4);
+          check::bench_prefill(c, only_case, check::PrefillVariant::kCut, bo);
+        }
         // K = V = 64, the library's choices or bf16 operands (asked for by name only).
         if (only_case == c.name + d64_suffix)
           check::bench_prefill(c, c.name + d64_suffix, check::PrefillVariant::kD64, bo);

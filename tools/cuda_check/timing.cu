@@ -204,6 +204,19 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
     cfg.fuse_o = true;
     cfg.fuse_o_serial = false;
   }
+  if (variant == PrefillVariant::kCut) {  // (heuristics.h, choose_split: two parts of one sequence)
+    if (cfg.split_max_parts != 2 || cfg.split_first_part_chunks <= 0 || o.cut_percent <= 0 || o.cut_percent >= 100) {
+      std::printf("bench %-8s skipped: no two-part split of one sequence here, or a cut outside 1 .. 99%%\n",
+                  label.c_str());
+      cudaFree(S);
+      cudaFree(cu_d);
+      return;
+    }
+    const int64_t n = cuda::average_chunks(in.p);
+    const int64_t first = (n * o.cut_percent + 99) / 100;
+    cfg.split_first_part_chunks = static_cast<int>(first);
+    cfg.split_chunks_per_part = static_cast<int>(n - first);
+  }
   if (variant == PrefillVariant::kBf16Operands || variant == PrefillVariant::kD64Bf16Operands)
     cfg.fp16_operands = false;
   const size_t wsz = std::max(cuda::chunk_gated_delta_rule_workspace_size(in.p, 0),
