@@ -37,9 +37,8 @@
 // barrier, forms q's inverse norms from the ring's q into rq[s] (fp16 operands for bf16 inputs:
 // after converting the stage's k to fp16 in place, then its arrival at converted[s], which the
 // chain warpgroup waits for, then q) and arrives at normed[s], which the o warpgroup waits for
-// before it reads them
-// (then its F arrival frees the stage for the refill, so the norm warpgroup's reads of a stage end
-// before the TMA engine rewrites it).
+// before it reads them (then its F arrival frees the stage for the refill, so the norm
+// warpgroup's reads of a stage end before the TMA engine rewrites it).
 // Rows past len: zero in A_s's image (kkt_solve writes them), zeroed in k, q and v; their decays are
 // 0, and they are never stored.
 #pragma once

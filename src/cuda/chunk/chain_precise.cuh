@@ -180,6 +180,8 @@ __device__ __forceinline__ void qh_lo_pass(float (&o)[32], uint32_t qs, uint32_t
 __device__ __forceinline__ uint4 bf16x8_to_f16x8(uint4 v) {
   return make_uint4(bf16x2_to_f16x2(v.x), bf16x2_to_f16x2(v.y), bf16x2_to_f16x2(v.z), bf16x2_to_f16x2(v.w));
 }
+// One row's piece, one atom at a time (4 data registers): the norm warpgroup's form, at 40
+// registers, where convert_stage_rows<1> (8) made ptxas spill.
 __device__ __forceinline__ void convert_stage_row_piece(uint32_t tile, int row, int len, int piece) {
   if (row >= len) return;
   const uint32_t p = tile + row * 128 + 16 * piece;

@@ -10,11 +10,11 @@
 // flash-linear-attention): the kernels are templates on E, the mma / wgmma instructions take
 // .bf16 or .f16 from it, and the workspace intermediates (w, u, v_new, h) are stored in E; G is
 // fp64. q, k and v share one dtype (Problem::qk_dtype = dtype; backend.cu copies mixed dtypes).
-// With cfg.fp16_operands (bf16 inputs at D = 64; at D = 128 with GDN_FP16_OPERANDS_D128: heuristics.h),
-// E = fp16 beside EI = bf16 inputs: the wgmma chain's ring
-// converts q and k to fp16 in place, the mma.sync kernels (fwd_prep, fwd_h_mma, fwd_o) their
-// fragments of q, k and v, v is unpacked from bf16, o is stored in bf16, and no chunk takes the lo
-// passes (chain_precise.cuh: fp16's 11 bits make them unnecessary there).
+// With cfg.fp16_operands (bf16 inputs at D = 64; at D = 128 with GDN_FP16_OPERANDS_D128:
+// heuristics.h), E = fp16 beside EI = bf16 inputs: the wgmma chain's ring converts q and k to fp16
+// in place, the mma.sync kernels (fwd_prep, fwd_h_mma, fwd_o) their fragments of q, k and v, v is
+// unpacked from bf16, o is stored in bf16, and no chunk takes the lo passes (chain_precise.cuh:
+// fp16's 11 bits make them unnecessary there).
 // fp16 intermediates can overflow (65504) only with |v| or initial-state entries near it, or with
 // keys of norm > 1 (no l2norm); the argument, and what tiny w (strong decays) loses: docs/perf.md v10.
 // The tuning choices come in a ChunkForwardConfig (heuristics.h), never from global state.
@@ -51,8 +51,6 @@ void fast_forward(const ForwardArgs& f, const Exec& exec, const ChunkForwardConf
 // operands: fp16_operands, heuristics.h).
 template <typename E, typename EI = E>
 struct FastBufs {
-  using Op = E;
-  using In = EI;
   Plan pl;
   int64_t T;
   int H, HV;
@@ -118,7 +116,8 @@ inline bool rows_in_16_byte_pieces(const Tensor& t) {
   return reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.stride_token % 8 == 0 && t.stride_head % 8 == 0;
 }
 
-// The launchers, instantiated for E = __nv_bfloat16 and __half.
+// The launchers, instantiated for E = EI = __nv_bfloat16 and __half, and for E = __half on
+// EI = __nv_bfloat16 (fp16 operands: the D = 128 ones with GDN_FP16_OPERANDS_D128 only).
 template <int D, typename E, typename EI>
 void launch_fwd_prep(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream_t s);
 // fwd_prep for D = 128 on the tensor cores (kkt_solve.cu): G, r and A_s only (A_s in E, from k in EI).
