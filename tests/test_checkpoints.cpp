@@ -252,7 +252,7 @@ TEST(Checkpoints, MatchPrefixCallsBitwise) {
 // Every CUDA forward path (the choices of src/cuda/backend.cu and chunk/heuristics.h on an H200,
 // 132 SMs), none of them split, so every row is bitwise the prefix call's final state (that call
 // has one sequence: it may run another mode of the same chain, whose state arithmetic is the same):
-//   K = V = 64 bf16 / fp16: the mma.sync chain (fwd_h_mma.cu); 16-bit pools through its fp32 copy
+//   K = V = 64 bf16 / fp16: the wgmma chain padded to 128 columns; 16-bit pools through its fp32 copy
 //   of the initial and final rows, the checkpoints rounded on write;
 //   K = V = 128: the wgmma chain with o fused (24 chains: 48 blocks; 40 chains: 80 blocks) and
 //   with bulk stores, fwd_o after it (80 chains: 160 blocks, under 4 chunks per sequence);

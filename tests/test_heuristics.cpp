@@ -40,8 +40,13 @@ TEST(Heuristics, SplitOnlyWhenChainsLeaveSMsIdle) {
   // SPEC batches at H = 16, HV = 32: 256+ chain blocks; a split would not pay.
   for (int64_t N : {4, 8, 64, 256})
     EXPECT_EQ(0, cuda::chunk_forward_heuristics(problem(16, 32, 32768, N), h200()).split_chunks_per_part) << N;
-  // D = 64 has no split (mma.sync fwd_h).
-  EXPECT_EQ(0, cuda::chunk_forward_heuristics(problem(2, 4, 32768, 1, 64), h200()).split_chunks_per_part);
+  // D = 64 splits as 128 does, its chains one 64-wide slice per head: 4 chain blocks, 16 parts.
+  const auto d64 = cuda::chunk_forward_heuristics(problem(2, 4, 32768, 1, 64), h200());
+  EXPECT_EQ(32, d64.split_chunks_per_part);
+  EXPECT_EQ(16, d64.split_max_parts);
+  EXPECT_EQ(8, d64.split_scan_cols);
+  // ... and 32 value heads on one sequence at D = 64: 32 blocks, 4 parts (128 at D = 128: 2).
+  EXPECT_EQ(4, cuda::chunk_forward_heuristics(problem(16, 32, 32768, 1, 64), h200()).split_max_parts);
   // Short sequences: fewer than 3 parts of 8 chunks.
   EXPECT_EQ(0, cuda::chunk_forward_heuristics(problem(1, 2, 1400, 1), h200()).split_chunks_per_part);
   // 64 chain blocks (HV = 32, one sequence): two parts where halves hold 16+ chunks each, o fused;
@@ -123,7 +128,8 @@ TEST(Heuristics, FusedOInOneWaveOrFromFourChunks) {
   EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(16, 32, 32768, 1), h200()).fuse_o_serial);  // split
   EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(4, 8, 4096, 16), h200()).fuse_o_serial);    // 256 blocks
   EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(4, 8, 65536, 16), h200()).fuse_o);           // 256 blocks
-  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(2, 4, 32768, 8, 64), h200()).fuse_o);       // D = 64
+  EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(2, 4, 32768, 8, 64), h200()).fuse_o);        // D = 64: always
+  EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 16384, 256, 64), h200()).fuse_o_serial);  // D = 64
   EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(16, 32, 0, 0), h200()).fuse_o);             // no sequence
 }
 
@@ -383,11 +389,12 @@ TEST(DecodeHeuristics, UnalignedPoolRowsTakeTheGeneralKernel) {
   EXPECT_EQ(cuda::decode_heuristics(small, h200()).kernel, cuda::DecodeKernel::kGeneral);
 }
 
-// bf16 inputs take fp16 operands at D = 64 always, at D = 128 only where the experimental
-// GDN_FP16_OPERANDS_D128 is built; fp16 inputs keep their own.
+// bf16 inputs take fp16 operands only where the experimental GDN_FP16_OPERANDS_D128 is built (both
+// head sizes); fp16 inputs keep their own.
 TEST(Heuristics, Fp16OperandsForBf16Inputs) {
-  EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 4096, 1, 64), h200()).fp16_operands);
-  EXPECT_EQ(cuda::kFp16OperandsD128, cuda::chunk_forward_heuristics(problem(16, 32, 4096, 1), h200()).fp16_operands);
+  for (int D : {64, 128})
+    EXPECT_EQ(cuda::kFp16OperandsD128, cuda::chunk_forward_heuristics(problem(16, 32, 4096, 1, D), h200()).fp16_operands)
+        << D;
   for (int D : {64, 128}) {
     Problem p = problem(16, 32, 4096, 1, D);
     p.dtype = DType::kFloat16;

@@ -2,7 +2,7 @@
 each stored row is bitwise the final state of a separate prefill_ on that prefix, close to the
 float64 recurrence, and rows nothing names stay bitwise unchanged; ragged lengths with zero-length
 padding, both state layouts, a slot map or a dense buffer, torch on the CPU and on CUDA (every CUDA
-forward path: the exact stages, the D = 64 and D = 128 tensor-core chains, 16-bit pools). Bad
+forward path: the exact stages, the tensor-core chain at D = 64 and D = 128, 16-bit pools). Bad
 arguments raise with clear messages."""
 
 from __future__ import annotations
@@ -98,8 +98,8 @@ def _cuda_ready():
     return torch.cuda.is_available() and gdn.cuda_available()
 
 
-# (input dtype, K, V, pool dtype): on CUDA the exact stages (fp32, K != V), the mma.sync chain
-# (D = 64), the wgmma chain (D = 128) with fp32 and 16-bit pools (written by the chain, rounded once).
+# (input dtype, K, V, pool dtype): on CUDA the exact stages (fp32, K != V), the wgmma chain (D = 64
+# padded to 128 columns, and D = 128) with fp32 and 16-bit pools (written by the chain, rounded once).
 TORCH_CONFIGS = [("float32", 32, 16, "float32"), ("bfloat16", 64, 64, "float32"), ("float16", 64, 64, "float16"),
                  ("bfloat16", 128, 128, "float32"), ("bfloat16", 128, 128, "bfloat16")]
 

@@ -120,9 +120,9 @@ struct BenchOptions {
 // equal, and the chain takes the sequences longest first), or the library's choices on q, k, v and o
 // in fp16 or fp32 ("NAME/fp16", "NAME/fp32": fp32 runs the tensor cores on fp16 copies), or the
 // library's choices with bf16 operands where they take fp16 ones ("NAME/bf16ops": cfg.fp16_operands
-// off, the lo passes on weakly decaying chunks; at K = V = 128 only a build with
-// GDN_FP16_OPERANDS_D128 differs from the default), or the library's choices at K = V = 64 ("NAME/d64"),
-// there with bf16 operands ("NAME/d64bf16ops"), or the library's choices with part 0 of a two-part
+// off, the lo passes on weakly decaying chunks; only a build with GDN_FP16_OPERANDS_D128 differs
+// from the default), or the library's choices at K = V = 64 ("NAME/d64"), or the library's
+// choices with part 0 of a two-part
 // split (one sequence) at NN% of the chunks instead of the heuristics' 71% ("NAME/cutNN": where
 // the history before the middle is not negligible, part 1 starts after the summary pass over
 // part 0; the device's even cut otherwise, as always).
@@ -138,7 +138,6 @@ enum class PrefillVariant {
   kFp32,
   kBf16Operands,
   kD64,
-  kD64Bf16Operands,
   kCut
 };
 void bench_prefill(const tools::PrefillCase& c, const std::string& label, PrefillVariant variant, BenchOptions& o);

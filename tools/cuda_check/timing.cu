@@ -162,7 +162,7 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   const DType dtype = variant == PrefillVariant::kFp16   ? DType::kFloat16
                       : variant == PrefillVariant::kFp32 ? DType::kFloat32
                                                          : DType::kBFloat16;
-  const bool d64 = variant == PrefillVariant::kD64 || variant == PrefillVariant::kD64Bf16Operands;
+  const bool d64 = variant == PrefillVariant::kD64;
   const int64_t D = d64 ? 64 : kBK;
   BenchInputs in(T, N, c.H, HV, rng, nd, g, b, dtype, D);
   void* cu_d = upload_indices(cu, IndexType::kInt64);
@@ -217,8 +217,7 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
     cfg.split_first_part_chunks = static_cast<int>(first);
     cfg.split_chunks_per_part = static_cast<int>(n - first);
   }
-  if (variant == PrefillVariant::kBf16Operands || variant == PrefillVariant::kD64Bf16Operands)
-    cfg.fp16_operands = false;
+  if (variant == PrefillVariant::kBf16Operands) cfg.fp16_operands = false;
   const size_t wsz = std::max(cuda::chunk_gated_delta_rule_workspace_size(in.p, 0),
                               explicit_cfg ? cuda::fast_workspace_size(in.p, cfg) : size_t(0));
   void* ws;

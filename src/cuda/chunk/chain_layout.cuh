@@ -53,7 +53,7 @@ namespace cuda {
 namespace chain {
 
 constexpr int kC = kChunkSize;  // 64 tokens per chunk
-constexpr int kD = 128;         // head dim (K = V)
+constexpr int kD = 128;         // head dim (K = V; K = V = 64 runs padded to it: fwd_h_wgmma.cuh's kDK)
 constexpr int kBV = 64;         // V slice per block (the wgmma M)
 
 // What the chain kernel does besides carrying the state:
@@ -129,12 +129,13 @@ __device__ __forceinline__ void for_each_state_elem(int vv0, int t, F&& f) {
 // E(S^T) as the A fragments of w h (ha[4 ks + q]: kk in [16 ks, 16 ks + 16)) and, kStageH, into
 // the h staging at hs ([kk][vv], transposed by stmatrix; lrow, lch: this lane's row and 16-byte
 // chunk of a 16 x 16 tile); kStageLo and with_lo: also the residual S^T - E(S^T) into the h_lo
-// staging at hls.
-template <typename E, bool kStageH, bool kStageLo>
+// staging at hls. Rows kk < 16 kKS only (K = V = 64: kKS = 4; the rest of S^T is its zero padding,
+// and the stagings' rows past it stay zero from the kernel's start).
+template <typename E, bool kStageH, bool kStageLo, int kKS = 8>
 __device__ __forceinline__ void stage_state_fragments(uint32_t (&ha)[32], const float (&st)[64], uint32_t hs,
                                                       uint32_t hls, int lrow, int lch, bool with_lo) {
 #pragma unroll
-  for (int ks = 0; ks < 8; ++ks) {
+  for (int ks = 0; ks < kKS; ++ks) {
 #pragma unroll
     for (int q = 0; q < 4; ++q) ha[4 * ks + q] = pack2<E>(st[8 * ks + 2 * q], st[8 * ks + 2 * q + 1]);
     if constexpr (kStageH)
@@ -143,7 +144,7 @@ __device__ __forceinline__ void stage_state_fragments(uint32_t (&ha)[32], const 
   if constexpr (kStageLo) {
     if (with_lo) {
 #pragma unroll
-      for (int ks = 0; ks < 8; ++ks) stage_lo_x4<E>(hls + sw128(16 * ks + lrow, lch), &st[8 * ks], &ha[4 * ks]);
+      for (int ks = 0; ks < kKS; ++ks) stage_lo_x4<E>(hls + sw128(16 * ks + lrow, lch), &st[8 * ks], &ha[4 * ks]);
     }
   }
 }
@@ -162,7 +163,8 @@ struct ChainRowSources {
   const double* Gt;  // [HV, T]
   const float* rk;   // [H, T]
 };
-template <bool kFused, typename E, typename EI, typename Sm>
+// K = V = 64 (kDK): k's and q's first atom only (the kernel keeps the second zero).
+template <bool kFused, int kDK, typename E, typename EI, typename Sm>
 __device__ __forceinline__ void chain_prefetch(Sm& sm, const FastBufs<E, EI>& b, const ChainRowSources& rows,
                                                int64_t gc, int64_t t0, int64_t te, int s, int HV, int hv, int hk,
                                                int v0, bool transition, int tid) {
@@ -174,18 +176,19 @@ __device__ __forceinline__ void chain_prefetch(Sm& sm, const FastBufs<E, EI>& b,
   // complete before that arrival.
   if (tid % 32 == 0) {
     constexpr uint32_t kTile = kC * kD * sizeof(E), kAtom = kTile / 2, kV = kC * kBV * sizeof(E);  // 16, 8, 8 KB
+    constexpr int kAtoms = kDK / 64;  // of k and q
     const int warp = tid / 32, tt = static_cast<int>(t0);
     if (warp == 0) {
-      mbarrier_arrive_expect_tx(&sm.full[s], 2 * kTile + (kFused ? kTile : 0) + (transition ? 0 : kV));
+      mbarrier_arrive_expect_tx(&sm.full[s], kTile + (kFused ? 2 : 1) * kAtoms * kAtom + (transition ? 0 : kV));
       bulk_load(smem_u32(sm.a[s]), b.w + fwd_a_image(gc, hv, HV), kTile, &sm.full[s]);
     } else if (warp == 1) {
 #pragma unroll
-      for (int atom = 0; atom < 2; ++atom)
+      for (int atom = 0; atom < kAtoms; ++atom)
         tma_load_3d(smem_u32(sm.k[s]) + atom * kAtom, &b.maps.k, 64 * atom, hk, tt, &sm.full[s]);
     } else if (warp == 2) {
       if constexpr (kFused)
 #pragma unroll
-        for (int atom = 0; atom < 2; ++atom)
+        for (int atom = 0; atom < kAtoms; ++atom)
           tma_load_3d(smem_u32(sm.q[s]) + atom * kAtom, &b.maps.q, 64 * atom, hk, tt, &sm.full[s]);
     } else if (!transition) {
       tma_load_3d(smem_u32(sm.vin[s]), &b.maps.v, v0, hv, tt, &sm.full[s]);

@@ -1,4 +1,4 @@
-// Orchestration of the tensor-core forward: plan, q/k copies (unaligned rows), prep, h, o.
+// Orchestration of the tensor-core forward: plan, q/k/v copies (unaligned rows), prep, h, o.
 #include "cuda/chunk/fwd_fast.cuh"
 #include "cuda/stages/l2norm.cuh"
 
@@ -11,26 +11,25 @@ template <typename E, typename EI>
 size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBufs<E, EI>* b, SplitBufs* sp,
              char** plan_mem) {
   const int64_t T = p.num_tokens, HV = p.num_v_heads, H = p.num_qk_heads, D = p.head_k;
+  constexpr int64_t W = 128;  // the chain's width (chain_layout.cuh's kD; D = 64 padded to it)
   const int64_t mc = chunk_bound(T, p.num_seqs);
   Carver c(base);
   char* pm = c.take<char>(plan_bytes(T, p.num_seqs));
   EI* qb = c.take<EI>(T * H * D);
   EI* kb = c.take<EI>(T * H * D);
   double* Gt = c.take<double>(T * HV);
-  float2* eg = c.take<float2>(D == 128 ? T * HV : 0);
+  float2* eg = c.take<float2>(T * HV);
   float* rk = c.take<float>(T * H);
-  E* w = c.take<E>(D == 128 ? mc * kChunkSize * HV * D : T * HV * D);  // (D = 128: A_s's images, fwd_a_image)
-  E* u = c.take<E>(T * HV * D);                                        // (D = 128: a copy of v, in EI)
-  // The per-chunk hand-off to fwd_o (none when the chain computes o itself).
+  E* w = c.take<E>(mc * kChunkSize * HV * W);  // A_s's images (fwd_a_image: 2 x 64 columns)
+  E* u = c.take<E>(T * HV * D);                // a copy of v, in EI
+  // The per-chunk hand-off to fwd_o (none when the chain computes o itself): one 64-row image per
+  // chunk and slice (fwd_v_image), v_new's lo part the same (weakly decaying chunks' only), h.
   const bool to_fwd_o = !cfg.fuse_o;
-  // v_new: token rows (D = 64) or one 64-row image per chunk and slice (D = 128, fwd_v_image).
-  const int64_t v_rows = D == 128 ? mc * kChunkSize : T;
-  E* v_new = c.take<E>(to_fwd_o ? v_rows * HV * D : 0);
-  const bool with_vn_lo = to_fwd_o && D == 128;  // v_new's lo part (weakly decaying chunks' only)
-  E* v_new_lo = c.take<E>(with_vn_lo ? v_rows * HV * D : 0);
+  E* v_new = c.take<E>(to_fwd_o ? mc * kChunkSize * HV * D : 0);
+  E* v_new_lo = c.take<E>(to_fwd_o ? mc * kChunkSize * HV * D : 0);
   E* h = c.take<E>(to_fwd_o ? mc * HV * D * D : 0);
-  // The split's part states and summaries (split.cuh): [N, P_max, HV, D, D] fp32 each.
-  const int64_t part_elems = cfg.split_chunks_per_part > 0 ? p.num_seqs * cfg.split_max_parts * HV * D * D : 0;
+  // The split's part states and summaries (split.cuh): [N, P_max, HV, W, W] fp32 each.
+  const int64_t part_elems = cfg.split_chunks_per_part > 0 ? p.num_seqs * cfg.split_max_parts * HV * W * W : 0;
   float* part_state = c.take<float>(part_elems);
   float* summary_b = c.take<float>(part_elems);
   float* summary_m = c.take<float>(part_elems);
@@ -51,6 +50,7 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
     b->T = T;
     b->H = p.num_qk_heads;
     b->HV = p.num_v_heads;
+    b->dk = p.head_k;
     b->scale = p.scale;
     b->q = qb;  // the copies; fast_forward points q, k at the caller's rows when it can
     b->k = kb;
@@ -64,7 +64,7 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
     b->w = w;
     b->u = u;
     b->v_new = v_new;
-    b->v_new_lo = with_vn_lo ? v_new_lo : nullptr;
+    b->v_new_lo = to_fwd_o ? v_new_lo : nullptr;
     b->h = h;
     *plan_mem = pm;
   }
@@ -79,21 +79,18 @@ void mark(const PhaseEvents* phases, int i, cudaStream_t s) {
 // any launch (a slice width no kernel has, o fused into a chain that has no o warpgroup).
 void check_config(const Problem& p, const ChunkForwardConfig& cfg) {
   const int w = cfg.fwd_h_slice_width, st = cfg.fwd_h_stages;
-  const bool wgmma = p.head_k == 128;
-  const bool runs = wgmma ? w == 64 && st == 2 : (w == 32 || w == 64) && (st == 2 || st == 3);
-  if (!runs)
-    throw Error(std::string("fast_forward: ") +
-                (wgmma ? "D = 128 (wgmma fwd_h) runs fwd_h_slice_width 64 with 2 stages"
-                       : "D = 64 (mma.sync fwd_h) runs fwd_h_slice_width 32 or 64 with 2 or 3 stages") +
-                "; got fwd_h_slice_width = " + std::to_string(w) + ", fwd_h_stages = " + std::to_string(st));
-  if (cfg.fuse_o && !wgmma) throw Error("fast_forward: fuse_o needs the wgmma chain (D = 128)");
+  if (w != 64 || st != 2)
+    throw Error("fast_forward: the wgmma fwd_h runs fwd_h_slice_width 64 with 2 stages; got fwd_h_slice_width = " +
+                std::to_string(w) + ", fwd_h_stages = " + std::to_string(st));
+  if (p.head_k == 64 && !cfg.fuse_o)
+    throw Error("fast_forward: K = V = 64 runs the chain with o fused only (fuse_o)");
   if (cfg.fp16_operands && p.dtype != DType::kBFloat16)
     throw Error("fast_forward: fp16_operands runs bf16 inputs (their products in fp16)");
-  if (cfg.fp16_operands && p.head_k == 128 && !kFp16OperandsD128)
-    throw Error("fast_forward: fp16_operands at K = V = 128 is built only with -DGDN_FP16_OPERANDS_D128=ON");
+  if (cfg.fp16_operands && !kFp16OperandsD128)
+    throw Error("fast_forward: fp16_operands is built only with -DGDN_FP16_OPERANDS_D128=ON");
   if (cfg.fuse_o_serial && !cfg.fuse_o) throw Error("fast_forward: fuse_o_serial is a form of fuse_o (set both)");
-  if (cfg.split_chunks_per_part < 0 || (cfg.split_chunks_per_part > 0 && !wgmma))
-    throw Error("fast_forward: split_chunks_per_part must be 0, or positive with the wgmma fwd_h (D = 128); got " +
+  if (cfg.split_chunks_per_part < 0)
+    throw Error("fast_forward: split_chunks_per_part must be 0 or positive; got " +
                 std::to_string(cfg.split_chunks_per_part));
   if (cfg.split_chunks_per_part > 0) {
     const int64_t max_chunks = (p.num_tokens + kChunkSize - 1) / kChunkSize;
@@ -144,14 +141,14 @@ void run(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg, 
   mark(phases, 1, s);
   const int64_t T = p.num_tokens;
   const int H = p.num_qk_heads, D = p.head_k;
-  // Rows with 16-byte aligned pieces (D = 128: that TMA can address, for the chain's tensor maps)
-  // are read in place; others are copied (not normalized, not converted: q, k and v are in EI) into
-  // `copy` ([T, heads, D] in the workspace) first. Returns the rows to read and sets their strides
-  // (and, with `map`, encodes it).
+  // Rows with 16-byte aligned pieces that TMA can address (for the chain's tensor maps) are read
+  // in place; others are copied (not normalized, not converted: q, k and v are in EI) into `copy`
+  // ([T, heads, D] in the workspace) first. Returns the rows to read and sets their strides (and,
+  // with `map`, encodes it).
   auto rows16 = [&](const ConstTensor& x, int heads, EI* copy, int64_t& st, int64_t& sh,
                     CUtensorMap* map) -> const EI* {
     if (rows_in_16_byte_pieces(x) &&
-        (map == nullptr || encode_row_map(map, p.dtype, x.data, T, heads, x.stride_token, x.stride_head))) {
+        (map == nullptr || encode_row_map(map, p.dtype, x.data, T, heads, D, x.stride_token, x.stride_head))) {
       st = x.stride_token;
       sh = x.stride_head;
       return static_cast<const EI*>(x.data);
@@ -160,38 +157,27 @@ void run(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg, 
                  false, s);
     st = int64_t(heads) * D;
     sh = D;
-    if (map != nullptr && !encode_row_map(map, p.dtype, copy, T, heads, st, sh))
+    if (map != nullptr && !encode_row_map(map, p.dtype, copy, T, heads, D, st, sh))
       throw Error("cuTensorMapEncodeTiled failed on packed rows (the driver lacks TMA support?)");
     return copy;
   };
-  const bool maps = D == 128 && T > 0;
+  const bool maps = T > 0;
   b.q = rows16(f.q, H, const_cast<EI*>(b.q), b.q_st, b.q_sh, maps ? &b.maps.q : nullptr);
   b.k = rows16(f.k, H, const_cast<EI*>(b.k), b.k_st, b.k_sh, maps ? &b.maps.k : nullptr);
-  // The chain's v (D = 64: fwd_prep reads f.v).
-  if (D == 128)
-    b.v = rows16(f.v, p.num_v_heads, reinterpret_cast<EI*>(b.u), b.v_st, b.v_sh, maps ? &b.maps.v : nullptr);
+  b.v = rows16(f.v, p.num_v_heads, reinterpret_cast<EI*>(b.u), b.v_st, b.v_sh, maps ? &b.maps.v : nullptr);
   mark(phases, 2, s);
-  // (fp16 operands at D = 128: compiled with GDN_FP16_OPERANDS_D128 only; check_config.)
-  constexpr bool kD128 = std::is_same<E, EI>::value || kFp16OperandsD128;
-  if (D == 128) {
-    if constexpr (kD128) {
-      launch_kkt_solve(b, f, s);
-      mark(phases, 3, s);
-      // The exact split: summaries, the scan (3+ parts), then the chains per part; with at most 2
-      // parts the chains' part 0 runs beside the summary pass (split.cuh).
-      const bool split = sp.chunks_per_part > 0, scan = split && sp.max_parts > 2;
-      if (split) launch_fwd_h_wgmma_summary(b, sp, f, cfg, s);
-      if (scan) launch_split_scan(b.pl, sp, p.num_seqs, b.HV, cfg.split_scan_cols, s);
-      launch_fwd_h_wgmma(b, sp, f, cfg, s, split && !scan);  // with cfg.fuse_o: o too
-      mark(phases, 4, s);
-      if (!cfg.fuse_o) launch_fwd_o<128>(b, f, s);
-    }
-  } else {
-    launch_fwd_prep<64>(b, f, s);
+  // (fp16 operands: compiled with GDN_FP16_OPERANDS_D128 only; check_config.)
+  if constexpr (std::is_same<E, EI>::value || kFp16OperandsD128) {
+    launch_kkt_solve(b, f, s);
     mark(phases, 3, s);
-    launch_fwd_h_mma(b, f, cfg, s);
+    // The exact split: summaries, the scan (3+ parts), then the chains per part; with at most 2
+    // parts the chains' part 0 runs beside the summary pass (split.cuh).
+    const bool split = sp.chunks_per_part > 0, scan = split && sp.max_parts > 2;
+    if (split) launch_fwd_h_wgmma_summary(b, sp, f, cfg, s);
+    if (scan) launch_split_scan(b.pl, sp, p.num_seqs, b.HV, D, cfg.split_scan_cols, s);
+    launch_fwd_h_wgmma(b, sp, f, cfg, s, split && !scan);  // with cfg.fuse_o: o too
     mark(phases, 4, s);
-    launch_fwd_o<64>(b, f, s);
+    if (!cfg.fuse_o) launch_fwd_o<128>(b, f, s);
   }
   mark(phases, 5, s);
 }

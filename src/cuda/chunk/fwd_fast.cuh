@@ -1,20 +1,22 @@
 // The tensor-core forward (16-bit tensor-core products, fp32 accumulation) for bf16/fp16 inputs,
-// K = V = D in {64, 128}. Three kernels:
-//   fwd_prep (parallel over chunks): gates, cumsum, k k^T, (I + L)^-1; D = 64: w and u
-//            (fwd_prep.cu); D = 128: A_s = (I + L)^-1 diag(beta) on the tensor cores (kkt_solve.cu)
-//   fwd_h    (sequential over chunks, state on chip): v_new, h per chunk, final state
-//            D = 64: mma.sync from w, u (fwd_h_mma.cu); D = 128: wgmma, v_new = A_s (v - k S)
-//            formed on chip (fwd_h_wgmma.cuh)
-//   fwd_o    (parallel over chunks): o                                               (fwd_o.cu)
+// K = V = D in {64, 128}. Two or three kernels:
+//   kkt_solve (parallel over chunks): gates, cumsum, k k^T, A_s = (I + L)^-1 diag(beta) on the
+//            tensor cores (kkt_solve.cu)
+//   fwd_h    (sequential over chunks, state on chip): wgmma, v_new = A_s (v - k S) formed on chip,
+//            the final state, and o by a second warpgroup (fused) or h and v_new per chunk for
+//            fwd_o (fwd_h_wgmma.cuh)
+//   fwd_o    (parallel over chunks, D = 128 where the chain stores): o                (fwd_o.cu)
+// D = 64 runs the same kernels on their 128-wide layout: k and q padded with zero columns (kkt_solve
+// and the chain's ring fill only the first 64), the state's rows past 64 zero, one 64-wide V slice
+// per head (fwd_h_wgmma.cuh's kDK); always with o fused.
 // The 16-bit operand type E of every tensor-core product is the input dtype (bf16 or fp16, as in
 // flash-linear-attention): the kernels are templates on E, the mma / wgmma instructions take
-// .bf16 or .f16 from it, and the workspace intermediates (w, u, v_new, h) are stored in E; G is
+// .bf16 or .f16 from it, and the workspace intermediates (A_s, v_new, h) are stored in E; G is
 // fp64. q, k and v share one dtype (Problem::qk_dtype = dtype; backend.cu copies mixed dtypes).
-// With cfg.fp16_operands (bf16 inputs at D = 64; at D = 128 with GDN_FP16_OPERANDS_D128:
-// heuristics.h), E = fp16 beside EI = bf16 inputs: the wgmma chain's ring converts q and k to fp16
-// in place, the mma.sync kernels (fwd_prep, fwd_h_mma, fwd_o) their fragments of q, k and v, v is
-// unpacked from bf16, o is stored in bf16, and no chunk takes the lo passes (chain_precise.cuh:
-// fp16's 11 bits make them unnecessary there).
+// With cfg.fp16_operands (GDN_FP16_OPERANDS_D128: heuristics.h), E = fp16 beside EI = bf16 inputs:
+// the wgmma chain's ring converts q and k to fp16 in place, fwd_o its fragments, v is unpacked from
+// bf16, o is stored in bf16, and no chunk takes the lo passes (chain_precise.cuh: fp16's 11 bits
+// make them unnecessary there).
 // fp16 intermediates can overflow (65504) only with |v| or initial-state entries near it, or with
 // keys of norm > 1 (no l2norm); the argument, and what tiny w (strong decays) loses: docs/perf.md v10.
 // The tuning choices come in a ChunkForwardConfig (heuristics.h), never from global state.
@@ -54,6 +56,7 @@ struct FastBufs {
   Plan pl;
   int64_t T;
   int H, HV;
+  int dk;  // K = V: 64 or 128 (64 runs padded to the chain's 128: fwd_h_wgmma.cuh's kDK)
   float scale;
   // q and k as rows of EI with 16-byte aligned pieces: the caller's tensors when aligned, else
   // copies in the workspace. Never normalized: with l2norm the kernels apply the rows' inverse
@@ -61,32 +64,33 @@ struct FastBufs {
   const EI* q;  // [T, H, D] (token stride q_st, head stride q_sh)
   const EI* k;  // [T, H, D]
   int64_t q_st, q_sh, k_st, k_sh;
-  // D = 128: v as rows with 16-byte aligned pieces for the chain (the caller's tensor when aligned,
-  // else a copy in u's workspace); D = 64 reads f.v in fwd_prep.
+  // v as rows with 16-byte aligned pieces for the chain (the caller's tensor when aligned, else a
+  // copy in u's workspace).
   const EI* v;  // [T, HV, D] (token stride v_st, head stride v_sh)
   int64_t v_st, v_sh;
-  RowMaps maps;  // D = 128: q, k, v above as TMA tensor maps (row_maps.cuh), the chain's copies
+  RowMaps maps;  // q, k, v above as TMA tensor maps (row_maps.cuh), the chain's copies
   bool l2norm;
-  float* rk;   // [H, T] inverse l2 norms of k's rows (written by fwd_prep or kkt_solve; 1 without l2norm)
+  float* rk;   // [H, T] inverse l2 norms of k's rows (written by kkt_solve; 1 without l2norm)
   double* Gt;  // [HV, T] chunk-local cumsum (fp64), head-major (contiguous per chunk)
-  // D = 128 (kkt_solve writes it for the wgmma chain): [HV, T] (exp(G_i), exp(G_last - G_i)) of
+  // (kkt_solve writes it for the wgmma chain): [HV, T] (exp(G_i), exp(G_last - G_i)) of
   // token i, G_last its chunk's last G, from fp64 G: the chain's decays without fp64 or an
   // exponential in its loop (the o warpgroup's gates: exp(G_i - G_j) = e.y_j / e.y_i).
   float2* eg;
-  // The split only (D = 128, written by kkt_solve): [max_chunks, HV] the log of a bound on the norm
+  // The split only (written by kkt_solve): [max_chunks, HV] the log of a bound on the norm
   // of chunk gc's state transition M_c (split.cuh): G_last where every beta of the chunk is in
   // [0, 2] and k is l2-normalized (each token's map is then e^g (I - beta k k^T), of norm <= e^g),
   // else +inf (no bound). Null without a split.
   float* transition_log_bound;
-  E* w;      // D = 64: w [T, HV, D]; D = 128: A_s = (I + L)^-1 diag(beta) as images
-             // [max_chunks, HV, 2, 64, 64] (fwd_a_image; the chain applies it: fwd_h_wgmma.cuh)
-  E* u;      // [T, HV, D]: D = 64: u; D = 128: the copy of v (EI) when its rows are not aligned
-  E* v_new;  // D = 64: [T, HV, D]; D = 128: images [max_chunks, HV, 2, 64, 64] (fwd_v_image)
-  // D = 128, o by fwd_o: v_new's lo part E(v_new - E(v_new)) as the same images, written by the chain
-  // for weakly decaying chunks only (precise_state_chunk) and read by fwd_o for those only
+  E* w;      // A_s = (I + L)^-1 diag(beta) as images [max_chunks, HV, 2, 64, 64] (fwd_a_image; the
+             // chain applies it: fwd_h_wgmma.cuh)
+  E* u;      // [T, HV, D]: the copy of v (EI) when its rows are not aligned
+  // o by fwd_o (D = 128): v_new as images [max_chunks, HV, 2, 64, 64] (fwd_v_image), its lo part
+  // E(v_new - E(v_new)) as the same images, written by the chain for weakly decaying chunks only
+  // (precise_state_chunk) and read by fwd_o for those only, and h as images
+  // [max_chunks, HV, 2, 128, 64] (fwd_h_image)
+  E* v_new;
   E* v_new_lo;
-  E* h;  // D = 64: [max_chunks, HV, D, D] state at each chunk start, K-major;
-         // D = 128: images [max_chunks, HV, 2, 128, 64] (fwd_h_image)
+  E* h;
 };
 
 // D = 128 (the wgmma chain): h_c and v_new leave the chain as images of its shared-memory staging,
@@ -117,19 +121,14 @@ inline bool rows_in_16_byte_pieces(const Tensor& t) {
 }
 
 // The launchers, instantiated for E = EI = __nv_bfloat16 and __half, and for E = __half on
-// EI = __nv_bfloat16 (fp16 operands: the D = 128 ones with GDN_FP16_OPERANDS_D128 only).
-template <int D, typename E, typename EI>
-void launch_fwd_prep(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream_t s);
-// fwd_prep for D = 128 on the tensor cores (kkt_solve.cu): G, r and A_s only (A_s in E, from k in EI).
+// EI = __nv_bfloat16 (fp16 operands: with GDN_FP16_OPERANDS_D128 only).
+// The prep on the tensor cores (kkt_solve.cu): G, r and A_s only (A_s in E, from k in EI).
 template <typename E, typename EI>
 void launch_kkt_solve(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream_t s);
+// o after the storing chain (D = 128).
 template <int D, typename E, typename EI>
 void launch_fwd_o(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream_t s);
-// fwd_h for D = 64 on mma.sync: one block per (sequence, value head, cfg.fwd_h_slice_width-wide V
-// slice).
-template <typename E, typename EI>
-void launch_fwd_h_mma(const FastBufs<E, EI>& b, const ForwardArgs& f, const ChunkForwardConfig& cfg, cudaStream_t s);
-// fwd_h for D = 128 on wgmma: one warpgroup per (sequence, part, value head, 64-wide V slice);
+// fwd_h on wgmma: one warpgroup per (sequence, part, value head, 64-wide V slice);
 // one part per sequence without a split (sp.chunks_per_part = 0); it stores h and v_new for fwd_o,
 // which runs after it, or computes o itself (cfg.fuse_o). `after_summary`: launched right after the
 // split's summary pass as its programmatic dependent (no scan between them: split.cuh).
@@ -137,8 +136,9 @@ template <typename E, typename EI>
 void launch_fwd_h_wgmma(const FastBufs<E, EI>& b, const SplitBufs& sp, const ForwardArgs& f,
                         const ChunkForwardConfig& cfg, cudaStream_t s, bool after_summary);
 // The split's scan (split_scan.cu): every part's exact initial state from the summaries, in blocks
-// of `cols` (8, 16 or 32: ChunkForwardConfig::split_scan_cols) columns of V.
-void launch_split_scan(const Plan& pl, const SplitBufs& sp, int64_t num_seqs, int HV, int cols, cudaStream_t s);
+// of `cols` (8, 16 or 32: ChunkForwardConfig::split_scan_cols) columns of V (d = K = V).
+void launch_split_scan(const Plan& pl, const SplitBufs& sp, int64_t num_seqs, int HV, int d, int cols,
+                       cudaStream_t s);
 // The split's summary pass (split.cuh): the same chain per (sequence, part, head, slice of V + K).
 template <typename E, typename EI>
 void launch_fwd_h_wgmma_summary(const FastBufs<E, EI>& b, const SplitBufs& sp, const ForwardArgs& f,

@@ -70,7 +70,7 @@ using namespace chain;  // kC, kD, kBV, ChainMode, WgSmem, chain_prefetch (chain
 // (cfg.fp16_operands), whose q and k the ring converts to fp16 in place (the norm warpgroup,
 // kFusedO; the chain warpgroup itself otherwise) and whose chunks take no lo passes (kLoPasses,
 // chain_precise.cuh; kStoreBulk then stores no v_new lo part).
-template <int ST, ChainMode kMode, typename E, typename EI>
+template <int ST, ChainMode kMode, typename E, typename EI, int kDK>
 __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode == ChainMode::kFusedSerial ? 2 : 1)
     chunk_fwd_h_wgmma_kernel(const __grid_constant__ FastBufs<E, EI> b, SplitBufs sp, StateRef init, StateRef fin,
                              bool kmajor, OutRef out, CheckpointOut ck) {
@@ -82,6 +82,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
   constexpr bool kFused = kSerial || kTwoWarpgroups;
   static_assert(!kSerial || ST == 1, "the serial chain refills its one stage after the chunk's o");
   constexpr bool kBulk = kMode == ChainMode::kStoreBulk;
+  static_assert(kDK == kD || (kDK == 64 && !kBulk), "K = V = 64: the fused modes and the summary");
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __trap();  // wgmma needs sm_90a; the library is built for it only
 #else
@@ -113,6 +114,25 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
   }
   // (kFusedO: at its warpgroups' split below, the one barrier instruction all three reach; every
   // thread of a block takes the early returns before it alike.)
+  // K = V = 64 (kDK): k's and q's second 64-column atom of every ring stage stays zero (the TMA
+  // engine fills only the first), so that the chain's 128-wide products see k and q padded with
+  // zero columns, and the state's rows kk >= 64 stay zero; so do the h stagings' rows kk >= 64
+  // (stage_state writes rows < 64 only; the o warpgroup's q h reads them all). Every thread,
+  // before the block's first barrier (the norm warpgroup reads q as soon as a stage lands).
+  if constexpr (kDK < kD) {
+    constexpr int kPieces = kC * 128 / 16;  // 16-byte pieces of one atom (64 rows of 128 bytes)
+    const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+    for (int i = threadIdx.x; i < ST * kPieces; i += blockDim.x) {
+      const int st_i = i / kPieces, piece = i % kPieces;
+      reinterpret_cast<uint4*>(reinterpret_cast<char*>(sm.k[st_i]) + kC * 128)[piece] = z;
+      if constexpr (kFused) reinterpret_cast<uint4*>(reinterpret_cast<char*>(sm.q[st_i]) + kC * 128)[piece] = z;
+    }
+    for (int i = threadIdx.x; i < kPieces; i += blockDim.x) {  // rows 64 .. 127 of [128 kk][64 vv]
+      reinterpret_cast<uint4*>(reinterpret_cast<char*>(sm.h) + kC * 128)[i] = z;
+      if constexpr (kFused && kLo) reinterpret_cast<uint4*>(reinterpret_cast<char*>(sm.h_lo) + kC * 128)[i] = z;
+    }
+    fence_proxy_async();  // (wgmma reads them through the async proxy)
+  }
   if constexpr (!kTwoWarpgroups) __syncthreads();
   // The summary pass: the chain launched after it as its programmatic dependent (no scan between
   // them: split.cuh) may start now; its part 0 blocks need nothing from this kernel.
@@ -122,7 +142,9 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
   // next kernel in the stream may reuse what it reads. (A no-op in stream order.)
   if (block_index_here() == gridDim.x - 1) pdl_wait();
   const int HV = b.HV;
-  constexpr int kSlices = kSummary ? 4 : 2;  // 64-wide column slices per (part, head)
+  // 64-wide column slices per (part, head): V's (and the summary's M_p columns, K's)
+  constexpr int kVSlices = kDK / kBV, kSlices = kSummary ? 2 * kVSlices : kVSlices;
+  constexpr int kKS = kDK / 16;  // k-steps of the products over K (S^T's rows past them: zero)
   const int64_t item = blockIdx.x;
   const int sl = static_cast<int>(item % kSlices);
   const int hv = static_cast<int>((item / kSlices) % HV);
@@ -147,14 +169,16 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
   __shared__ int last_part_flag;
   if (threadIdx.x == 0) last_part_flag = part == parts - 1;
   if (part >= (kSummary ? parts - 1 : parts)) return;  // no such part (the last needs no summary)
-  const bool transition = kSummary && sl >= 2;         // M_p's columns: the identity's chain, u = 0
+  const bool transition = kSummary && sl >= kVSlices;  // M_p's columns: the identity's chain, u = 0
   if (transition && part == 0) return;                 // part 0 needs no M
-  const int v0 = (transition ? sl - 2 : sl) * kBV;
+  const int v0 = (transition ? sl - kVSlices : sl) * kBV;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   // ldmatrix / stmatrix lane roles for a 16 x 16 tile: matrix lm = lane / 8, row lr = lane % 8;
   // a tile's rows are (16 i + 8 (lm / 2) + lr), its 16-byte chunk of the slice 2 warp + lm % 2.
   const int lrow = 8 * ((lane / 8) / 2) + lane % 8, lch = 2 * warp + (lane / 8) % 2;
-  const int64_t DD = int64_t(kD) * kD;
+  // The split's part states and summaries are [kD][kD] (K = V = 64 in their top left corner); the
+  // caller's states [kDK][kDK].
+  const int64_t DD = int64_t(kD) * kD, DDK = int64_t(kDK) * kDK;
 
   // The part's chunks (split.cuh), the last part up to the sequence's end.
   const int64_t cb = split_part_begin(part, sp.chunks_per_part, first_part);
@@ -218,9 +242,10 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
   {
     const float* base = nullptr;
     bool base_kmajor = kmajor;
+    int base_d = kDK;  // its row length
     if (part == 0 && cut < 0) {
       const int64_t r = state_row(init, seq);
-      if (r >= 0) base = static_cast<const float*>(init.data) + state_offset(init, r, hv, HV, DD);
+      if (r >= 0) base = static_cast<const float*>(init.data) + state_offset(init, r, hv, HV, DDK);
     } else if (!kSummary) {
       // S_p comes from the summary pass (and the scan). Launched as a programmatic dependent of
       // the summary pass (no scan), this kernel's part 0 blocks run beside it; the others wait
@@ -228,9 +253,11 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
       pdl_wait();
       base = sp.part_state + ((seq * sp.max_parts + part) * HV + hv) * DD;
       base_kmajor = true;
+      base_d = kD;
     }
     for_each_state_elem(v0 + 16 * warp + g, t, [&](int i, int kk, int vv) {
-      float x = base ? base[base_kmajor ? int64_t(kk) * kD + vv : int64_t(vv) * kD + kk] : 0.f;
+      // (Rows kk >= kDK: zero. kk < kDK exactly where i / 4 < kDK / 8, known at compile time.)
+      float x = base && i / 4 < kDK / 8 ? base[base_kmajor ? int64_t(kk) * base_d + vv : int64_t(vv) * base_d + kk] : 0.f;
       if (transition) x = kk == vv && !negligible ? 1.f : 0.f;
       st[i] = x;
     });
@@ -246,10 +273,10 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
   }
   auto prefetch = [&](int64_t c, int s) {
     if constexpr (kSerial) {
-      chain_prefetch<kFused>(sm, b, rows_shared, c0 + c, tb + c * kC, te, s, HV, hv, hk, v0, transition, tid);
+      chain_prefetch<kFused, kDK>(sm, b, rows_shared, c0 + c, tb + c * kC, te, s, HV, hv, hk, v0, transition, tid);
     } else {
       const ChainRowSources rows = {b.eg, b.Gt, b.rk};
-      chain_prefetch<kFused>(sm, b, rows, c0 + c, tb + c * kC, te, s, HV, hv, hk, v0, transition, tid);
+      chain_prefetch<kFused, kDK>(sm, b, rows, c0 + c, tb + c * kC, te, s, HV, hv, hk, v0, transition, tid);
     }
   };
 
@@ -259,7 +286,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
   auto stage_state = [&](bool with_lo) {
     uint32_t hls = 0;
     if constexpr (kFused && kLo) hls = smem_u32(sm.h_lo);
-    stage_state_fragments<E, !kSummary, kFused && kLo>(ha, st, smem_u32(sm.h), hls, lrow, lch, with_lo);
+    stage_state_fragments<E, !kSummary, kFused && kLo, kKS>(ha, st, smem_u32(sm.h), hls, lrow, lch, with_lo);
   };
 
   // Chunks 0 .. ST - 2 in flight before the loop; chunk c + ST - 1 is issued in iteration c into
@@ -296,8 +323,8 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
     const int64_t r = checkpoint_row_after(ck.ck, ns, part_start + c, te - tb + part_start * kC);
     if (r < 0) return;
     // This thread's first element (kk = 2 t, vv = v0 + 16 warp + g); the rest at constant offsets.
-    store_chain_checkpoint<kD>(ck, state_elem(ck.ck.pool, r, hv, b.HV, kD, kD, kmajor, 2 * t, v0 + 16 * warp + g),
-                               kmajor, st);
+    store_chain_checkpoint<kDK>(ck, state_elem(ck.ck.pool, r, hv, b.HV, kDK, kDK, kmajor, 2 * t, v0 + 16 * warp + g),
+                                kmajor, st);
   };
   stage_state(true);        // (h_0's lo part: the o warpgroup counts chunk -1 as weakly decaying)
   bool o_lo_staged = true;  // kSerial: chain_o_chunk's lo_staged (the h_lo staging holds h_c's lo part)
@@ -332,12 +359,12 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
     //    128-byte rows of atom ks / 4; 8-row groups of tokens 1024 bytes apart (SBO).
     float acc[32];
 #pragma unroll
-    for (int i = 0; i < 32; ++i) pin(ha[i]);
+    for (int i = 0; i < 4 * kKS; ++i) pin(ha[i]);
     wgmma_fence();
     {
       const WgTile kt = wg_tile(smem_u32(sm.k[s]), 16, 1024);
 #pragma unroll
-      for (int ks = 0; ks < 8; ++ks)
+      for (int ks = 0; ks < kKS; ++ks)  // (K = V = 64: k's zero columns need no k-steps)
         wgmma_m64n64_rs<E, true>(acc, &ha[4 * ks], kt.at((ks / 4) * (kC * 128) + (ks % 4) * 32), ks > 0);
     }
     wgmma_commit();
@@ -592,35 +619,38 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
   // state from the sequence's last part.
   float* base = nullptr;
   bool out_kmajor = kmajor;
+  int out_d = kDK;  // the row length of base
   if (kSummary) {
     float* dst = part == 0 ? sp.part_state + (n * sp.max_parts + 1) * HV * DD
                            : (transition ? sp.summary_m : sp.summary_b) + (n * sp.max_parts + part) * HV * DD;
     // A negligible M_p is flagged for the scan instead of stored (slice 2 writes the flag).
-    if (transition && sl == 2 && tid == 0) sp.m_negligible[(n * sp.max_parts + part) * HV + hv] = negligible;
+    if (transition && sl == kVSlices && tid == 0) sp.m_negligible[(n * sp.max_parts + part) * HV + hv] = negligible;
     base = transition && negligible ? nullptr : dst + hv * DD;
     out_kmajor = true;
+    out_d = kD;  // (K = V = 64: rows kk >= 64 stored as the zeros they are; the scan reads them)
   } else {
     block_sync(0, nch & 1);  // last_part_flag, set before the loop, seen by every thread (of the chain)
     const int64_t r = last_part_flag ? state_row(fin, seq_shared) : -1;
-    if (r >= 0) base = static_cast<float*>(fin.data) + state_offset(fin, r, hv, HV, DD);
+    if (r >= 0) base = static_cast<float*>(fin.data) + state_offset(fin, r, hv, HV, DDK);
   }
   if (base)
     for_each_state_elem(v0 + 16 * warp + g, t, [&](int i, int kk, int vv) {
-      base[out_kmajor ? int64_t(kk) * kD + vv : int64_t(vv) * kD + kk] = st[i];
+      if (kSummary || i / 4 < kDK / 8) base[out_kmajor ? int64_t(kk) * out_d + vv : int64_t(vv) * out_d + kk] = st[i];
     });
 #endif
 }
 
-// `after_summary`: launched as a programmatic dependent of the split's summary pass (split.cuh).
-template <int ST, ChainMode kMode, typename E, typename EI>
-void launch_wg(const FastBufs<E, EI>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s,
-               bool after_summary = false) {
+// One head size's launch (launch_wg below picks kDK).
+template <int ST, ChainMode kMode, typename E, typename EI, int kDK>
+void launch_wg_d(const FastBufs<E, EI>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s,
+                 bool after_summary) {
   constexpr bool kFused = kMode == ChainMode::kFusedO || kMode == ChainMode::kFusedSerial;
   const size_t smem = sizeof(WgSmem<ST, kFused, E>) + 1024;  // + alignment slack
-  const int64_t blocks = f.problem.num_seqs * sp.max_parts * b.HV * (kMode == ChainMode::kSummary ? 4 : 2);
+  const int64_t blocks =
+      f.problem.num_seqs * sp.max_parts * b.HV * (kDK / kBV) * (kMode == ChainMode::kSummary ? 2 : 1);
   // o in 16-byte row pieces when the caller's layout allows it (kFusedO), else element by element.
   const OutRef out = {f.o.data, f.o.stride_token, f.o.stride_head, rows_in_16_byte_pieces(f.o)};
-  auto k = chunk_fwd_h_wgmma_kernel<ST, kMode, E, EI>;
+  auto k = chunk_fwd_h_wgmma_kernel<ST, kMode, E, EI, kDK>;
   allow_smem(k, smem);
   const LaunchConfig lc(dim3(grid_1d(blocks, 1)), dim3(kMode == ChainMode::kFusedO ? 384 : 128), smem, s,
                         after_summary);
@@ -630,6 +660,18 @@ void launch_wg(const FastBufs<E, EI>& b, const SplitBufs& sp, const ForwardArgs&
         : kMode == ChainMode::kFusedO ? "chunk_fwd_h_wgmma_kernel (fused o)"
         : kFused                      ? "chunk_fwd_h_wgmma_kernel (fused o, serial)"
                                       : "chunk_fwd_h_wgmma_kernel");
+}
+
+// `after_summary`: launched as a programmatic dependent of the split's summary pass (split.cuh).
+// The head size b.dk becomes the kernel's kDK here, the one place (K = V = 64: the fused modes and
+// the summary; fast_forward's check_config refuses the store mode there).
+template <int ST, ChainMode kMode, typename E, typename EI>
+void launch_wg(const FastBufs<E, EI>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s,
+               bool after_summary = false) {
+  if constexpr (kMode != ChainMode::kStoreBulk) {
+    if (b.dk == 64) return launch_wg_d<ST, kMode, E, EI, 64>(b, sp, f, s, after_summary);
+  }
+  launch_wg_d<ST, kMode, E, EI, kD>(b, sp, f, s, after_summary);
 }
 
 }  // namespace

@@ -40,6 +40,7 @@ __global__ void __launch_bounds__(NW * 32)
   extern __shared__ __align__(16) char smem_raw[];
   using S = OSmem<D, E>;  // (q and k hold EI: 16-bit either way)
   constexpr bool kConvert = !std::is_same<E, EI>::value;
+  static_assert(D == 128, "fwd_o reads the storing chain's images (K = V = 128)");
   auto as_op = [](uint32_t(&x)[4]) { as_operands<E, EI>(x); };  // a fragment of q or k (EI) as E operands
   S& sm = *reinterpret_cast<S*>(smem_raw);
   constexpr int kThreads = NW * 32;
@@ -109,17 +110,6 @@ __global__ void __launch_bounds__(NW * 32)
 #pragma unroll
     for (int j = 0; j < D / kRows; ++j)
       cp_async16(&sm.h[(pr + kRows * j) * S::SK + 8 * pc], himg + j * kRows * 128, 16);
-  } else {
-    const E* const v0 = b.v_new + (t0 * HV + hv) * D + 8 * pc;                    // [T, HV, D]
-    const E* const hg = b.h + (gc * HV + hv) * int64_t(D) * D + pr * D + 8 * pc;  // [D, D], K-major
-#pragma unroll
-    for (int j = 0; j < C / kRows; ++j) {
-      const int i = pr + kRows * j;
-      const bool ok = i < len;
-      cp_async16(&sm.vn[i * S::SK + 8 * pc], ok ? v0 + int64_t(i) * HV * D : v0, ok ? 16 : 0);
-    }
-#pragma unroll
-    for (int j = 0; j < D / kRows; ++j) cp_async16(&sm.h[(pr + kRows * j) * S::SK + 8 * pc], hg + j * kRows * D, 16);
   }
   cp_async_commit();
   cp_async_wait<1>();  // q, k, G
@@ -327,11 +317,9 @@ void launch_fwd_o(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream_t s
   GDN_CUDA_LAUNCH_CHECK("chunk_fwd_o_kernel");
 }
 
-template void launch_fwd_o<64>(const FastBufs<__nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
+// (D = 128 only: the chain that stores h and v_new for it runs at K = V = 128; 64 always fuses o.)
 template void launch_fwd_o<128>(const FastBufs<__nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
-template void launch_fwd_o<64>(const FastBufs<__half>&, const ForwardArgs&, cudaStream_t);
 template void launch_fwd_o<128>(const FastBufs<__half>&, const ForwardArgs&, cudaStream_t);
-template void launch_fwd_o<64>(const FastBufs<__half, __nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
 #ifdef GDN_FP16_OPERANDS_D128  // bf16 inputs on fp16 operands at D = 128 (heuristics.h: kFp16OperandsD128)
 template void launch_fwd_o<128>(const FastBufs<__half, __nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
 #endif

@@ -13,8 +13,9 @@
 namespace gdn {
 namespace cuda {
 
-// Whether bf16 inputs take fp16 operands at K = V = 128 too (ChunkForwardConfig::fp16_operands;
-// the CMake option GDN_FP16_OPERANDS_D128, off: those kernels are not compiled).
+// Whether bf16 inputs take fp16 operands (ChunkForwardConfig::fp16_operands; the CMake option
+// GDN_FP16_OPERANDS_D128, off: those kernels are not compiled; named when only K = V = 128 ran on
+// the wgmma chain, it now covers K = V = 64 too).
 #ifdef GDN_FP16_OPERANDS_D128
 constexpr bool kFp16OperandsD128 = true;
 #else
@@ -22,14 +23,13 @@ constexpr bool kFp16OperandsD128 = false;
 #endif
 
 struct ChunkForwardConfig {
-  // fwd_h, the sequential part: each block carries one (sequence, value head, V slice) chain.
-  //   D = 64 (mma.sync, fwd_h_mma.cu): slice width 32 or 64, cp.async ring of 2 or 3 stages.
-  //   D = 128 (wgmma, fwd_h_wgmma.cuh): slice width 64 (the wgmma M), ring of 2 stages (the chain
-  //   storing h and v_new; the fused chain runs 3 whatever this says).
+  // fwd_h, the sequential part (wgmma, fwd_h_wgmma.cuh): each block carries one (sequence, value
+  // head, V slice) chain; slice width 64 (the wgmma M), ring of 2 stages (the chain storing h and
+  // v_new; the fused chain runs 3 whatever this says). The only values the kernels run.
   int fwd_h_slice_width = 64;
   int fwd_h_stages = 2;
-  // Exact split of long sequences into parts of split_chunks_per_part chunks (chunk/split.cuh;
-  // D = 128 only); 0: none. split_max_parts: the parts per sequence the grids cover (at least
+  // Exact split of long sequences into parts of split_chunks_per_part chunks (chunk/split.cuh);
+  // 0: none. split_max_parts: the parts per sequence the grids cover (at least
   // ceil(chunks of the longest possible sequence / split_chunks_per_part)); the summary pass runs
   // its chains with split_summary_stages ring stages.
   int split_chunks_per_part = 0;
@@ -44,9 +44,10 @@ struct ChunkForwardConfig {
   int split_summary_stages = 2;
   // The scan's blocks (split_scan.cu) each carry split_scan_cols (8, 16 or 32) columns of V.
   int split_scan_cols = 16;
-  // D = 128: o computed inside the chain kernel by a second warpgroup (chain_o.cuh) instead of by
-  // fwd_o: h and v_new never reach global memory. The chain then runs 3 ring stages whatever
-  // fwd_h_stages says (one block of three warpgroups per SM). Otherwise fwd_o runs after the chain.
+  // o computed inside the chain kernel by a second warpgroup (chain_o.cuh) instead of by fwd_o: h
+  // and v_new never reach global memory. The chain then runs 3 ring stages whatever fwd_h_stages
+  // says (one block of three warpgroups per SM). Otherwise fwd_o runs after the chain (D = 128
+  // only: K = V = 64 always fuses).
   bool fuse_o = false;
   // With fuse_o: its serial form (ChainMode::kFusedSerial): one warpgroup per block computes each
   // chunk's chain and then its o, on one ring stage (~108 KB: two blocks per SM), for sequences of
@@ -59,13 +60,12 @@ struct ChunkForwardConfig {
   // in chunks, or chains that fit one wave of one block per SM (all start at once): the sort's
   // ~1 us and the chain's dependent load of its sequence saved.
   bool longest_first = false;
-  // bf16 inputs on fp16 operands (fwd_fast.cuh): the tensor-core products in fp16; the mma.sync
-  // kernels convert their fragments of q, k and v, A_s's image, w and u are fp16, o is stored in
-  // bf16. K = V = 64 (fwd_prep, fwd_h_mma, fwd_o: one mode) always: bf16 operands build up
-  // roundings there at g = 0 (3.23e-3, over issue 11's 2.4e-3; fp16 operands: 1.70e-3), at ~2%
-  // of the time (H200, session 36: 1x32k 1.462 -> 1.492 ms, 8x1k 0.252 -> 0.256). K = V = 128 only
-  // with GDN_FP16_OPERANDS_D128 (kFp16OperandsD128: experimental): the wgmma chain converts q and
-  // k in its ring, and no chunk takes the lo passes (chain_precise.cuh). Session 36 measured it
+  // bf16 inputs on fp16 operands (fwd_fast.cuh): the tensor-core products in fp16; A_s's image is
+  // fp16, o is stored in bf16. Only with GDN_FP16_OPERANDS_D128 (kFp16OperandsD128:
+  // experimental): the wgmma chain converts q and k in its ring, and no chunk takes the lo passes
+  // (chain_precise.cuh). (Until session 37 K = V = 64 took them always, on the mma.sync kernels
+  // whose u - w h form built up bf16 roundings at g = 0; on the chain's form bf16 operands take the
+  // lo passes as at 128.) Session 36 measured it at 128
   // against bf16 operands: model-1x32k -8.6%, g0-1x32k -7%, 256x64 -4%, err_o 2.2-2.5e-3 ->
   // 1.7e-3, but the SPEC's gates +5.5% on every kFusedO case (1x128k would fall behind
   // FlashQLA's). Every mode of a head size takes the same operands (a checkpoint row stays
@@ -118,8 +118,8 @@ inline SequenceChunks sequence_chunks(const Problem& p) {
 // the ring's fill) and at most 16 parts (the scan over the parts is serial), or exactly 2 parts
 // of at least 32 chunks where only 2 fit.
 inline void choose_split(const Problem& p, const DeviceProps& dev, ChunkForwardConfig& cfg) {
-  const int64_t blocks = p.num_seqs * p.num_v_heads * 2;  // chain blocks without a split
-  if (p.head_k != 128 || p.num_seqs <= 0 || blocks <= 0) return;
+  const int64_t blocks = p.num_seqs * p.num_v_heads * (p.head_v / 64);  // chain blocks without a split
+  if (p.num_seqs <= 0 || blocks <= 0) return;
   const int64_t parts_fit = dev.sms / blocks;
   if (parts_fit < 2) return;
   const int64_t parts = parts_fit < 16 ? parts_fit : 16;
@@ -163,63 +163,56 @@ inline void choose_split(const Problem& p, const DeviceProps& dev, ChunkForwardC
   // are serial, each 128 x cols x 128 fma per block (H200, 16 columns instead of 32: tp8-1x32k's
   // scan 135 -> 61 us, 14 steps).
   const int64_t chains = p.num_seqs * p.num_v_heads;
-  cfg.split_scan_cols = chains * (128 / 8) <= dev.sms ? 8 : chains * (128 / 16) <= dev.sms ? 16 : 32;
+  cfg.split_scan_cols = chains * (p.head_v / 8) <= dev.sms ? 8 : chains * (p.head_v / 16) <= dev.sms ? 16 : 32;
 }
 
 inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const DeviceProps& dev) {
   ChunkForwardConfig cfg;
   const int64_t chains = p.num_seqs * p.num_v_heads;  // (sequence, value head) pairs
+  const int64_t slices = p.head_v / 64;                // 64-wide V slices per chain (K = V = 64 or 128)
   // Measured (H200, session 33): mixed 0.780 -> 0.709 ms, tail-16k 1.544 -> 1.322 (its 16k prompt
   // had started last); applied to equal lengths it cost 1.7-3% (8x1k 0.203 -> 0.207 ms).
   // The host's lengths (a loop over cu_seqlens_host) only where a choice reads them: both need the
   // chains in more than one wave (the serial form's test below implies it).
-  const bool several_waves = chains * 2 > dev.sms;
+  const bool several_waves = chains * slices > dev.sms;
   const SequenceChunks lengths = several_waves ? sequence_chunks(p) : SequenceChunks{};
   cfg.longest_first = p.num_seqs > 1 && several_waves && (lengths.longest < 0 || lengths.longest != lengths.shortest);
-  if (p.head_k == 128) {
-    // The chain storing h and v_new for fwd_o runs only in several waves (below: where its blocks
-    // fit one wave, o is fused, and the fused chain runs its own 3 stages): 2 stages (107.5 KB),
-    // two blocks per SM, each hiding the other's latency.
-    cfg.fwd_h_slice_width = 64;
-    cfg.fwd_h_stages = 2;
-    choose_split(p, dev, cfg);
-    // Fused o wherever the blocks fill at most one wave of one block per SM or the sequences
-    // average at least 4 chunks; also with SMs left idle (session 23: the o warpgroup mostly waits
-    // for the chain on the chain's SM, ncu of session 22, where fwd_o beside it read h in bf16:
-    // g = 0 err_o ~2.6e-3 against the fused o's 2.18e-3).
-    // Measured on an H200 (docs/perf.md, v14 and session 18): tp4-8x4k (128 blocks) 0.340 -> 0.233
-    // ms, tp4-1x32k (split, 128) 0.526 -> 0.423; in several waves 4x8k (256 blocks) 1.228 ->
-    // 0.861, 8x1k (512) 0.338 -> 0.252, 64x256 (4096, 4 chunks each) 0.704 -> 0.571; with SMs
-    // left idle too (1x4k: 64 blocks; session 23: tp8-1x4k 1.07x). The SPEC's mixed case (16
-    // sequences, 32 chunks on average) falls under the rule, unmeasured fused. One-chunk sequences in many
-    // waves (256x64) stay unfused: there the state's load and store dominate, and the unfused chain
-    // runs two blocks per SM (H200, session 22: 0.901 ms unfused, 0.996 fused).
-    const int64_t chain_blocks = chains * 2 * (cfg.split_chunks_per_part > 0 ? cfg.split_max_parts : 1);
-    if (chain_blocks > 0 && (chain_blocks <= dev.sms || average_chunks(p) >= 4)) cfg.fuse_o = true;
-    // Short sequences in several waves of two blocks per SM (no split there): the serial fused
-    // chain, two blocks per SM hiding each other's loads (256x64 and 64x256 in the SPEC's cases).
-    // Measured (H200, session 32): 256x64 0.872 -> 0.756 ms, 64x256 0.490 -> 0.475; forced onto
-    // longer sequences it loses (8x1k 0.210 -> 0.223, 4x8k 0.701 -> 0.787): its chunk takes the
-    // chain and then o, ~6 us against kFusedO's ~3.7. So where the lengths are known, a sequence
-    // whose chunks alone would take more than half of the batch's time in waves (its total
-    // chunk-blocks over two blocks per SM) keeps the batch on kFusedO: one long prompt among
-    // many short ones. (Both fused forms take the same workspace: what the caller's host copy of
-    // cu_seqlens decides here never changes the workspace size.)
-    if (chain_blocks > 2 * dev.sms && average_chunks(p) <= 4 && cfg.split_chunks_per_part == 0) {
-      const bool long_tail = lengths.longest >= 0 && lengths.longest * 2 * dev.sms > lengths.total * p.num_v_heads;
-      cfg.fuse_o = true;
-      cfg.fuse_o_serial = !long_tail;
-    }
-  } else {
-    // Slices of 32 while the chains in slices of 64 would leave SMs idle (one long sequence:
-    // latency-bound, each SM runs one block); slices of 64 otherwise (halves the L2 traffic of w
-    // and k, which every slice block reads whole).
-    cfg.fwd_h_slice_width = chains < dev.sms ? 32 : 64;
-    // Three stages (one block per SM) for long chains; two (two blocks per SM with slices of 32)
-    // when the average sequence is a few chunks and the prologue/epilogue dominate.
-    cfg.fwd_h_stages = p.num_tokens >= 4 * kChunkSize * p.num_seqs ? 3 : 2;
+  // The chain storing h and v_new for fwd_o runs only in several waves (below: where its blocks
+  // fit one wave, o is fused, and the fused chain runs its own 3 stages): 2 stages (107.5 KB),
+  // two blocks per SM, each hiding the other's latency.
+  cfg.fwd_h_slice_width = 64;
+  cfg.fwd_h_stages = 2;
+  choose_split(p, dev, cfg);
+  // Fused o wherever the blocks fill at most one wave of one block per SM or the sequences
+  // average at least 4 chunks; also with SMs left idle (session 23: the o warpgroup mostly waits
+  // for the chain on the chain's SM, ncu of session 22, where fwd_o beside it read h in bf16:
+  // g = 0 err_o ~2.6e-3 against the fused o's 2.18e-3).
+  // Measured on an H200 (docs/perf.md, v14 and session 18): tp4-8x4k (128 blocks) 0.340 -> 0.233
+  // ms, tp4-1x32k (split, 128) 0.526 -> 0.423; in several waves 4x8k (256 blocks) 1.228 ->
+  // 0.861, 8x1k (512) 0.338 -> 0.252, 64x256 (4096, 4 chunks each) 0.704 -> 0.571; with SMs
+  // left idle too (1x4k: 64 blocks; session 23: tp8-1x4k 1.07x). The SPEC's mixed case (16
+  // sequences, 32 chunks on average) falls under the rule, unmeasured fused. One-chunk sequences in many
+  // waves (256x64) stay unfused: there the state's load and store dominate, and the unfused chain
+  // runs two blocks per SM (H200, session 22: 0.901 ms unfused, 0.996 fused).
+  // K = V = 64 always fuses (its chain runs k and q padded to 128 columns, which fwd_o does not).
+  const int64_t chain_blocks = chains * slices * (cfg.split_chunks_per_part > 0 ? cfg.split_max_parts : 1);
+  if (chain_blocks > 0 && (chain_blocks <= dev.sms || average_chunks(p) >= 4 || p.head_v == 64)) cfg.fuse_o = true;
+  // Short sequences in several waves of two blocks per SM (no split there): the serial fused
+  // chain, two blocks per SM hiding each other's loads (256x64 and 64x256 in the SPEC's cases).
+  // Measured (H200, session 32): 256x64 0.872 -> 0.756 ms, 64x256 0.490 -> 0.475; forced onto
+  // longer sequences it loses (8x1k 0.210 -> 0.223, 4x8k 0.701 -> 0.787): its chunk takes the
+  // chain and then o, ~6 us against kFusedO's ~3.7. So where the lengths are known, a sequence
+  // whose chunks alone would take more than half of the batch's time in waves (its total
+  // chunk-blocks over two blocks per SM) keeps the batch on kFusedO: one long prompt among
+  // many short ones. (Both fused forms take the same workspace: what the caller's host copy of
+  // cu_seqlens decides here never changes the workspace size.)
+  if (chain_blocks > 2 * dev.sms && average_chunks(p) <= 4 && cfg.split_chunks_per_part == 0) {
+    const bool long_tail =
+        lengths.longest >= 0 && lengths.longest * 4 * dev.sms > lengths.total * p.num_v_heads * slices;
+    cfg.fuse_o = true;
+    cfg.fuse_o_serial = !long_tail;
   }
-  cfg.fp16_operands = p.dtype == DType::kBFloat16 && (p.head_k == 64 || kFp16OperandsD128);
+  cfg.fp16_operands = p.dtype == DType::kBFloat16 && kFp16OperandsD128;
   return cfg;
 }
 

@@ -1,10 +1,11 @@
-// fwd_prep for D = 128 on the tensor cores: per (chunk, value head), in parallel over all chunks,
+// The prep on the tensor cores: per (chunk, value head), in parallel over all chunks,
 // the gates and G = chunk-local cumsum (fp64), k's inverse l2 norms r (from the diagonal of the
 // Gram matrix k k^T, which the tensor cores form anyway), L and
 //   A_s = (I + L)^-1 diag(beta),   L_ij = beta_i r_i r_j (k_i . k_j) exp(G_i - G_j) for j < i,
 // stored as hi + lo parts in E, the chain's operand type (b.w: one image per chunk and value head,
 // fwd_a_image; k is read in EI, the input dtype: fp16 images from bf16 k with cfg.fp16_operands) for the wgmma chain,
-// which applies it to v - diag(exp(G) r) k S (fwd_h_wgmma.cuh). Writes G and r as fwd_prep.cu does.
+// which applies it to v - diag(exp(G) r) k S (fwd_h_wgmma.cuh); and G, exp(G) and r. K = 64 reads
+// k's rows into the first 64 columns of the 128-wide tile, the rest zero (the Gram unchanged).
 //
 // One block of 4 warps per (chunk, value head). Warp m owns rows [16 m, 16 m + 16) of every 64 x 64
 // matrix, as 16 x 16 blocks: fp32 in mma accumulator layout, or bf16 hi + lo operand fragments.
@@ -20,7 +21,8 @@
 //      memory (3 barriers).
 // Each product runs in three bf16 passes (hi hi + lo hi + hi lo, fp32 accumulation): operands carry
 // ~17 significand bits (hi + lo), so a product is good to ~2^-17 relative, the precision A_s is
-// stored with. fwd_prep.cu's scalar solve (D = 64) ran through shared memory and was L1-bound.
+// stored with. The scalar solve that preceded it (fwd_prep.cu, deleted) ran through shared memory
+// and was L1-bound.
 #include "cuda/chunk/fwd_fast.cuh"
 #include "cuda/chunk/gate_factors.cuh"
 #include "cuda/ptx/wgmma.cuh"
@@ -182,18 +184,19 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E, EI>& b, const GateA
   // c of row i in atom c / 8 at sw128(i, c % 8). Thread tid copies piece c = tid % 16 of rows
   // i = tid / 16 + 8 j: one source pointer stepped 8 rows at a time, one swizzled offset stepped
   // 1 KB (i % 8, and so the swizzle, is the thread's own); rows past len read the chunk's first row
-  // (in bounds) with a source size of 0.
+  // (in bounds) with a source size of 0, and so do pieces past K = b.dk (zero columns).
   {
     constexpr int kPieces = D / 8, kRowStep = kThreads / kPieces;  // 16 pieces a row, 8 rows a pass
     static_assert(kRowStep == 8 && C % kRowStep == 0, "the swizzle repeats every 8 rows");
     const int c = tid % kPieces, i0 = tid / kPieces;
-    const EI* const row0 = b.k + t0 * b.k_st + hk * b.k_sh + 8 * c;  // [T, H, D]
+    const bool col_ok = 8 * c < b.dk;
+    const EI* const row0 = b.k + t0 * b.k_st + hk * b.k_sh + (col_ok ? 8 * c : 0);  // [T, H, K]
     const EI* src = row0 + i0 * b.k_st;
     const int64_t step = kRowStep * b.k_st;
     char* const dst = reinterpret_cast<char*>(sm.u.k) + (c / 8) * (C * 128) + sw128(i0, c % 8);
 #pragma unroll
     for (int j = 0; j < C / kRowStep; ++j, src += step) {
-      const bool ok = i0 + kRowStep * j < len;
+      const bool ok = col_ok && i0 + kRowStep * j < len;
       cp_async16(dst + j * kRowStep * 128, ok ? src : row0, ok ? 16 : 0);
     }
   }

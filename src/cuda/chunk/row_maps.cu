@@ -24,15 +24,16 @@ PFN_cuTensorMapEncodeTiled_v12000 encoder() {
 
 }  // namespace
 
-bool encode_row_map(CUtensorMap* map, DType dtype, const void* base, int64_t T, int64_t heads, int64_t st, int64_t sh) {
-  constexpr int64_t kWidth = 128, kBytes = 2;
+bool encode_row_map(CUtensorMap* map, DType dtype, const void* base, int64_t T, int64_t heads, int64_t width,
+                    int64_t st, int64_t sh) {
+  constexpr int64_t kBytes = 2;
   const PFN_cuTensorMapEncodeTiled_v12000 encode = encoder();
-  if (encode == nullptr || T < 1 || heads < 1 || st < 0 || sh < 0) return false;
+  if (encode == nullptr || T < 1 || heads < 1 || st < 0 || sh < 0 || (width != 64 && width != 128)) return false;
   if (reinterpret_cast<uintptr_t>(base) % 16 != 0 || (st * kBytes) % 16 != 0 || (sh * kBytes) % 16 != 0) return false;
   if (st * kBytes >= (int64_t(1) << 40) || sh * kBytes >= (int64_t(1) << 40)) return false;
-  const cuuint64_t dims[3] = {cuuint64_t(kWidth), cuuint64_t(heads), cuuint64_t(T)};
+  const cuuint64_t dims[3] = {cuuint64_t(width), cuuint64_t(heads), cuuint64_t(T)};
   // (A stride of 0 is legal for a tensor of one head; TMA wants strides of at least 16 bytes.)
-  const cuuint64_t strides[2] = {cuuint64_t(heads > 1 ? sh * kBytes : kWidth * kBytes), cuuint64_t(st * kBytes)};
+  const cuuint64_t strides[2] = {cuuint64_t(heads > 1 ? sh * kBytes : width * kBytes), cuuint64_t(st * kBytes)};
   const cuuint32_t box[3] = {64, 1, 64}, unit[3] = {1, 1, 1};
   const CUtensorMapDataType dt =
       dtype == DType::kFloat16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;

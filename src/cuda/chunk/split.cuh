@@ -1,6 +1,6 @@
 // Exact splitting of long sequences across SMs (SPEC section 3: "each chunk is an affine map of
 // the state"). Chosen by the chunk forward's heuristics when the (sequence, value head) chains
-// would leave most SMs idle; D = K = V = 128 (the wgmma chain) only.
+// would leave most SMs idle (the wgmma chain: K = V = 64 and 128).
 //
 // A sequence of `count` chunks is cut into a first part of Q0 = first_part_chunks chunks and
 // parts of Q = chunks_per_part after it (the last part shorter): part p >= 1 covers its chunks

@@ -23,7 +23,7 @@ namespace gdn {
 namespace cuda {
 namespace {
 
-constexpr int kD = 128;           // K = V
+constexpr int kD = 128;           // the summaries' width (K = V = 64: their top left corner, d below)
 constexpr int kThreads = 256;     // 2 threads per row of S
 constexpr int kMStride = kD + 4;  // floats per row of M in shared memory
 
@@ -39,12 +39,12 @@ constexpr size_t scan_smem_bytes() {
 }
 
 template <int kCols>
-__global__ void __launch_bounds__(kThreads) chunk_split_scan_kernel(Plan pl, SplitBufs sp, int HV) {
+__global__ void __launch_bounds__(kThreads) chunk_split_scan_kernel(Plan pl, SplitBufs sp, int HV, int d) {
   constexpr int kPer = kCols / 2;  // columns per thread
   constexpr int kStage = scan_stage_floats<kCols>();
   extern __shared__ __align__(16) float scan_smem[];
   float* Xs = scan_smem + 2 * kStage;  // [128][kCols]: the slice of S_p
-  const int slices = kD / kCols;
+  const int slices = d / kCols;  // (d = K = V: 64 or 128; rows past d are zeros, and stay so)
   const int64_t item = blockIdx.x;
   const int c0 = static_cast<int>(item % slices) * kCols;
   const int hv = static_cast<int>((item / slices) % HV);
@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(kThreads) chunk_split_scan_kernel(Plan pl, Spl
     const float* mrow = ms + row * kMStride;
     if (!m_zero) {  // (else S_{p+1} = B_p)
 #pragma unroll 2
-      for (int j = 0; j < kD; j += 4) {
+      for (int j = 0; j < d; j += 4) {  // (M's columns past d are never written)
         const float4 m4 = *reinterpret_cast<const float4*>(mrow + j);
         const float mj[4] = {m4.x, m4.y, m4.z, m4.w};
 #pragma unroll
@@ -138,22 +138,23 @@ __global__ void __launch_bounds__(kThreads) chunk_split_scan_kernel(Plan pl, Spl
 }
 
 template <int kCols>
-void launch_scan(const Plan& pl, const SplitBufs& sp, int64_t num_seqs, int HV, cudaStream_t s) {
+void launch_scan(const Plan& pl, const SplitBufs& sp, int64_t num_seqs, int HV, int d, cudaStream_t s) {
   auto k = chunk_split_scan_kernel<kCols>;
   allow_smem(k, scan_smem_bytes<kCols>());
-  k<<<grid_1d(num_seqs * HV * (kD / kCols), 1), kThreads, scan_smem_bytes<kCols>(), s>>>(pl, sp, HV);
+  k<<<grid_1d(num_seqs * HV * (d / kCols), 1), kThreads, scan_smem_bytes<kCols>(), s>>>(pl, sp, HV, d);
   GDN_CUDA_LAUNCH_CHECK("chunk_split_scan_kernel");
 }
 
 }  // namespace
 
-void launch_split_scan(const Plan& pl, const SplitBufs& sp, int64_t num_seqs, int HV, int cols, cudaStream_t s) {
+void launch_split_scan(const Plan& pl, const SplitBufs& sp, int64_t num_seqs, int HV, int d, int cols,
+                       cudaStream_t s) {
   if (cols == 8)
-    launch_scan<8>(pl, sp, num_seqs, HV, s);
+    launch_scan<8>(pl, sp, num_seqs, HV, d, s);
   else if (cols == 16)
-    launch_scan<16>(pl, sp, num_seqs, HV, s);
+    launch_scan<16>(pl, sp, num_seqs, HV, d, s);
   else
-    launch_scan<32>(pl, sp, num_seqs, HV, s);
+    launch_scan<32>(pl, sp, num_seqs, HV, d, s);
 }
 
 }  // namespace cuda

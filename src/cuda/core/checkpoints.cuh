@@ -48,19 +48,20 @@ __device__ __forceinline__ int64_t state_elem(const StateRef& s, int64_t r, int 
 // The wgmma chain's state registers (fwd_h_wgmma.cuh: the S^T accumulator of a 64-wide V slice,
 // st[4 j + 2 hh + e] = S[kk = 8 j + 2 t + e][vv = v0 + 16 warp + g + 8 hh]) into a [D][D] state, K- or
 // V-major, rounded once to TS; p: this thread's element (2 t, v0 + 16 warp + g). Every store at a
-// constant offset from p: no address registers in a chain loop that runs at 255.
+// constant offset from p: no address registers in a chain loop that runs at 255. D = 64: rows
+// kk < 64 only (j < 8; the chain's rows past them are its zero padding).
 template <int D, typename TS>
 __device__ __forceinline__ void store_chain_state(TS* p, bool kmajor, const float (&st)[64]) {
   if (kmajor) {
 #pragma unroll
-    for (int j = 0; j < 16; ++j)
+    for (int j = 0; j < D / 8; ++j)
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
         for (int e = 0; e < 2; ++e) p[(8 * j + e) * D + 8 * hh] = from_f<TS>(st[4 * j + 2 * hh + e]);
   } else {
 #pragma unroll
-    for (int j = 0; j < 16; ++j)
+    for (int j = 0; j < D / 8; ++j)
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
