@@ -90,7 +90,12 @@ DECODE_N = [1, 64, 256, 1024, 4096]
 # SPEC: also H = HV = 32 (no GVA) and K = V = 64 and 256, for coverage (with --coverage)
 COVERAGE_CASES = {"4x8k_noGVA": ([8192] * 4, 32, 32, 128, 128, "normal"),
                   "4x8k_K64": ([8192] * 4, 16, 32, 64, 64, "normal"),
-                  "4x8k_K256": ([8192] * 4, 16, 32, 256, 256, "normal")}
+                  "4x8k_K256": ([8192] * 4, 16, 32, 256, 256, "normal"),
+                  # more K = V = 64 rows, by name only (--cases): one long sequence, short batches
+                  "1x32k_K64": ([32768], 16, 32, 64, 64, "normal"),
+                  "8x1k_K64": ([1024] * 8, 16, 32, 64, 64, "normal"),
+                  "256x64_K64": ([64] * 256, 16, 32, 64, 64, "normal")}
+COVERAGE_DEFAULT = ("4x8k_noGVA", "4x8k_K64", "4x8k_K256")  # what --coverage runs
 
 
 def graph_time(fns):
@@ -409,7 +414,8 @@ def main():
             save()
             print(json.dumps(row), flush=True)
         if args.coverage:
-            for name, case in COVERAGE_CASES.items():
+            for name in COVERAGE_DEFAULT:
+                case = COVERAGE_CASES[name]
                 row = run_prefill(name + suffix, *case, args, res["copy_GBps"], res["matmul_TFLOPs"])
                 res["prefill"].append(row)
                 save()

@@ -121,7 +121,7 @@ std::vector<Case> correctness_cases(bool quick) {
   }
   // K = V = 64 on the chain padded to 128 columns (fwd_h_wgmma.cuh's kDK), on an H200: the split
   // (7 parts at HV = 4: the summary pass, the scan, the fused chain), two unequal parts of one
-  // sequence (HV = 64: part 0 beside the summary pass), g = 0 through the split (13 parts), and
+  // sequence (HV = 64: part 0 beside the summary pass), g = 0 through the split (6 parts), and
   // one-chunk sequences in many waves (the serial chain).
   {
     Case c;
