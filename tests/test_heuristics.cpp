@@ -124,13 +124,13 @@ TEST(Heuristics, FusedOInOneWaveOrFromFourChunks) {
   // ... both in the serial form (many waves of a few chunks each), the others not.
   EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 16384, 64), h200()).fuse_o_serial);
   EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 16384, 256), h200()).fuse_o_serial);
-  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(16, 32, 8192, 8), h200()).fuse_o_serial);   // 16 chunks
-  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(16, 32, 32768, 1), h200()).fuse_o_serial);  // split
-  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(4, 8, 4096, 16), h200()).fuse_o_serial);    // 256 blocks
-  EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(4, 8, 65536, 16), h200()).fuse_o);           // 256 blocks
-  EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(2, 4, 32768, 8, 64), h200()).fuse_o);        // D = 64: always
+  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(16, 32, 8192, 8), h200()).fuse_o_serial);        // 16 chunks
+  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(16, 32, 32768, 1), h200()).fuse_o_serial);       // split
+  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(4, 8, 4096, 16), h200()).fuse_o_serial);         // 256 blocks
+  EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(4, 8, 65536, 16), h200()).fuse_o);                // 256 blocks
+  EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(2, 4, 32768, 8, 64), h200()).fuse_o);             // D = 64: always
   EXPECT_TRUE(cuda::chunk_forward_heuristics(problem(16, 32, 16384, 256, 64), h200()).fuse_o_serial);  // D = 64
-  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(16, 32, 0, 0), h200()).fuse_o);             // no sequence
+  EXPECT_FALSE(cuda::chunk_forward_heuristics(problem(16, 32, 0, 0), h200()).fuse_o);                  // no sequence
 }
 
 // The sequences longest first wherever lengths may differ and the chains fill more than one wave:
@@ -393,7 +393,8 @@ TEST(DecodeHeuristics, UnalignedPoolRowsTakeTheGeneralKernel) {
 // head sizes); fp16 inputs keep their own.
 TEST(Heuristics, Fp16OperandsForBf16Inputs) {
   for (int D : {64, 128})
-    EXPECT_EQ(cuda::kFp16OperandsD128, cuda::chunk_forward_heuristics(problem(16, 32, 4096, 1, D), h200()).fp16_operands)
+    EXPECT_EQ(cuda::kFp16OperandsD128,
+              cuda::chunk_forward_heuristics(problem(16, 32, 4096, 1, D), h200()).fp16_operands)
         << D;
   for (int D : {64, 128}) {
     Problem p = problem(16, 32, 4096, 1, D);

@@ -176,7 +176,7 @@ __device__ __forceinline__ void chain_prefetch(Sm& sm, const FastBufs<E, EI>& b,
   // complete before that arrival.
   if (tid % 32 == 0) {
     constexpr uint32_t kTile = kC * kD * sizeof(E), kAtom = kTile / 2, kV = kC * kBV * sizeof(E);  // 16, 8, 8 KB
-    constexpr int kAtoms = kDK / 64;  // of k and q
+    constexpr int kAtoms = kDK / 64;                                                               // of k and q
     const int warp = tid / 32, tt = static_cast<int>(t0);
     if (warp == 0) {
       mbarrier_arrive_expect_tx(&sm.full[s], kTile + (kFused ? 2 : 1) * kAtoms * kAtom + (transition ? 0 : kV));

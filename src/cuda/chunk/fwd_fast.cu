@@ -82,8 +82,7 @@ void check_config(const Problem& p, const ChunkForwardConfig& cfg) {
   if (w != 64 || st != 2)
     throw Error("fast_forward: the wgmma fwd_h runs fwd_h_slice_width 64 with 2 stages; got fwd_h_slice_width = " +
                 std::to_string(w) + ", fwd_h_stages = " + std::to_string(st));
-  if (p.head_k == 64 && !cfg.fuse_o)
-    throw Error("fast_forward: K = V = 64 runs the chain with o fused only (fuse_o)");
+  if (p.head_k == 64 && !cfg.fuse_o) throw Error("fast_forward: K = V = 64 runs the chain with o fused only (fuse_o)");
   if (cfg.fp16_operands && p.dtype != DType::kBFloat16)
     throw Error("fast_forward: fp16_operands runs bf16 inputs (their products in fp16)");
   if (cfg.fp16_operands && !kFp16OperandsD128)

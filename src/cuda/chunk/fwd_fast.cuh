@@ -81,9 +81,9 @@ struct FastBufs {
   // [0, 2] and k is l2-normalized (each token's map is then e^g (I - beta k k^T), of norm <= e^g),
   // else +inf (no bound). Null without a split.
   float* transition_log_bound;
-  E* w;      // A_s = (I + L)^-1 diag(beta) as images [max_chunks, HV, 2, 64, 64] (fwd_a_image; the
-             // chain applies it: fwd_h_wgmma.cuh)
-  E* u;      // [T, HV, D]: the copy of v (EI) when its rows are not aligned
+  E* w;  // A_s = (I + L)^-1 diag(beta) as images [max_chunks, HV, 2, 64, 64] (fwd_a_image; the
+         // chain applies it: fwd_h_wgmma.cuh)
+  E* u;  // [T, HV, D]: the copy of v (EI) when its rows are not aligned
   // o by fwd_o (D = 128): v_new as images [max_chunks, HV, 2, 64, 64] (fwd_v_image), its lo part
   // E(v_new - E(v_new)) as the same images, written by the chain for weakly decaying chunks only
   // (precise_state_chunk) and read by fwd_o for those only, and h as images
@@ -137,8 +137,7 @@ void launch_fwd_h_wgmma(const FastBufs<E, EI>& b, const SplitBufs& sp, const For
                         const ChunkForwardConfig& cfg, cudaStream_t s, bool after_summary);
 // The split's scan (split_scan.cu): every part's exact initial state from the summaries, in blocks
 // of `cols` (8, 16 or 32: ChunkForwardConfig::split_scan_cols) columns of V (d = K = V).
-void launch_split_scan(const Plan& pl, const SplitBufs& sp, int64_t num_seqs, int HV, int d, int cols,
-                       cudaStream_t s);
+void launch_split_scan(const Plan& pl, const SplitBufs& sp, int64_t num_seqs, int HV, int d, int cols, cudaStream_t s);
 // The split's summary pass (split.cuh): the same chain per (sequence, part, head, slice of V + K).
 template <typename E, typename EI>
 void launch_fwd_h_wgmma_summary(const FastBufs<E, EI>& b, const SplitBufs& sp, const ForwardArgs& f,

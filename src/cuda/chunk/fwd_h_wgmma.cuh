@@ -1,5 +1,6 @@
 // fwd_h on Hopper warpgroup MMA (wgmma, sm_90a): the sequential part of the chunked forward for
-// D = K = V = 128, chunk C = 64 (fast_forward's fwd_h for D = 128; D = 64 runs on mma.sync).
+// D = K = V = 128, chunk C = 64; K = V = 64 (kDK) on the same layout, k and q padded with zero
+// columns (the ring's second atom zero, S^T's rows past 64 zero), one 64-wide V slice per head.
 // Three modes (ChainMode below): h and v_new stored for fwd_o (described here), the split's summary
 // pass, and fused o (a second warpgroup computes o from the h and v staging: chain_o.cuh).
 //
@@ -7,7 +8,7 @@
 // v0 of V). The fp32 state slice lives TRANSPOSED in registers as a wgmma accumulator,
 //   S^T [64 (vv) x 128 (kk)]  (m64n128: 64 floats per thread),
 // and per chunk (rows i < len of tokens t0 .. t0 + len - 1; A_s = (I + L)^-1 diag(beta) from
-// fwd_prep, gates folded in, as hi + lo parts in E; s_i = exp(G_i) r_i, r = k's inverse norms):
+// kkt_solve, gates folded in, as hi + lo parts in E; s_i = exp(G_i) r_i, r = k's inverse norms):
 //   h_c       = S                                  -> b.h image [gc][hv][slice]   (E [kk][vv])
 //   -U^T      = -S^T k^T                           wgmma m64n64k16 x 8 (k = kk):
 //               A = E(S^T) from registers (accumulator -> A fragment: same lanes, no shuffles),
@@ -24,11 +25,11 @@
 // after a chunk that ends on a prefill checkpoint boundary (cuda/core/checkpoints.cuh: once every
 // every_chunks chunks, after the update's wait; not in the summary pass).
 // v_new = A_s (v - diag(s) k S) is u - w S of the WY form (u = A_s v, w = A_s diag(s) k) with A
-// applied last, as FlashQLA does: w and u never exist in memory (fwd_prep only solves for A), and
+// applied last, as FlashQLA does: w and u never exist in memory (kkt_solve only solves for A), and
 // the one rounding before A is W's, after the cancellation of v against the state's prediction
 // k S (u's and w S's roundings before it amplified that cancellation at g = 0).
 //
-// Why wgmma: the mma.sync formulation (fwd_h_mma.cu, which also ran D = 128 before this kernel;
+// Why wgmma: the mma.sync formulation (fwd_h_mma.cu, deleted; it also ran D = 128 before this kernel;
 // its timings are in docs/perf.md) loads every B fragment per warp from shared memory (110-180 KB
 // of shared reads per chunk at D = 128) and needs three block barriers per chunk. Here the
 // products are single warpgroup instructions whose B operands the tensor cores read once, the
@@ -257,7 +258,8 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
     }
     for_each_state_elem(v0 + 16 * warp + g, t, [&](int i, int kk, int vv) {
       // (Rows kk >= kDK: zero. kk < kDK exactly where i / 4 < kDK / 8, known at compile time.)
-      float x = base && i / 4 < kDK / 8 ? base[base_kmajor ? int64_t(kk) * base_d + vv : int64_t(vv) * base_d + kk] : 0.f;
+      float x =
+          base && i / 4 < kDK / 8 ? base[base_kmajor ? int64_t(kk) * base_d + vv : int64_t(vv) * base_d + kk] : 0.f;
       if (transition) x = kk == vv && !negligible ? 1.f : 0.f;
       st[i] = x;
     });
@@ -425,7 +427,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
     for (int i = 0; i < 32; ++i) pin(acc[i]);
 
     // 2. W^T = v^T - U^T diag(exp(G) r) -> A fragments (wa[4 ks + q]: tokens [16 ks, 16 ks + 16));
-    //    v_new^T = W^T A_s^T with A_s = (I + L)^-1 diag(beta) (fwd_prep) as hi + lo parts:
+    //    v_new^T = W^T A_s^T with A_s = (I + L)^-1 diag(beta) (kkt_solve) as hi + lo parts:
     //    12 x m64n32k16 (below), B = A_s [i][j] rows (K-major, SW128): atom 0 the hi part, atom 1 the lo.
     //    W is rounded to E once, after the cancellation v - k S, never its terms.
     //    A weakly decaying chunk also takes W's residual wl = E(W - E(W)) times A_s's hi part.

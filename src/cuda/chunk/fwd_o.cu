@@ -31,7 +31,7 @@ struct OSmem {
   E P[C * SP];
   E Plo[C * SP];
   double G[C];
-  float rk[C];  // inverse l2 norms of k's rows (fwd_prep's), with l2norm
+  float rk[C];  // inverse l2 norms of k's rows (kkt_solve's), with l2norm
 };
 
 template <int D, typename E, typename EI, int NW>

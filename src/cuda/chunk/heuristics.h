@@ -169,7 +169,7 @@ inline void choose_split(const Problem& p, const DeviceProps& dev, ChunkForwardC
 inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const DeviceProps& dev) {
   ChunkForwardConfig cfg;
   const int64_t chains = p.num_seqs * p.num_v_heads;  // (sequence, value head) pairs
-  const int64_t slices = p.head_v / 64;                // 64-wide V slices per chain (K = V = 64 or 128)
+  const int64_t slices = p.head_v / 64;               // 64-wide V slices per chain (K = V = 64 or 128)
   // Measured (H200, session 33): mixed 0.780 -> 0.709 ms, tail-16k 1.544 -> 1.322 (its 16k prompt
   // had started last); applied to equal lengths it cost 1.7-3% (8x1k 0.203 -> 0.207 ms).
   // The host's lengths (a loop over cu_seqlens_host) only where a choice reads them: both need the

@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(kThreads) chunk_split_scan_kernel(Plan pl, Spl
   constexpr int kStage = scan_stage_floats<kCols>();
   extern __shared__ __align__(16) float scan_smem[];
   float* Xs = scan_smem + 2 * kStage;  // [128][kCols]: the slice of S_p
-  const int slices = d / kCols;  // (d = K = V: 64 or 128; rows past d are zeros, and stay so)
+  const int slices = d / kCols;        // (d = K = V: 64 or 128; rows past d are zeros, and stay so)
   const int64_t item = blockIdx.x;
   const int c0 = static_cast<int>(item % slices) * kCols;
   const int hv = static_cast<int>((item / slices) % HV);
@@ -147,8 +147,7 @@ void launch_scan(const Plan& pl, const SplitBufs& sp, int64_t num_seqs, int HV, 
 
 }  // namespace
 
-void launch_split_scan(const Plan& pl, const SplitBufs& sp, int64_t num_seqs, int HV, int d, int cols,
-                       cudaStream_t s) {
+void launch_split_scan(const Plan& pl, const SplitBufs& sp, int64_t num_seqs, int HV, int d, int cols, cudaStream_t s) {
   if (cols == 8)
     launch_scan<8>(pl, sp, num_seqs, HV, d, s);
   else if (cols == 16)

@@ -1,5 +1,5 @@
-// bf16 / fp16 state pools on the tensor-core forward. Its fwd_h kernels (fwd_h_wgmma.cuh,
-// fwd_h_mma.cu) read and write fp32 rows; rather than instantiating them per pool type, the
+// bf16 / fp16 state pools on the tensor-core forward. Its fwd_h kernel (fwd_h_wgmma.cuh) reads
+// and writes fp32 rows; rather than instantiating them per pool type, the
 // launcher (backend.cu) copies the initial rows into a dense fp32 buffer [N, HV, K, V] (the
 // layout kept, row n for sequence n, zeros for a sequence without an initial state), runs the
 // forward on it, and writes the final rows back with one rounding. The buffer sits at the front of
