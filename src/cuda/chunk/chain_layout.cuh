@@ -130,7 +130,7 @@ __device__ __forceinline__ void for_each_state_elem(int vv0, int t, F&& f) {
 // the h staging at hs ([kk][vv], transposed by stmatrix; lrow, lch: this lane's row and 16-byte
 // chunk of a 16 x 16 tile); kStageLo and with_lo: also the residual S^T - E(S^T) into the h_lo
 // staging at hls. Rows kk < 16 kKS only (K = V = 64: kKS = 4; the rest of S^T is its zero padding,
-// and the stagings' rows past it stay zero from the kernel's start).
+// and the stagings' rows past it are never read: every product over K runs kKS k-steps).
 template <typename E, bool kStageH, bool kStageLo, int kKS = 8>
 __device__ __forceinline__ void stage_state_fragments(uint32_t (&ha)[32], const float (&st)[64], uint32_t hs,
                                                       uint32_t hls, int lrow, int lch, bool with_lo) {

@@ -44,8 +44,8 @@ namespace cuda {
 // (rows 0 .. 7 of Q_w as the columns: a0, a2; rows 8 .. 15: a1, a3). 8 ldmatrix and 16 mma a warp
 // instead of ~140 unpacks and multiply-adds a thread. Rows past len are not read (the chain
 // warpgroup zeroes them meanwhile): their lanes read the warp's first row, which only the
-// discarded off-diagonal sums see.
-template <typename E>
+// discarded off-diagonal sums see. Columns < 16 kKS (K = 64: 4 k-steps; the rest are zero padding).
+template <typename E, int kKS = 8>
 __device__ __forceinline__ float2 warp_q_square_sums(uint32_t q_tile, int len, int r0, int lane) {
   const int g = lane / 4;
   const int row = r0 + lane % 16 < len ? r0 + lane % 16 : r0;  // this lane's ldmatrix row
@@ -55,7 +55,7 @@ __device__ __forceinline__ float2 warp_q_square_sums(uint32_t q_tile, int len, i
   const uint32_t y = static_cast<uint32_t>((lane / 16) ^ (row & 7));
   float c0[4] = {0.f, 0.f, 0.f, 0.f}, c1[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-  for (int ks = 0; ks < kChunkSize * 2 / 16; ++ks) {  // 8 k-steps of 16 columns over the 128
+  for (int ks = 0; ks < kKS; ++ks) {  // k-steps of 16 columns (8 over the 128)
     uint32_t a[4];
     ldsm_x4(base + (ks / 4) * (kChunkSize * 128) + ((((2 * ks) & 7) ^ y) << 4), a[0], a[1], a[2], a[3]);
     mma16<E>(c0, a, a[0], a[2]);  // columns: rows r0 .. r0 + 7
@@ -70,7 +70,7 @@ __device__ __forceinline__ float2 warp_q_square_sums(uint32_t q_tile, int len, i
 // warpgroups of the chain are on its critical path (docs/perf.md, session 27: formed by either
 // with ALU instructions, they cost it 28-32%; session 32: by the o warpgroup's own mma.sync, +3%),
 // and kkt_solve, which formed them before, had to read all of q from memory for them (prep +12-16%).
-template <typename E>
+template <typename E, int kKS = 8>
 __device__ __forceinline__ void chain_q_inverse_norms(const E* q, float* rq, int len, int tid) {
   const int lane = tid % 32, g = lane / 4, t = lane % 4;
   const int r0 = 16 * (tid / 32);  // the warp's first row
@@ -78,7 +78,7 @@ __device__ __forceinline__ void chain_q_inverse_norms(const E* q, float* rq, int
     if (lane < 16) rq[r0 + lane] = 0.f;
     return;
   }
-  const float2 sq = warp_q_square_sums<E>(smem_u32(q), len, r0, lane);
+  const float2 sq = warp_q_square_sums<E, kKS>(smem_u32(q), len, r0, lane);
   if (t == g / 2) {
     const int i0 = r0 + g, i1 = i0 + 8;
     rq[i0] = i0 < len ? rsqrtf(sq.x + float(spec::kL2NormEps)) : 0.f;
@@ -88,11 +88,11 @@ __device__ __forceinline__ void chain_q_inverse_norms(const E* q, float* rq, int
 
 // The same norms of rows r0 + g and r0 + 8 + g for each of the warp's lanes (the serial chain's
 // o rows: chain_o_chunk), the diagonal shuffled to its row's four lanes.
-template <typename E>
+template <typename E, int kKS = 8>
 __device__ __forceinline__ float2 warp_q_inverse_norms(uint32_t q_tile, int len, int r0, int lane) {
   if (r0 >= len) return make_float2(0.f, 0.f);  // (warp-uniform)
   const int g = lane / 4;
-  const float2 sq = warp_q_square_sums<E>(q_tile, len, r0, lane);
+  const float2 sq = warp_q_square_sums<E, kKS>(q_tile, len, r0, lane);
   const float s0 = __shfl_sync(0xffffffffu, sq.x, 4 * g + g / 2);
   const float s1 = __shfl_sync(0xffffffffu, sq.y, 4 * g + g / 2);
   const int i0 = r0 + g, i1 = i0 + 8;
@@ -113,7 +113,7 @@ __device__ __forceinline__ float2 warp_q_inverse_norms(uint32_t q_tile, int len,
 // and k in place (convert_stage_rows; each warp its 16 rows, whose norms it then forms from the
 // converted q): k first, then its arrival at converted[s], which the chain waits for (it reads no
 // q), then q; the o warpgroup waits for normed[s] (both converted).
-template <typename E, typename EI, int ST, typename Sm>
+template <typename E, typename EI, int ST, int kKS, typename Sm>
 __device__ __forceinline__ void chain_norm_warpgroup(Sm& sm, const FastBufs<E, EI>& b, int64_t tokens, int tid) {
   constexpr bool kConvert = !std::is_same<E, EI>::value;
   int s = 0;
@@ -136,7 +136,7 @@ __device__ __forceinline__ void chain_norm_warpgroup(Sm& sm, const FastBufs<E, E
       __syncwarp();  // ... and this warp's ldmatrix of its rows below
     }
     // (E = EI: called with l2norm only.)
-    if (!kConvert || b.l2norm) chain_q_inverse_norms<E>(sm.q[s], sm.rq[s], len, tid);
+    if (!kConvert || b.l2norm) chain_q_inverse_norms<E, kKS>(sm.q[s], sm.rq[s], len, tid);
     mbarrier_arrive(&sm.normed[s]);
     if (++s == ST) {
       s = 0;
@@ -184,7 +184,8 @@ __device__ __forceinline__ void chain_o_flush(Sm& sm, const OutRef& out, int64_t
 // (kept across chunks by the caller).
 // E: the operands' type; EI: the inputs' and o's (E, or bf16 beside fp16 operands: q and k were
 // converted in the ring before this warpgroup reads them).
-template <typename E, typename EI, int ST, bool kSerial, typename Sm>
+// kKS: the k-steps of q's products (16 columns each; K = V = 64: 4, q's zero columns skipped).
+template <typename E, typename EI, int ST, bool kSerial, int kKS, typename Sm>
 __device__ __forceinline__ void chain_o_chunk(Sm& sm, const FastBufs<E, EI>& b, const OutRef& out, int64_t tb,
                                               int64_t te, int64_t c, int s, int v0, int hv, int tid, bool& lo_staged,
                                               float (&o)[32]) {
@@ -238,7 +239,7 @@ __device__ __forceinline__ void chain_o_chunk(Sm& sm, const FastBufs<E, EI>& b, 
     for (int i = 0; i < 32; ++i) pin(o[i]);
     wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < 8; ++ks)
+    for (int ks = 0; ks < kKS; ++ks)
       wgmma_m64n64_ss<E, 1>(o, qt.at((ks / 4) * (kC * 128) + (ks % 4) * 32), ht.at(ks * 2048), ks > 0);
     wgmma_commit();
   };
@@ -248,7 +249,7 @@ __device__ __forceinline__ void chain_o_chunk(Sm& sm, const FastBufs<E, EI>& b, 
     // norm warpgroup's (chain_norm_warpgroup) for the o warpgroup; the serial chain's own.
     if (b.l2norm) {
       if constexpr (kSerial) {
-        const float2 r = warp_q_inverse_norms<E>(qs, len, 16 * warp, lane);
+        const float2 r = warp_q_inverse_norms<E, kKS>(qs, len, 16 * warp, lane);
         rq0 = r.x;
         rq1 = r.y;
       } else {
@@ -273,7 +274,7 @@ __device__ __forceinline__ void chain_o_chunk(Sm& sm, const FastBufs<E, EI>& b, 
     // rewrites h_lo after it).
     const bool precise = precise_state_chunk<E, EI>(sm.eg[s], len);
     if (lo_staged && precise_w_chunk<E, EI>(sm.eg[s], precise, lo_staged)) {
-      qh_lo_pass<E>(o, qs, hls_lo);
+      qh_lo_pass<E, kKS>(o, qs, hls_lo);
 #pragma unroll
       for (int i = 0; i < 32; ++i) pin(o[i]);
     }
@@ -290,7 +291,7 @@ __device__ __forceinline__ void chain_o_chunk(Sm& sm, const FastBufs<E, EI>& b, 
     for (int i = 0; i < 32; ++i) pacc[i] = 0.f;
     wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < 8; ++ks) {
+    for (int ks = 0; ks < kKS; ++ks) {
       const uint32_t off = (ks / 4) * (kC * 128) + (ks % 4) * 32;
       wgmma_m64n64_ss<E, 0>(pacc, qt.at(off), kt.at(off), ks > 0);
     }
@@ -433,7 +434,7 @@ __device__ __forceinline__ void chain_o_chunk(Sm& sm, const FastBufs<E, EI>& b, 
 // The o warpgroup (kFusedO: threads 128 .. 255): the part's chunks in turn, each after the chain
 // warpgroup's B1; o [64 tokens x 64 vv] as an m64n64 accumulator: o[4 j + 2 hh + e] is row
 // 16 warp + g + 8 hh, column 8 j + 2 t + e.
-template <typename E, typename EI, int ST, typename Sm>
+template <typename E, typename EI, int ST, int kKS, typename Sm>
 __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E, EI>& b, const OutRef& out, int64_t tb,
                                                   int64_t te, int64_t nch, int v0, int hv) {
   const int tid = threadIdx.x - 128;
@@ -444,7 +445,7 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E, EI>&
   bool lo_staged = true;        // the h_lo staging holds h_c's lo part (chunk c - 1 decayed weakly, or c = 0)
   mbarrier_arrive(&sm.bar[2]);  // F(0): nothing of this warpgroup's to wait for
   for (int64_t c = 0; c < nch; ++c) {
-    chain_o_chunk<E, EI, ST, false>(sm, b, out, tb, te, c, s, v0, hv, tid, lo_staged, o);
+    chain_o_chunk<E, EI, ST, false, kKS>(sm, b, out, tb, te, c, s, v0, hv, tid, lo_staged, o);
     if (++s == ST) s = 0;
   }
   if (nch > 0) chain_o_flush<EI>(sm, out, tb, te, nch - 1, v0, hv, tid / 32);

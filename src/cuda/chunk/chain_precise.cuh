@@ -157,13 +157,14 @@ __device__ __forceinline__ void vs_lo_pass(float (&st)[64], const uint32_t (&vl)
   wgmma_wait<0>();
 }
 // The fused o's o += q h_lo: q [token][kk] at `qs` (K-major, two 64-wide atoms), the h_lo staging
-// [kk][vv] at `hls` (MN-major), as q h. Waits for every group in flight.
-template <typename E>
+// [kk][vv] at `hls` (MN-major), as q h, over kk < 16 kKS (K = V = 64: 4). Waits for every group in
+// flight.
+template <typename E, int kKS = 8>
 __device__ __forceinline__ void qh_lo_pass(float (&o)[32], uint32_t qs, uint32_t hls) {
   const WgTile qt = wg_tile(qs, 16, 1024), ht = wg_tile(hls, kChunkSize * 128, 1024);
   wgmma_fence();
 #pragma unroll
-  for (int ks = 0; ks < 8; ++ks)
+  for (int ks = 0; ks < kKS; ++ks)
     wgmma_m64n64_ss<E, 1>(o, qt.at((ks / 4) * (kChunkSize * 128) + (ks % 4) * 32), ht.at(ks * 2048), true);
   wgmma_commit();
   wgmma_wait<0>();

@@ -116,10 +116,10 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
   // (kFusedO: at its warpgroups' split below, the one barrier instruction all three reach; every
   // thread of a block takes the early returns before it alike.)
   // K = V = 64 (kDK): k's and q's second 64-column atom of every ring stage stays zero (the TMA
-  // engine fills only the first), so that the chain's 128-wide products see k and q padded with
-  // zero columns, and the state's rows kk >= 64 stay zero; so do the h stagings' rows kk >= 64
-  // (stage_state writes rows < 64 only; the o warpgroup's q h reads them all). Every thread,
-  // before the block's first barrier (the norm warpgroup reads q as soon as a stage lands).
+  // engine fills only the first), so that the chain's 128-wide update S^T += vs^T k sees k padded
+  // with zero columns, and the state's rows kk >= 64 stay zero. (The products over K run kKS = 4
+  // k-steps, the first atom only: -U^T, the state's staging, q h, q k^T, q's norms; q's second atom
+  // is zeroed all the same.) Every thread, before the block's first barrier.
   if constexpr (kDK < kD) {
     constexpr int kPieces = kC * 128 / 16;  // 16-byte pieces of one atom (64 rows of 128 bytes)
     const uint4 z = make_uint4(0u, 0u, 0u, 0u);
@@ -127,10 +127,6 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
       const int st_i = i / kPieces, piece = i % kPieces;
       reinterpret_cast<uint4*>(reinterpret_cast<char*>(sm.k[st_i]) + kC * 128)[piece] = z;
       if constexpr (kFused) reinterpret_cast<uint4*>(reinterpret_cast<char*>(sm.q[st_i]) + kC * 128)[piece] = z;
-    }
-    for (int i = threadIdx.x; i < kPieces; i += blockDim.x) {  // rows 64 .. 127 of [128 kk][64 vv]
-      reinterpret_cast<uint4*>(reinterpret_cast<char*>(sm.h) + kC * 128)[i] = z;
-      if constexpr (kFused && kLo) reinterpret_cast<uint4*>(reinterpret_cast<char*>(sm.h_lo) + kC * 128)[i] = z;
     }
     fence_proxy_async();  // (wgmma reads them through the async proxy)
   }
@@ -220,12 +216,12 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
       setmaxnreg_dec<kNormRegs>();
       // The part's tokens as its nch chunks see them (a part before the last: nch whole chunks).
       const int64_t part_tokens = te - part_tb < nch * kC ? te - part_tb : nch * kC;
-      if (b.l2norm || kConvert) chain_norm_warpgroup<E, EI, ST>(sm, b, part_tokens, threadIdx.x - 256);
+      if (b.l2norm || kConvert) chain_norm_warpgroup<E, EI, ST, kKS>(sm, b, part_tokens, threadIdx.x - 256);
       return;
     }
     if (threadIdx.x >= 128) {  // the o warpgroup; the rest of this kernel is the chain's
       setmaxnreg_inc<kORegs>();
-      chain_o_warpgroup<E, EI, ST>(sm, b, out, part_tb, te, nch, v0, hv);
+      chain_o_warpgroup<E, EI, ST, kKS>(sm, b, out, part_tb, te, nch, v0, hv);
       return;
     }
     setmaxnreg_inc<kChainRegs>();
@@ -596,7 +592,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
       uint32_t base_off = align_1024_offset(smem_raw);
       pin(base_off);
       Sm& sm_o = *reinterpret_cast<Sm*>(smem_raw + base_off);
-      chain_o_chunk<E, EI, ST, true>(sm_o, b, out, tb, te, c, s, v0, hv, tid, o_lo_staged, o);
+      chain_o_chunk<E, EI, ST, true, kKS>(sm_o, b, out, tb, te, c, s, v0, hv, tid, o_lo_staged, o);
       // Every warp's products done with the h stagings (rewritten below) and with the stage
       // (refilled below; its copies land by the TMA engine, its small rows by cp.async).
       __syncthreads();
