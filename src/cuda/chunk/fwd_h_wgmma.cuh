@@ -10,7 +10,7 @@
 // and per chunk (rows i < len of tokens t0 .. t0 + len - 1; A_s = (I + L)^-1 diag(beta) from
 // kkt_solve, gates folded in, as hi + lo parts in E; s_i = exp(G_i) r_i, r = k's inverse norms):
 //   h_c       = S                                  -> b.h image [gc][hv][slice]   (E [kk][vv])
-//   -U^T      = -S^T k^T                           wgmma m64n64k16 x 8 (k = kk):
+//   -U^T      = -S^T k^T                           wgmma m64n64k16 x 8 (k = kk; kDK = 64: x 4):
 //               A = E(S^T) from registers (accumulator -> A fragment: same lanes, no shuffles),
 //               B = k [token][kk] in shared memory (K-major B), scale-a = -1
 //   W^T       = v^T - U^T diag(s)                  in registers, rounded to E once
@@ -113,8 +113,6 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
 #pragma unroll
     for (int i = 0; i < ST; ++i) mbarrier_init(&sm.full[i], 1);  // thread 0's arrival + the TMA bytes
   }
-  // (kFusedO: at its warpgroups' split below, the one barrier instruction all three reach; every
-  // thread of a block takes the early returns before it alike.)
   // K = V = 64 (kDK): k's and q's second 64-column atom of every ring stage stays zero (the TMA
   // engine fills only the first), so that the chain's 128-wide update S^T += vs^T k sees k padded
   // with zero columns, and the state's rows kk >= 64 stay zero. (The products over K run kKS = 4
@@ -130,6 +128,8 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
     }
     fence_proxy_async();  // (wgmma reads them through the async proxy)
   }
+  // (kFusedO: at its warpgroups' split below, the one barrier instruction all three reach; every
+  // thread of a block takes the early returns before it alike.)
   if constexpr (!kTwoWarpgroups) __syncthreads();
   // The summary pass: the chain launched after it as its programmatic dependent (no scan between
   // them: split.cuh) may start now; its part 0 blocks need nothing from this kernel.
