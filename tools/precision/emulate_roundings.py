@@ -2,7 +2,7 @@
 """A CPU model of the CUDA tensor-core forward's roundings (D = 128 or 64, chunk 64, one value head),
 to price an accuracy change before spending device time on it (docs/perf.md, "g = 0 accuracy").
 
-Per chunk, as src/cuda/chunk/fwd_prep.cu, fwd_h_wgmma.cuh and fwd_o.cu compute it (fp32 arithmetic,
+Per chunk, as src/cuda/chunk/kkt_solve.cu, fwd_h_wgmma.cuh and chain_o.cuh compute it (fp32 arithmetic,
 16-bit operands where the kernels round):
     A_s = (I + L)^-1 diag(beta)                  hi + lo parts (near fp32)
     h   = E(S)                                   the state as operand            (h_U, h_o)
@@ -10,8 +10,8 @@ Per chunk, as src/cuda/chunk/fwd_prep.cu, fwd_h_wgmma.cuh and fwd_o.cu compute i
     v_new = A_s W;  vs = E(diag(exp(G_last - G) r) v_new)                         (vs)
     S   = exp(G_last) S + k^T vs
     o   = E(scale (diag(exp(G) rq) q h + E(P) E(v_new)))                          (P, vnew_o, o)
-With --form wy, the D = 64 path as it is (fwd_prep.cu, fwd_h_mma.cu): w and u formed by fwd_prep
-and stored in E, v_new = u - w h:
+With --form wy, the D = 64 path before session 37 (the mma.sync fwd_prep.cu, fwd_h_mma.cu, since
+deleted: D = 64 now runs the a_last form on the wgmma chain): w and u stored in E, v_new = u - w h:
     u = E(A_s v);  w = E(A_s diag(exp(G) r) k)                                  (u, w)
     v_new = u - w h  (h = E(S): h_U)
 and the rest as above.
