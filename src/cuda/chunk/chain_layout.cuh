@@ -163,7 +163,7 @@ struct ChainRowSources {
   const double* Gt;  // [HV, T]
   const float* rk;   // [H, T]
 };
-// K = V = 64 (kDK): k's and q's first atom only (the kernel keeps the second zero).
+// K = V = 64 (kDK): k's and q's first atom only (the kernel keeps k's second zero; q's is never read).
 template <bool kFused, int kDK, typename E, typename EI, typename Sm>
 __device__ __forceinline__ void chain_prefetch(Sm& sm, const FastBufs<E, EI>& b, const ChainRowSources& rows,
                                                int64_t gc, int64_t t0, int64_t te, int s, int HV, int hv, int hk,

@@ -44,7 +44,7 @@ namespace cuda {
 // (rows 0 .. 7 of Q_w as the columns: a0, a2; rows 8 .. 15: a1, a3). 8 ldmatrix and 16 mma a warp
 // instead of ~140 unpacks and multiply-adds a thread. Rows past len are not read (the chain
 // warpgroup zeroes them meanwhile): their lanes read the warp's first row, which only the
-// discarded off-diagonal sums see. Columns < 16 kKS (K = 64: 4 k-steps; the rest are zero padding).
+// discarded off-diagonal sums see. Columns < 16 kKS (K = 64: 4 k-steps; the second atom is not loaded).
 template <typename E, int kKS = 8>
 __device__ __forceinline__ float2 warp_q_square_sums(uint32_t q_tile, int len, int r0, int lane) {
   const int g = lane / 4;

@@ -125,8 +125,8 @@ inline bool rows_in_16_byte_pieces(const Tensor& t) {
 // The prep on the tensor cores (kkt_solve.cu): G, r and A_s only (A_s in E, from k in EI).
 template <typename E, typename EI>
 void launch_kkt_solve(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream_t s);
-// o after the storing chain (D = 128).
-template <int D, typename E, typename EI>
+// o after the storing chain (K = V = 128 only: 64 always fuses o).
+template <typename E, typename EI>
 void launch_fwd_o(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream_t s);
 // fwd_h on wgmma: one warpgroup per (sequence, part, value head, 64-wide V slice);
 // one part per sequence without a split (sp.chunks_per_part = 0); it stores h and v_new for fwd_o,

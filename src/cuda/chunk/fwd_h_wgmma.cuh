@@ -1,6 +1,7 @@
 // fwd_h on Hopper warpgroup MMA (wgmma, sm_90a): the sequential part of the chunked forward for
-// D = K = V = 128, chunk C = 64; K = V = 64 (kDK) on the same layout, k and q padded with zero
-// columns (the ring's second atom zero, S^T's rows past 64 zero), one 64-wide V slice per head.
+// D = K = V = 128, chunk C = 64; K = V = 64 (kDK) on the same layout, k padded with zero columns
+// (the ring's second atom of k zero, S^T's rows past 64 zero; the products over K run 4 k-steps),
+// one 64-wide V slice per head.
 // Three modes (ChainMode below): h and v_new stored for fwd_o (described here), the split's summary
 // pass, and fused o (a second warpgroup computes o from the h and v staging: chain_o.cuh).
 //
@@ -113,19 +114,16 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
 #pragma unroll
     for (int i = 0; i < ST; ++i) mbarrier_init(&sm.full[i], 1);  // thread 0's arrival + the TMA bytes
   }
-  // K = V = 64 (kDK): k's and q's second 64-column atom of every ring stage stays zero (the TMA
-  // engine fills only the first), so that the chain's 128-wide update S^T += vs^T k sees k padded
-  // with zero columns, and the state's rows kk >= 64 stay zero. (The products over K run kKS = 4
-  // k-steps, the first atom only: -U^T, the state's staging, q h, q k^T, q's norms; q's second atom
-  // is zeroed all the same.) Every thread, before the block's first barrier.
+  // K = V = 64 (kDK): k's second 64-column atom of every ring stage stays zero (the TMA engine
+  // fills only the first of k and q), so that the chain's 128-wide update S^T += vs^T k sees k
+  // padded with zero columns, and the state's rows kk >= 64 stay zero. (The other products over K
+  // run kKS = 4 k-steps, the first atom only: -U^T, the state's staging, q h, q k^T, q's norms; q's
+  // second atom is never read.) Every thread, before the block's first barrier.
   if constexpr (kDK < kD) {
     constexpr int kPieces = kC * 128 / 16;  // 16-byte pieces of one atom (64 rows of 128 bytes)
     const uint4 z = make_uint4(0u, 0u, 0u, 0u);
-    for (int i = threadIdx.x; i < ST * kPieces; i += blockDim.x) {
-      const int st_i = i / kPieces, piece = i % kPieces;
-      reinterpret_cast<uint4*>(reinterpret_cast<char*>(sm.k[st_i]) + kC * 128)[piece] = z;
-      if constexpr (kFused) reinterpret_cast<uint4*>(reinterpret_cast<char*>(sm.q[st_i]) + kC * 128)[piece] = z;
-    }
+    for (int i = threadIdx.x; i < ST * kPieces; i += blockDim.x)
+      reinterpret_cast<uint4*>(reinterpret_cast<char*>(sm.k[i / kPieces]) + kC * 128)[i % kPieces] = z;
     fence_proxy_async();  // (wgmma reads them through the async proxy)
   }
   // (kFusedO: at its warpgroups' split below, the one barrier instruction all three reach; every

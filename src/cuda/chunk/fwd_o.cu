@@ -19,8 +19,9 @@ namespace cuda {
 namespace {
 
 constexpr int C = kChunkSize;
+constexpr int D = 128;  // K = V: fwd_o reads the storing chain's images (K = V = 64 always fuses o)
 
-template <int D, typename E>
+template <typename E>
 struct OSmem {
   static constexpr int SK = D + 8;
   static constexpr int SP = C + 8;
@@ -34,13 +35,12 @@ struct OSmem {
   float rk[C];  // inverse l2 norms of k's rows (kkt_solve's), with l2norm
 };
 
-template <int D, typename E, typename EI, int NW>
+template <typename E, typename EI, int NW>
 __global__ void __launch_bounds__(NW * 32)
     chunk_fwd_o_kernel(FastBufs<E, EI> b, EI* __restrict__ o, int64_t o_st, int64_t o_sh, bool rows16) {
   extern __shared__ __align__(16) char smem_raw[];
-  using S = OSmem<D, E>;  // (q and k hold EI: 16-bit either way)
+  using S = OSmem<E>;  // (q and k hold EI: 16-bit either way)
   constexpr bool kConvert = !std::is_same<E, EI>::value;
-  static_assert(D == 128, "fwd_o reads the storing chain's images (K = V = 128)");
   auto as_op = [](uint32_t(&x)[4]) { as_operands<E, EI>(x); };  // a fragment of q or k (EI) as E operands
   S& sm = *reinterpret_cast<S*>(smem_raw);
   constexpr int kThreads = NW * 32;
@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(NW * 32)
   // The chunk's two decays that decide whether the chain stored v_new's lo part (chain_precise.cuh),
   // loaded now: their global latency hides behind P instead of stalling every warp before q h.
   float last_decay = 0.f, tail_decay = 0.f;
-  if (D == 128 && !kConvert && b.v_new_lo != nullptr) {
+  if (!kConvert && b.v_new_lo != nullptr) {
     const float2* const eg = b.eg + int64_t(hv) * b.T + t0;  // [HV, T] (exp(G_i), exp(G_last - G_i))
     last_decay = eg[len - 1].x;
     tail_decay = eg[(3 * len) / 4].y;
@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(NW * 32)
     cp_async4(&sm.rk[i], b.rk + int64_t(hk) * b.T + t0 + (ok ? i : 0), ok ? 4 : 0);
   }
   cp_async_commit();
-  if constexpr (D == 128) {
+  {
     // The chain's staging images (fwd_fast.cuh): 16-byte piece pc of a row sits in slice pc / 8 at
     // the swizzled byte sw128(row, pc % 8); rows kRows (a multiple of 8) apart share the swizzle.
     static_assert(kRows % 8 == 0, "the swizzle repeats every 8 rows");
@@ -208,20 +208,17 @@ __global__ void __launch_bounds__(NW * 32)
   __syncthreads();
   // A weakly decaying chunk (the chain's decision from the same eg, chain_precise.cuh): the chain
   // stored v_new's lo part too (b.v_new_lo); it lands in k's rows (dead since P) while q h and
-  // P v_new run, for a third pass P_hi v_new_lo. (D = 128: the store chain's images.)
-  bool vn_lo = false;
-  if constexpr (D == 128) {
-    vn_lo = b.v_new_lo != nullptr && precise_state_decays<E, EI>(last_decay, tail_decay);
-    if (vn_lo) {
-      const char* const limg =
-          reinterpret_cast<const char*>(b.v_new_lo + fwd_v_image(gc, hv, pc / 8, HV)) + sw128(pr, pc % 8);
+  // P v_new run, for a third pass P_hi v_new_lo (the store chain's images).
+  const bool vn_lo = b.v_new_lo != nullptr && precise_state_decays<E, EI>(last_decay, tail_decay);
+  if (vn_lo) {
+    const char* const limg =
+        reinterpret_cast<const char*>(b.v_new_lo + fwd_v_image(gc, hv, pc / 8, HV)) + sw128(pr, pc % 8);
 #pragma unroll
-      for (int j = 0; j < C / kRows; ++j) {
-        const int i = pr + kRows * j;
-        cp_async16(&sm.k[i * S::SK + 8 * pc], limg + j * kRows * 128, i < len ? 16 : 0);
-      }
-      cp_async_commit();
+    for (int j = 0; j < C / kRows; ++j) {
+      const int i = pr + kRows * j;
+      cp_async16(&sm.k[i * S::SK + 8 * pc], limg + j * kRows * 128, i < len ? 16 : 0);
     }
+    cp_async_commit();
   }
 
   float acc[2 * DP][4];
@@ -297,31 +294,30 @@ __global__ void __launch_bounds__(NW * 32)
   });
 }
 
-template <int D, typename E, typename EI, int NW>
+template <typename E, typename EI, int NW>
 void launch(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream_t s, unsigned blocks, bool rows16) {
-  const size_t smem = sizeof(OSmem<D, E>);
-  auto k = chunk_fwd_o_kernel<D, E, EI, NW>;
+  const size_t smem = sizeof(OSmem<E>);
+  auto k = chunk_fwd_o_kernel<E, EI, NW>;
   allow_smem(k, smem);
   k<<<blocks, NW * 32, smem, s>>>(b, static_cast<EI*>(f.o.data), f.o.stride_token, f.o.stride_head, rows16);
 }
 
 }  // namespace
 
-template <int D, typename E, typename EI>
+template <typename E, typename EI>
 void launch_fwd_o(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream_t s) {
   if (b.pl.max_chunks == 0) return;
   const unsigned blocks = grid_1d(b.pl.max_chunks * b.HV, 1);
   // o rows in 16-byte pieces when the caller's layout allows it, else element by element.
   const bool rows16 = rows_in_16_byte_pieces(f.o);
-  launch<D, E, EI, 8>(b, f, s, blocks, rows16);  // o in EI (o_dtype = dtype: takes_fast_path)
+  launch<E, EI, 8>(b, f, s, blocks, rows16);  // o in EI (o_dtype = dtype: takes_fast_path)
   GDN_CUDA_LAUNCH_CHECK("chunk_fwd_o_kernel");
 }
 
-// (D = 128 only: the chain that stores h and v_new for it runs at K = V = 128; 64 always fuses o.)
-template void launch_fwd_o<128>(const FastBufs<__nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
-template void launch_fwd_o<128>(const FastBufs<__half>&, const ForwardArgs&, cudaStream_t);
+template void launch_fwd_o(const FastBufs<__nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
+template void launch_fwd_o(const FastBufs<__half>&, const ForwardArgs&, cudaStream_t);
 #ifdef GDN_FP16_OPERANDS_D128  // bf16 inputs on fp16 operands at D = 128 (heuristics.h: kFp16OperandsD128)
-template void launch_fwd_o<128>(const FastBufs<__half, __nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
+template void launch_fwd_o(const FastBufs<__half, __nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
 #endif
 
 }  // namespace cuda

@@ -22,12 +22,10 @@ constexpr bool kFp16OperandsD128 = true;
 constexpr bool kFp16OperandsD128 = false;
 #endif
 
+// fwd_h, the sequential part (wgmma, fwd_h_wgmma.cuh), has no choices of its own: each block
+// carries one (sequence part, value head, 64-wide V slice) chain (64: the wgmma M) on a ring of 2
+// stages where it stores h and v_new, 3 where it fuses o, 1 in its serial form.
 struct ChunkForwardConfig {
-  // fwd_h, the sequential part (wgmma, fwd_h_wgmma.cuh): each block carries one (sequence, value
-  // head, V slice) chain; slice width 64 (the wgmma M), ring of 2 stages (the chain storing h and
-  // v_new; the fused chain runs 3 whatever this says). The only values the kernels run.
-  int fwd_h_slice_width = 64;
-  int fwd_h_stages = 2;
   // Exact split of long sequences into parts of split_chunks_per_part chunks (chunk/split.cuh);
   // 0: none. split_max_parts: the parts per sequence the grids cover (at least
   // ceil(chunks of the longest possible sequence / split_chunks_per_part)); the summary pass runs
@@ -45,9 +43,9 @@ struct ChunkForwardConfig {
   // The scan's blocks (split_scan.cu) each carry split_scan_cols (8, 16 or 32) columns of V.
   int split_scan_cols = 16;
   // o computed inside the chain kernel by a second warpgroup (chain_o.cuh) instead of by fwd_o: h
-  // and v_new never reach global memory. The chain then runs 3 ring stages whatever fwd_h_stages
-  // says (one block of three warpgroups per SM). Otherwise fwd_o runs after the chain (D = 128
-  // only: K = V = 64 always fuses).
+  // and v_new never reach global memory. The chain then runs 3 ring stages (one block of three
+  // warpgroups per SM). Otherwise fwd_o runs after the chain (D = 128 only: K = V = 64 always
+  // fuses).
   bool fuse_o = false;
   // With fuse_o: its serial form (ChainMode::kFusedSerial): one warpgroup per block computes each
   // chunk's chain and then its o, on one ring stage (~108 KB: two blocks per SM), for sequences of
@@ -177,11 +175,9 @@ inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const Devic
   const bool several_waves = chains * slices > dev.sms;
   const SequenceChunks lengths = several_waves ? sequence_chunks(p) : SequenceChunks{};
   cfg.longest_first = p.num_seqs > 1 && several_waves && (lengths.longest < 0 || lengths.longest != lengths.shortest);
-  // The chain storing h and v_new for fwd_o runs only in several waves (below: where its blocks
-  // fit one wave, o is fused, and the fused chain runs its own 3 stages): 2 stages (107.5 KB),
-  // two blocks per SM, each hiding the other's latency.
-  cfg.fwd_h_slice_width = 64;
-  cfg.fwd_h_stages = 2;
+  // (The chain storing h and v_new for fwd_o runs only in several waves, below: where its blocks
+  // fit one wave, o is fused. Its 2 stages, 107.5 KB, let two blocks share an SM, each hiding the
+  // other's latency.)
   choose_split(p, dev, cfg);
   // Fused o wherever the blocks fill at most one wave of one block per SM or the sequences
   // average at least 4 chunks; also with SMs left idle (session 23: the o warpgroup mostly waits
