@@ -116,10 +116,11 @@ static_assert(sizeof(WgFusedSmem<1, true, __nv_bfloat16>) % 1024 == 0, "a and k 
 // The state slice's registers (S^T as an m64n128 wgmma accumulator) and the elements they hold:
 // f(i, kk, vv) for st[i] = S[kk][vv], i = 4 j + 2 hh + e, kk = 8 j + 2 t + e, vv = vv0 + 8 hh
 // (vv0 = v0 + 16 warp + g: this thread's first row of S^T; t = lane % 4).
-template <typename F>
+// kJ: 8-row groups of kk (16; K = V = 64: 8, the m64n64 accumulator of 32 floats).
+template <int kJ = 16, typename F>
 __device__ __forceinline__ void for_each_state_elem(int vv0, int t, F&& f) {
 #pragma unroll
-  for (int j = 0; j < 16; ++j)
+  for (int j = 0; j < kJ; ++j)
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
@@ -129,10 +130,10 @@ __device__ __forceinline__ void for_each_state_elem(int vv0, int t, F&& f) {
 // E(S^T) as the A fragments of w h (ha[4 ks + q]: kk in [16 ks, 16 ks + 16)) and, kStageH, into
 // the h staging at hs ([kk][vv], transposed by stmatrix; lrow, lch: this lane's row and 16-byte
 // chunk of a 16 x 16 tile); kStageLo and with_lo: also the residual S^T - E(S^T) into the h_lo
-// staging at hls. Rows kk < 16 kKS only (K = V = 64: kKS = 4; the rest of S^T is its zero padding,
-// and the stagings' rows past it are never read: every product over K runs kKS k-steps).
+// staging at hls. Rows kk < 16 kKS (K = V = 64: kKS = 4, the m64n64 state's 32 floats; the
+// stagings' rows past them are never read: every product over K runs kKS k-steps).
 template <typename E, bool kStageH, bool kStageLo, int kKS = 8>
-__device__ __forceinline__ void stage_state_fragments(uint32_t (&ha)[32], const float (&st)[64], uint32_t hs,
+__device__ __forceinline__ void stage_state_fragments(uint32_t (&ha)[32], const float (&st)[8 * kKS], uint32_t hs,
                                                       uint32_t hls, int lrow, int lch, bool with_lo) {
 #pragma unroll
   for (int ks = 0; ks < kKS; ++ks) {
@@ -163,7 +164,7 @@ struct ChainRowSources {
   const double* Gt;  // [HV, T]
   const float* rk;   // [H, T]
 };
-// K = V = 64 (kDK): k's and q's first atom only (the kernel keeps k's second zero; q's is never read).
+// K = V = 64 (kDK): k's and q's first atom only (nothing reads the second).
 template <bool kFused, int kDK, typename E, typename EI, typename Sm>
 __device__ __forceinline__ void chain_prefetch(Sm& sm, const FastBufs<E, EI>& b, const ChainRowSources& rows,
                                                int64_t gc, int64_t t0, int64_t te, int s, int HV, int hv, int hk,

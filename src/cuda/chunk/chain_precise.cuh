@@ -146,13 +146,19 @@ __device__ __forceinline__ void w_lo_pass(float (&left)[16], float (&right)[16],
   wgmma_commit();
   wgmma_wait<0>();
 }
-// S^T += vs_lo^T k: k [token][kk] at `ks0`, read MN-major as the update's hi pass.
-template <typename E>
-__device__ __forceinline__ void vs_lo_pass(float (&st)[64], const uint32_t (&vl)[16], uint32_t ks0) {
+// S^T += vs_lo^T k: k [token][kk] at `ks0`, read MN-major as the update's hi pass (N = 32: K = V =
+// 64's m64n64 state, k's first atom).
+template <typename E, int N>
+__device__ __forceinline__ void vs_lo_pass(float (&st)[N], const uint32_t (&vl)[16], uint32_t ks0) {
   const WgTile kt = wg_tile(ks0, kChunkSize * 128, 1024);
   wgmma_fence();
 #pragma unroll
-  for (int ks = 0; ks < 4; ++ks) wgmma_m64n128_tb<E>(st, &vl[4 * ks], kt.at(ks * 2048));
+  for (int ks = 0; ks < 4; ++ks) {
+    if constexpr (N == 64)
+      wgmma_m64n128_tb<E>(st, &vl[4 * ks], kt.at(ks * 2048));
+    else
+      wgmma_m64n64_tb<E>(st, &vl[4 * ks], kt.at(ks * 2048));
+  }
   wgmma_commit();
   wgmma_wait<0>();
 }

@@ -1,7 +1,7 @@
 // fwd_h on Hopper warpgroup MMA (wgmma, sm_90a): the sequential part of the chunked forward for
-// D = K = V = 128, chunk C = 64; K = V = 64 (kDK) on the same layout, k padded with zero columns
-// (the ring's second atom of k zero, S^T's rows past 64 zero; the products over K run 4 k-steps),
-// one 64-wide V slice per head.
+// D = K = V = 128, chunk C = 64; K = V = 64 (kDK) on the same ring layout with only the first
+// 64-column atom of k and q filled (every product over K runs its 4 k-steps there), the state an
+// m64n64 accumulator (32 floats a thread), one 64-wide V slice per head.
 // Three modes (ChainMode below): h and v_new stored for fwd_o (described here), the split's summary
 // pass, and fused o (a second warpgroup computes o from the h and v staging: chain_o.cuh).
 //
@@ -114,18 +114,6 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
 #pragma unroll
     for (int i = 0; i < ST; ++i) mbarrier_init(&sm.full[i], 1);  // thread 0's arrival + the TMA bytes
   }
-  // K = V = 64 (kDK): k's second 64-column atom of every ring stage stays zero (the TMA engine
-  // fills only the first of k and q), so that the chain's 128-wide update S^T += vs^T k sees k
-  // padded with zero columns, and the state's rows kk >= 64 stay zero. (The other products over K
-  // run kKS = 4 k-steps, the first atom only: -U^T, the state's staging, q h, q k^T, q's norms; q's
-  // second atom is never read.) Every thread, before the block's first barrier.
-  if constexpr (kDK < kD) {
-    constexpr int kPieces = kC * 128 / 16;  // 16-byte pieces of one atom (64 rows of 128 bytes)
-    const uint4 z = make_uint4(0u, 0u, 0u, 0u);
-    for (int i = threadIdx.x; i < ST * kPieces; i += blockDim.x)
-      reinterpret_cast<uint4*>(reinterpret_cast<char*>(sm.k[i / kPieces]) + kC * 128)[i % kPieces] = z;
-    fence_proxy_async();  // (wgmma reads them through the async proxy)
-  }
   // (kFusedO: at its warpgroups' split below, the one barrier instruction all three reach; every
   // thread of a block takes the early returns before it alike.)
   if constexpr (!kTwoWarpgroups) __syncthreads();
@@ -139,7 +127,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
   const int HV = b.HV;
   // 64-wide column slices per (part, head): V's (and the summary's M_p columns, K's)
   constexpr int kVSlices = kDK / kBV, kSlices = kSummary ? 2 * kVSlices : kVSlices;
-  constexpr int kKS = kDK / 16;  // k-steps of the products over K (S^T's rows past them: zero)
+  constexpr int kKS = kDK / 16;  // k-steps of the products over K (k's and q's atoms past them: unused)
   const int64_t item = blockIdx.x;
   const int sl = static_cast<int>(item % kSlices);
   const int hv = static_cast<int>((item / kSlices) % HV);
@@ -171,8 +159,8 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
   // ldmatrix / stmatrix lane roles for a 16 x 16 tile: matrix lm = lane / 8, row lr = lane % 8;
   // a tile's rows are (16 i + 8 (lm / 2) + lr), its 16-byte chunk of the slice 2 warp + lm % 2.
   const int lrow = 8 * ((lane / 8) / 2) + lane % 8, lch = 2 * warp + (lane / 8) % 2;
-  // The split's part states and summaries are [kD][kD] (K = V = 64 in their top left corner); the
-  // caller's states [kDK][kDK].
+  // The split's part states and summaries are [kD][kD] (K = V = 64 in their top left corner, the
+  // rest never written nor read); the caller's states [kDK][kDK].
   const int64_t DD = int64_t(kD) * kD, DDK = int64_t(kDK) * kDK;
 
   // The part's chunks (split.cuh), the last part up to the sequence's end.
@@ -233,7 +221,8 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
   // S^T accumulator: st[4 j + 2 hh + e] = S[kk = 8 j + 2 t + e][vv = v0 + 16 warp + g + 8 hh], j < 16.
   // The part's initial state: the pool row (part 0), the scan's S_p (K-major, later parts of the
   // full pass), zero (B_p) or the identity (M_p).
-  float st[64];
+  constexpr int kSt = kDK / 2;  // the accumulator's floats a thread: m64n128 (m64n64 at K = V = 64)
+  float st[kSt];
   {
     const float* base = nullptr;
     bool base_kmajor = kmajor;
@@ -250,10 +239,8 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
       base_kmajor = true;
       base_d = kD;
     }
-    for_each_state_elem(v0 + 16 * warp + g, t, [&](int i, int kk, int vv) {
-      // (Rows kk >= kDK: zero. kk < kDK exactly where i / 4 < kDK / 8, known at compile time.)
-      float x =
-          base && i / 4 < kDK / 8 ? base[base_kmajor ? int64_t(kk) * base_d + vv : int64_t(vv) * base_d + kk] : 0.f;
+    for_each_state_elem<kDK / 8>(v0 + 16 * warp + g, t, [&](int i, int kk, int vv) {
+      float x = base ? base[base_kmajor ? int64_t(kk) * base_d + vv : int64_t(vv) * base_d + kk] : 0.f;
       if (transition) x = kk == vv && !negligible ? 1.f : 0.f;
       st[i] = x;
     });
@@ -408,7 +395,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
     const bool precise = precise_state_chunk<E, EI>(eg, len);
     const bool precise_w = precise_w_chunk<E, EI>(eg, precise, after_precise);
 #pragma unroll
-    for (int i = 0; i < 64; ++i) st[i] *= dl;
+    for (int i = 0; i < kSt; ++i) st[i] *= dl;
     // h_c -> workspace: the staging's image (fwd_h_image).
     if constexpr (kBulk) {
       if (tid == 0) {
@@ -522,7 +509,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
     // chain spilled once the split-overlap patch added its registers).
     if (precise) {
       lo_parts<E>(vl, vf, va);
-      vs_lo_pass<E>(st, vl, smem_u32(sm.k[s]));
+      vs_lo_pass<E, kSt>(st, vl, smem_u32(sm.k[s]));
       // kStoreBulk: v_new's lo part for fwd_o's P v_new (b.v_new_lo), staged in this chunk's v input
       // stage (read into vx by every warp before its v_new products, which this wait completed; not
       // refilled before the next chunk's B1, which thread 0 passes only once the bulk copies below
@@ -541,14 +528,19 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
     // S^T += vs^T k. B = k [token][kk] read MN-major (SW128): k-step ks starts at token 16 ks
     // (2048 bytes); kk atoms of 64 are 8192 bytes apart (LBO), 8-token groups 1024 (SBO).
 #pragma unroll
-    for (int i = 0; i < 64; ++i) pin(st[i]);
+    for (int i = 0; i < kSt; ++i) pin(st[i]);
 #pragma unroll
     for (int i = 0; i < 16; ++i) pin(va[i]);
     wgmma_fence();
     {
       const uint32_t ks0 = smem_u32(sm.k[s]);
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) wgmma_m64n128_tb<E>(st, &va[4 * ks], wg_tile(ks0, kC * 128, 1024).at(ks * 2048));
+      for (int ks = 0; ks < 4; ++ks) {
+        if constexpr (kSt == 64)
+          wgmma_m64n128_tb<E>(st, &va[4 * ks], wg_tile(ks0, kC * 128, 1024).at(ks * 2048));
+        else  // (K = V = 64: k's first atom, the state's 64 rows)
+          wgmma_m64n64_tb<E>(st, &va[4 * ks], wg_tile(ks0, kC * 128, 1024).at(ks * 2048));
+      }
     }
     wgmma_commit();
     // v_new (E, as stored) -> v staging [token][vv], while the update runs (the summary pass
@@ -577,7 +569,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
     }
     wgmma_wait<0>();
 #pragma unroll
-    for (int i = 0; i < 64; ++i) pin(st[i]);
+    for (int i = 0; i < kSt; ++i) pin(st[i]);
     if constexpr (kSerial) {
       // o of chunk c by this warpgroup, from the h staging (h_c, visible since B1) and the v
       // staging (v_new_c, since B2); its o accumulators live for this chunk's o only (the state's
@@ -623,15 +615,15 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
     if (transition && sl == kVSlices && tid == 0) sp.m_negligible[(n * sp.max_parts + part) * HV + hv] = negligible;
     base = transition && negligible ? nullptr : dst + hv * DD;
     out_kmajor = true;
-    out_d = kD;  // (K = V = 64: rows kk >= 64 stored as the zeros they are; the scan reads them)
+    out_d = kD;  // (K = V = 64: rows kk < 64, the scan's d)
   } else {
     block_sync(0, nch & 1);  // last_part_flag, set before the loop, seen by every thread (of the chain)
     const int64_t r = last_part_flag ? state_row(fin, seq_shared) : -1;
     if (r >= 0) base = static_cast<float*>(fin.data) + state_offset(fin, r, hv, HV, DDK);
   }
   if (base)
-    for_each_state_elem(v0 + 16 * warp + g, t, [&](int i, int kk, int vv) {
-      if (kSummary || i / 4 < kDK / 8) base[out_kmajor ? int64_t(kk) * out_d + vv : int64_t(vv) * out_d + kk] = st[i];
+    for_each_state_elem<kDK / 8>(v0 + 16 * warp + g, t, [&](int i, int kk, int vv) {
+      base[out_kmajor ? int64_t(kk) * out_d + vv : int64_t(vv) * out_d + kk] = st[i];
     });
 #endif
 }

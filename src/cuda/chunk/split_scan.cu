@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(kThreads) chunk_split_scan_kernel(Plan pl, Spl
   constexpr int kStage = scan_stage_floats<kCols>();
   extern __shared__ __align__(16) float scan_smem[];
   float* Xs = scan_smem + 2 * kStage;  // [128][kCols]: the slice of S_p
-  const int slices = d / kCols;        // (d = K = V: 64 or 128; rows past d are zeros, and stay so)
+  const int slices = d / kCols;        // (d = K = V: 64 or 128; rows past d are never written nor read)
   const int64_t item = blockIdx.x;
   const int c0 = static_cast<int>(item % slices) * kCols;
   const int hv = static_cast<int>((item / slices) % HV);
@@ -107,7 +107,8 @@ __global__ void __launch_bounds__(kThreads) chunk_split_scan_kernel(Plan pl, Spl
       acc[4 * q + 3] = v.w;
     }
     const float* mrow = ms + row * kMStride;
-    if (!m_zero) {  // (else S_{p+1} = B_p)
+    const bool live = row < d;  // (warp-uniform: a warp's 16 rows)
+    if (!m_zero && live) {      // (else S_{p+1} = B_p)
 #pragma unroll 2
       for (int j = 0; j < d; j += 4) {  // (M's columns past d are never written)
         const float4 m4 = *reinterpret_cast<const float4*>(mrow + j);
@@ -129,7 +130,7 @@ __global__ void __launch_bounds__(kThreads) chunk_split_scan_kernel(Plan pl, Spl
     __syncthreads();  // every read of stage p and of S_p done
     float* out = part_base(sp.part_state, p + 1) + int64_t(row) * kD + c0 + col;
 #pragma unroll
-    for (int q = 0; q < kPer / 4; ++q) {
+    for (int q = 0; q < kPer / 4 && live; ++q) {
       const float4 v = make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]);
       *reinterpret_cast<float4*>(out + 4 * q) = v;
       *reinterpret_cast<float4*>(Xs + row * kCols + col + 4 * q) = v;

@@ -51,7 +51,7 @@ __device__ __forceinline__ int64_t state_elem(const StateRef& s, int64_t r, int 
 // constant offset from p: no address registers in a chain loop that runs at 255. D = 64: rows
 // kk < 64 only (j < 8; the chain's rows past them are its zero padding).
 template <int D, typename TS>
-__device__ __forceinline__ void store_chain_state(TS* p, bool kmajor, const float (&st)[64]) {
+__device__ __forceinline__ void store_chain_state(TS* p, bool kmajor, const float (&st)[D / 2]) {
   if (kmajor) {
 #pragma unroll
     for (int j = 0; j < D / 8; ++j)
@@ -72,7 +72,7 @@ __device__ __forceinline__ void store_chain_state(TS* p, bool kmajor, const floa
 // The same into the checkpoint pool in its element type; e0: the offset of this thread's element.
 template <int D>
 __device__ __forceinline__ void store_chain_checkpoint(const CheckpointOut& out, int64_t e0, bool kmajor,
-                                                       const float (&st)[64]) {
+                                                       const float (&st)[D / 2]) {
   if (out.dtype == DType::kFloat32)
     store_chain_state<D>(static_cast<float*>(out.ck.pool.data) + e0, kmajor, st);
   else if (out.dtype == DType::kFloat16)
