@@ -35,7 +35,8 @@ def chunk_gated_delta_rule(
             (fla's tests pass fp32 q/k with fp16 v): each is read in its own dtype and the work is
             fp32. On CUDA with K = V in {64, 128}, fp32 inputs (and fp32 q/k beside fp16 v) run the
             tensor cores on fp16 copies (tf32-class error, ~5e-4; fp16's range: docs/api.md), a
-            mix with bf16 on bf16 copies.
+            mix with bf16 on bf16 copies. bf16 inputs at K = V = 64 run the tensor cores with
+            fp16 operands (~1.7e-3; fp16's range for v and the state: docs/api.md).
             GVA when ``HV > H`` (``HV % H == 0``).
         g: ``[B, T, HV]`` log decay (``<= 0``), fp32 or the dtype of v; with ``use_gate_in_kernel=True``
             the raw gate input ``a``: ``g = -exp(A_log) * softplus(a + dt_bias)``.

@@ -81,8 +81,8 @@ void check_config(const Problem& p, const ChunkForwardConfig& cfg) {
   if (p.head_k == 64 && !cfg.fuse_o) throw Error("fast_forward: K = V = 64 runs the chain with o fused only (fuse_o)");
   if (cfg.fp16_operands && p.dtype != DType::kBFloat16)
     throw Error("fast_forward: fp16_operands runs bf16 inputs (their products in fp16)");
-  if (cfg.fp16_operands && !kFp16OperandsD128)
-    throw Error("fast_forward: fp16_operands is built only with -DGDN_FP16_OPERANDS_D128=ON");
+  if (cfg.fp16_operands && p.head_k == 128 && !kFp16OperandsD128)
+    throw Error("fast_forward: fp16_operands at K = V = 128 is built only with -DGDN_FP16_OPERANDS_D128=ON");
   if (cfg.fuse_o_serial && !cfg.fuse_o) throw Error("fast_forward: fuse_o_serial is a form of fuse_o (set both)");
   if (cfg.split_chunks_per_part < 0)
     throw Error("fast_forward: split_chunks_per_part must be 0 or positive; got " +
@@ -161,17 +161,17 @@ void run(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg, 
   b.k = rows16(f.k, H, const_cast<EI*>(b.k), b.k_st, b.k_sh, maps ? &b.maps.k : nullptr);
   b.v = rows16(f.v, p.num_v_heads, reinterpret_cast<EI*>(b.u), b.v_st, b.v_sh, maps ? &b.maps.v : nullptr);
   mark(phases, 2, s);
-  // (fp16 operands: compiled with GDN_FP16_OPERANDS_D128 only; check_config.)
+  launch_kkt_solve(b, f, s);
+  mark(phases, 3, s);
+  // The exact split: summaries, the scan (3+ parts), then the chains per part; with at most 2
+  // parts the chains' part 0 runs beside the summary pass (split.cuh).
+  const bool split = sp.chunks_per_part > 0, scan = split && sp.max_parts > 2;
+  if (split) launch_fwd_h_wgmma_summary(b, sp, f, cfg, s);
+  if (scan) launch_split_scan(b.pl, sp, p.num_seqs, b.HV, D, cfg.split_scan_cols, s);
+  launch_fwd_h_wgmma(b, sp, f, cfg, s, split && !scan);  // with cfg.fuse_o: o too
+  mark(phases, 4, s);
+  // (fwd_o with fp16 operands for bf16 inputs: GDN_FP16_OPERANDS_D128 only; K = V = 64 fuses o.)
   if constexpr (std::is_same<E, EI>::value || kFp16OperandsD128) {
-    launch_kkt_solve(b, f, s);
-    mark(phases, 3, s);
-    // The exact split: summaries, the scan (3+ parts), then the chains per part; with at most 2
-    // parts the chains' part 0 runs beside the summary pass (split.cuh).
-    const bool split = sp.chunks_per_part > 0, scan = split && sp.max_parts > 2;
-    if (split) launch_fwd_h_wgmma_summary(b, sp, f, cfg, s);
-    if (scan) launch_split_scan(b.pl, sp, p.num_seqs, b.HV, D, cfg.split_scan_cols, s);
-    launch_fwd_h_wgmma(b, sp, f, cfg, s, split && !scan);  // with cfg.fuse_o: o too
-    mark(phases, 4, s);
     if (!cfg.fuse_o) launch_fwd_o(b, f, s);
   }
   mark(phases, 5, s);

@@ -13,7 +13,8 @@
 // flash-linear-attention): the kernels are templates on E, the mma / wgmma instructions take
 // .bf16 or .f16 from it, and the workspace intermediates (A_s, v_new, h) are stored in E; G is
 // fp64. q, k and v share one dtype (Problem::qk_dtype = dtype; backend.cu copies mixed dtypes).
-// With cfg.fp16_operands (GDN_FP16_OPERANDS_D128: heuristics.h), E = fp16 beside EI = bf16 inputs:
+// With cfg.fp16_operands (D = 64; D = 128 with GDN_FP16_OPERANDS_D128: heuristics.h), E = fp16 beside
+// EI = bf16 inputs:
 // the wgmma chain's ring converts q and k to fp16 in place, fwd_o its fragments, v is unpacked from
 // bf16, o is stored in bf16, and no chunk takes the lo passes (chain_precise.cuh: fp16's 11 bits
 // make them unnecessary there).
@@ -121,7 +122,7 @@ inline bool rows_in_16_byte_pieces(const Tensor& t) {
 }
 
 // The launchers, instantiated for E = EI = __nv_bfloat16 and __half, and for E = __half on
-// EI = __nv_bfloat16 (fp16 operands: with GDN_FP16_OPERANDS_D128 only).
+// EI = __nv_bfloat16 (fp16 operands: the chain at D = 64; D = 128 and fwd_o with GDN_FP16_OPERANDS_D128).
 // The prep on the tensor cores (kkt_solve.cu): G, r and A_s only (A_s in E, from k in EI).
 template <typename E, typename EI>
 void launch_kkt_solve(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream_t s);

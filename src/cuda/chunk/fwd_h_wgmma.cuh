@@ -659,7 +659,12 @@ void launch_wg(const FastBufs<E, EI>& b, const SplitBufs& sp, const ForwardArgs&
   if constexpr (kMode != ChainMode::kStoreBulk) {
     if (b.dk == 64) return launch_wg_d<ST, kMode, E, EI, 64>(b, sp, f, s, after_summary);
   }
-  launch_wg_d<ST, kMode, E, EI, kD>(b, sp, f, s, after_summary);
+  // (fp16 operands for bf16 inputs at K = V = 128: built with GDN_FP16_OPERANDS_D128 only;
+  // fast_forward's check_config refuses them otherwise.)
+  if constexpr (std::is_same<E, EI>::value || kFp16OperandsD128)
+    launch_wg_d<ST, kMode, E, EI, kD>(b, sp, f, s, after_summary);
+  else
+    throw Error("chunk_fwd_h_wgmma_kernel: fp16 operands at K = V = 128 are built only with GDN_FP16_OPERANDS_D128");
 }
 
 }  // namespace

@@ -16,10 +16,9 @@ void launch_fused_serial(const FastBufs<E, EI>& b, const SplitBufs& sp, const Fo
 template void launch_fused_serial(const FastBufs<__nv_bfloat16>&, const SplitBufs&, const ForwardArgs&, cudaStream_t,
                                   bool);
 template void launch_fused_serial(const FastBufs<__half>&, const SplitBufs&, const ForwardArgs&, cudaStream_t, bool);
-#ifdef GDN_FP16_OPERANDS_D128  // bf16 inputs on fp16 operands at D = 128 (heuristics.h: kFp16OperandsD128)
+// bf16 inputs on fp16 operands (heuristics.h: K = V = 64 always; 128 with GDN_FP16_OPERANDS_D128)
 template void launch_fused_serial(const FastBufs<__half, __nv_bfloat16>&, const SplitBufs&, const ForwardArgs&,
                                   cudaStream_t, bool);
-#endif
 
 }  // namespace chain
 }  // namespace cuda

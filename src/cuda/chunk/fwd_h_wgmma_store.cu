@@ -25,10 +25,9 @@ template void launch_fwd_h_wgmma(const FastBufs<__nv_bfloat16>&, const SplitBufs
                                  const ChunkForwardConfig&, cudaStream_t, bool);
 template void launch_fwd_h_wgmma(const FastBufs<__half>&, const SplitBufs&, const ForwardArgs&,
                                  const ChunkForwardConfig&, cudaStream_t, bool);
-#ifdef GDN_FP16_OPERANDS_D128  // bf16 inputs on fp16 operands at D = 128 (heuristics.h: kFp16OperandsD128)
+// bf16 inputs on fp16 operands (heuristics.h: K = V = 64 always; 128 with GDN_FP16_OPERANDS_D128)
 template void launch_fwd_h_wgmma(const FastBufs<__half, __nv_bfloat16>&, const SplitBufs&, const ForwardArgs&,
                                  const ChunkForwardConfig&, cudaStream_t, bool);
-#endif
 
 }  // namespace cuda
 }  // namespace gdn

@@ -18,10 +18,9 @@ template void launch_fwd_h_wgmma_summary(const FastBufs<__nv_bfloat16>&, const S
                                          const ChunkForwardConfig&, cudaStream_t);
 template void launch_fwd_h_wgmma_summary(const FastBufs<__half>&, const SplitBufs&, const ForwardArgs&,
                                          const ChunkForwardConfig&, cudaStream_t);
-#ifdef GDN_FP16_OPERANDS_D128  // bf16 inputs on fp16 operands at D = 128 (heuristics.h: kFp16OperandsD128)
+// bf16 inputs on fp16 operands (heuristics.h: K = V = 64 always; 128 with GDN_FP16_OPERANDS_D128)
 template void launch_fwd_h_wgmma_summary(const FastBufs<__half, __nv_bfloat16>&, const SplitBufs&, const ForwardArgs&,
                                          const ChunkForwardConfig&, cudaStream_t);
-#endif
 
 }  // namespace cuda
 }  // namespace gdn

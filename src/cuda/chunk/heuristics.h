@@ -59,11 +59,10 @@ struct ChunkForwardConfig {
   // ~1 us and the chain's dependent load of its sequence saved.
   bool longest_first = false;
   // bf16 inputs on fp16 operands (fwd_fast.cuh): the tensor-core products in fp16; A_s's image is
-  // fp16, o is stored in bf16. Only with GDN_FP16_OPERANDS_D128 (kFp16OperandsD128:
-  // experimental): the wgmma chain converts q and k in its ring, and no chunk takes the lo passes
-  // (chain_precise.cuh). (Until session 37 K = V = 64 took them always, on the mma.sync kernels
-  // whose u - w h form built up bf16 roundings at g = 0; on the chain's form bf16 operands take the
-  // lo passes as at 128.) Session 36 measured it at 128
+  // fp16, o is stored in bf16; the wgmma chain converts q and k in its ring, and no chunk takes the
+  // lo passes (chain_precise.cuh). K = V = 64 always (err_o ~1.7e-3 against bf16 operands'
+  // 2.3-2.4e-3); K = V = 128 only with GDN_FP16_OPERANDS_D128 (kFp16OperandsD128: experimental).
+  // Session 36 measured it at 128
   // against bf16 operands: model-1x32k -8.6%, g0-1x32k -7%, 256x64 -4%, err_o 2.2-2.5e-3 ->
   // 1.7e-3, but the SPEC's gates +5.5% on every kFusedO case (1x128k would fall behind
   // FlashQLA's). Every mode of a head size takes the same operands (a checkpoint row stays
@@ -208,7 +207,7 @@ inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const Devic
     cfg.fuse_o = true;
     cfg.fuse_o_serial = !long_tail;
   }
-  cfg.fp16_operands = p.dtype == DType::kBFloat16 && kFp16OperandsD128;
+  cfg.fp16_operands = p.dtype == DType::kBFloat16 && (p.head_v == 64 || kFp16OperandsD128);
   return cfg;
 }
 

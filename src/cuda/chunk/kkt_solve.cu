@@ -453,9 +453,8 @@ void launch_kkt_solve(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream
 
 template void launch_kkt_solve(const FastBufs<__nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
 template void launch_kkt_solve(const FastBufs<__half>&, const ForwardArgs&, cudaStream_t);
-#ifdef GDN_FP16_OPERANDS_D128  // bf16 inputs on fp16 operands at D = 128 (heuristics.h: kFp16OperandsD128)
+// bf16 inputs on fp16 operands (heuristics.h: K = V = 64 always; 128 with GDN_FP16_OPERANDS_D128)
 template void launch_kkt_solve(const FastBufs<__half, __nv_bfloat16>&, const ForwardArgs&, cudaStream_t);
-#endif
 
 }  // namespace cuda
 }  // namespace gdn
