@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""Per-kernel GPU time of gdn's chunk_gated_delta_rule (torch profiler, after warm-up), for the
+paths the check tool's --profile does not phase (the exact stages: K = V outside {64, 128}).
+
+    python3 bench/gdn_kernels.py [--lens 8192,8192,8192,8192] [--D 256] [--dtype bf16] [--reps 3]
+"""
+import argparse
+from collections import defaultdict
+
+import torch
+
+import gdn
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--lens", default="8192,8192,8192,8192", help="comma list of sequence lengths")
+ap.add_argument("--H", type=int, default=16)
+ap.add_argument("--HV", type=int, default=32)
+ap.add_argument("--D", type=int, default=256, help="K = V")
+ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
+ap.add_argument("--reps", type=int, default=3)
+args = ap.parse_args()
+dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[args.dtype]
+lens = [int(x) for x in args.lens.split(",")]
+T, N, D = sum(lens), len(lens), args.D
+dev = "cuda"
+torch.manual_seed(0)
+q = torch.randn(1, T, args.H, D, device=dev).to(dt)
+k = torch.randn(1, T, args.H, D, device=dev).to(dt)
+v = torch.randn(1, T, args.HV, D, device=dev).to(dt)
+g = torch.nn.functional.logsigmoid(torch.randn(1, T, args.HV, device=dev))
+beta = torch.rand(1, T, args.HV, device=dev)
+h0 = torch.randn(N, args.HV, D, D, device=dev) * 0.1
+cu_cpu = torch.tensor([0] + torch.tensor(lens).cumsum(0).tolist(), dtype=torch.int64)
+cu = cu_cpu.to(dev)
+
+
+def call():
+    return gdn.chunk_gated_delta_rule(q, k, v, g, beta, initial_state=h0, output_final_state=True,
+                                      use_qk_l2norm_in_kernel=True, cu_seqlens=cu, cu_seqlens_cpu=cu_cpu)
+
+
+for _ in range(2):
+    call()
+torch.cuda.synchronize()
+with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+    for _ in range(args.reps):
+        call()
+    torch.cuda.synchronize()
+tot = defaultdict(float)
+for e in prof.events():
+    if e.device_type == torch.autograd.DeviceType.CUDA:
+        tot[e.name] += e.device_time_total / 1000.0 / args.reps
+print(f"gdn kernels, lens {args.lens}, H={args.H} HV={args.HV} K=V={D} {args.dtype} (ms per call):")
+for name, ms in sorted(tot.items(), key=lambda x: -x[1]):
+    print(f"  {ms:9.3f}  {name[:110]}")
+print(f"  {sum(tot.values()):9.3f}  total")
