@@ -7,7 +7,6 @@ profiler, after warm-up), to compare stage by stage with gdn's phases (`gdn_cuda
 import argparse
 import os
 import sys
-from collections import defaultdict
 
 import torch
 
@@ -16,6 +15,7 @@ from fla.ops.gated_delta_rule import chunk_gated_delta_rule  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python", "tests"))
 from gdn_ref import BENCH_CASES, torch_case_gates  # noqa: E402  (the parser of bench/cases.txt)
+from timing import kernel_times, print_kernel_times  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--case", default=None, help="a case of bench/cases.txt (its lengths, heads and gates)")
@@ -47,23 +47,4 @@ def call():
                                   use_qk_l2norm_in_kernel=True, cu_seqlens=cu)
 
 
-for _ in range(3):
-    call()
-torch.cuda.synchronize()
-with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-    for _ in range(args.reps):
-        call()
-    torch.cuda.synchronize()
-tot = defaultdict(float)
-cnt = defaultdict(int)
-for e in prof.events():
-    if e.device_type == torch.autograd.DeviceType.CUDA:
-        tot[e.name] += e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total
-        cnt[e.name] += 1
-print(f"fla kernels, lens={args.lens}, per call (us):")
-s = 0.0
-for name, us in sorted(tot.items(), key=lambda x: -x[1]):
-    per = us / args.reps
-    s += per
-    print(f"  {per:9.1f}  x{cnt[name] // args.reps}  {name[:110]}")
-print(f"  {s:9.1f}  total")
+print_kernel_times(f"fla kernels, lens={args.lens}, per call (us):", kernel_times(call, args.reps))

@@ -5,11 +5,10 @@ paths the check tool's --profile does not phase (the exact stages: K = V outside
     python3 bench/gdn_kernels.py [--lens 8192,8192,8192,8192] [--D 256] [--dtype bf16] [--reps 3]
 """
 import argparse
-from collections import defaultdict
-
 import torch
 
 import gdn
+from timing import kernel_times, print_kernel_times
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--lens", default="8192,8192,8192,8192", help="comma list of sequence lengths")
@@ -39,18 +38,5 @@ def call():
                                       use_qk_l2norm_in_kernel=True, cu_seqlens=cu, cu_seqlens_cpu=cu_cpu)
 
 
-for _ in range(2):
-    call()
-torch.cuda.synchronize()
-with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-    for _ in range(args.reps):
-        call()
-    torch.cuda.synchronize()
-tot = defaultdict(float)
-for e in prof.events():
-    if e.device_type == torch.autograd.DeviceType.CUDA:
-        tot[e.name] += e.device_time_total / 1000.0 / args.reps
-print(f"gdn kernels, lens {args.lens}, H={args.H} HV={args.HV} K=V={D} {args.dtype} (ms per call):")
-for name, ms in sorted(tot.items(), key=lambda x: -x[1]):
-    print(f"  {ms:9.3f}  {name[:110]}")
-print(f"  {sum(tot.values()):9.3f}  total")
+print_kernel_times(f"gdn kernels, lens {args.lens}, H={args.H} HV={args.HV} K=V={D} {args.dtype} (us per call):",
+                   kernel_times(call, args.reps))

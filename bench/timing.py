@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections import defaultdict
 
 import torch
 
@@ -92,3 +93,30 @@ def measure_matmul_TFLOPs(dev):
     b = torch.randn(n, n, dtype=torch.bfloat16, device=dev)
     ms = graph_time([lambda: a @ b], dev, min_reps=10, max_reps=20)
     return 2 * n ** 3 / (ms * 1e-3) / 1e12
+
+
+def kernel_times(call, reps, warmup=3):
+    """Per-kernel GPU time of call() under the torch profiler, after warm-up: {kernel name: (us per
+    call, launches per call)}."""
+    for _ in range(warmup):
+        call()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            call()
+        torch.cuda.synchronize()
+    tot, cnt = defaultdict(float), defaultdict(int)
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            tot[e.name] += e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total
+            cnt[e.name] += 1
+    return {name: (us / reps, cnt[name] // reps) for name, us in tot.items()}
+
+
+def print_kernel_times(title, times):
+    print(title)
+    total = 0.0
+    for name, (us, launches) in sorted(times.items(), key=lambda x: -x[1][0]):
+        total += us
+        print(f"  {us:9.1f}  x{launches}  {name[:110]}")
+    print(f"  {total:9.1f}  total")
