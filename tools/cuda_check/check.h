@@ -138,6 +138,7 @@ enum class PrefillVariant {
   kFp32,
   kBf16Operands,
   kD64,
+  kD256,  // K = V = 256: the exact stages
   kCut
 };
 void bench_prefill(const tools::PrefillCase& c, const std::string& label, PrefillVariant variant, BenchOptions& o);

@@ -29,14 +29,14 @@ const char* kUsage =
     "  --profile    with --bench: also the phases of the tensor-core forward (plan, pack, prep, h, o)\n"
     "  --case NAME  with --bench: time that prefill case only (e.g. under ncu); NAME/seq, NAME/fused,\n"
     "               NAME/serial, NAME/ckpt, NAME/split2, NAME/nohost, NAME/fp16, NAME/fp32, NAME/bf16ops,\n"
-    "               NAME/d64, NAME/cutNN: its\n"
+    "               NAME/d64, NAME/d256, NAME/cutNN: its\n"
     "               A/B rows\n"
     "               (/seq: o by fwd_o after the chain; /fused: o in the chain by its second warpgroup;\n"
     "               /serial: by its one warpgroup after each chunk's chain; /ckpt: a checkpoint every 16\n"
     "               chunks; /split2: the exact split into 2 parts, o fused; /nohost: without the host copy\n"
     "               of cu_seqlens; /fp16, /fp32: q, k, v and o in that dtype; /bf16ops: bf16 operands\n"
-    "               where the library takes fp16 ones for bf16 inputs; /d64: K = V = 64; /cutNN: part 0\n"
-    "               of a two-part split at NN% of the chunks)\n"
+    "               where the library takes fp16 ones for bf16 inputs; /d64, /d256: K = V = 64, 256 (256:\n"
+    "               the exact stages); /cutNN: part 0 of a two-part split at NN% of the chunks)\n"
     "  --json FILE  with --bench: the timings as a JSON array\n";
 
 int usage_error(const std::string& what) {
@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
   // --case NAME or NAME/<variant> (the A/B rows).
   const std::string seq_suffix = "/seq", fused_suffix = "/fused", serial_suffix = "/serial", ckpt_suffix = "/ckpt",
                     split2_suffix = "/split2", nohost_suffix = "/nohost", fp16_suffix = "/fp16", fp32_suffix = "/fp32",
-                    bf16ops_suffix = "/bf16ops", d64_suffix = "/d64";
+                    bf16ops_suffix = "/bf16ops", d64_suffix = "/d64", d256_suffix = "/d256";
   auto base_name = [](const std::string& label) { return label.substr(0, label.find('/')); };
   if (!only_case.empty() && find_case(base_name(only_case)) == prefill.end())
     return usage_error("--case " + only_case + ": no such prefill case (tools/cases.h)");
@@ -168,9 +168,11 @@ int main(int argc, char** argv) {
           bo.cut_percent = std::atoi(only_case.c_str() + c.name.size() + 4);
           check::bench_prefill(c, only_case, check::PrefillVariant::kCut, bo);
         }
-        // K = V = 64, the library's choices or bf16 operands (asked for by name only).
+        // K = V = 64 or 256, the library's choices (asked for by name only).
         if (only_case == c.name + d64_suffix)
           check::bench_prefill(c, c.name + d64_suffix, check::PrefillVariant::kD64, bo);
+        if (only_case == c.name + d256_suffix)
+          check::bench_prefill(c, c.name + d256_suffix, check::PrefillVariant::kD256, bo);
       }
     }
     if (only_case.empty())

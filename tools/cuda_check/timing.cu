@@ -162,8 +162,7 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   const DType dtype = variant == PrefillVariant::kFp16   ? DType::kFloat16
                       : variant == PrefillVariant::kFp32 ? DType::kFloat32
                                                          : DType::kBFloat16;
-  const bool d64 = variant == PrefillVariant::kD64;
-  const int64_t D = d64 ? 64 : kBK;
+  const int64_t D = variant == PrefillVariant::kD64 ? 64 : variant == PrefillVariant::kD256 ? 256 : kBK;
   BenchInputs in(T, N, c.H, HV, rng, nd, g, b, dtype, D);
   void* cu_d = upload_indices(cu, IndexType::kInt64);
   in.p.cu_seqlens = cu_d;
@@ -188,7 +187,8 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   cuda::ChunkForwardConfig cfg = cuda::chunk_forward_heuristics(in.p, cuda::device_props());
   const bool explicit_cfg = variant != PrefillVariant::kDefault && variant != PrefillVariant::kCheckpoints &&
                             variant != PrefillVariant::kNoHostLengths && variant != PrefillVariant::kFp16 &&
-                            variant != PrefillVariant::kFp32 && variant != PrefillVariant::kD64;
+                            variant != PrefillVariant::kFp32 && variant != PrefillVariant::kD64 &&
+                            variant != PrefillVariant::kD256;
   if (variant == PrefillVariant::kOAfter || variant == PrefillVariant::kFusedO ||
       variant == PrefillVariant::kFusedSerial) {
     cfg.fuse_o = variant != PrefillVariant::kOAfter;  // (/seq: fwd_o after the chain)
@@ -234,8 +234,10 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
       cuda::chunk_gated_delta_rule(f, ex);
   });
   std::printf("bench %-8s T=%-7lld %.3f ms  %.1f Mtok/s\n", label.c_str(), (long long)T, med, T / med / 1e3);
-  // (The phases time fast_forward itself, which fp32 inputs reach only through their fp16 copies.)
-  if (o.profile && variant != PrefillVariant::kFp32) print_phases(label, f, ex, cfg);
+  // (The phases time fast_forward itself, which fp32 inputs reach only through their fp16 copies
+  // and K = 256 never.)
+  if (o.profile && variant != PrefillVariant::kFp32 && variant != PrefillVariant::kD256)
+    print_phases(label, f, ex, cfg);
   char fields[256];
   std::snprintf(fields, sizeof fields, "\"name\":\"%s\",\"tokens\":%lld,\"gdn_ms\":%.4f", label.c_str(), (long long)T,
                 med);
