@@ -141,6 +141,9 @@ enum class PrefillVariant {
   kD256,  // K = V = 256: the exact stages
   kCut
 };
+// One 16 KB exchange through distributed shared memory in a cluster pair, against a block-local
+// one (dsmem_bench.cu; --dsmem).
+void bench_dsmem_exchange();
 void bench_prefill(const tools::PrefillCase& c, const std::string& label, PrefillVariant variant, BenchOptions& o);
 // The decode step for N sequences (one token each) of the benchmark shape, against the copy rate,
 // on a state pool of `state_dtype` (GB/s counts the state bytes moved: one read and one write of

@@ -37,7 +37,8 @@ const char* kUsage =
     "               of cu_seqlens; /fp16, /fp32: q, k, v and o in that dtype; /bf16ops: bf16 operands\n"
     "               where the library takes fp16 ones for bf16 inputs; /d64, /d256: K = V = 64, 256 (256:\n"
     "               the exact stages); /cutNN: part 0 of a two-part split at NN% of the chunks)\n"
-    "  --json FILE  with --bench: the timings as a JSON array\n";
+    "  --json FILE  with --bench: the timings as a JSON array\n"
+    "  --dsmem      only: time a 16 KB exchange between the two CTAs of a cluster (dsmem_bench.cu)\n";
 
 int usage_error(const std::string& what) {
   std::fprintf(stderr, "gdn_cuda_check: %s\n%s", what.c_str(), kUsage);
@@ -48,7 +49,7 @@ int usage_error(const std::string& what) {
 
 int main(int argc, char** argv) {
   using namespace gdn;
-  bool bench = false, quick = false, decode_only = false, no_check = false;
+  bool bench = false, quick = false, decode_only = false, no_check = false, dsmem = false;
   check::BenchOptions bo;
   std::string only_case, json, only_names;
   for (int i = 1; i < argc; ++i) {
@@ -64,6 +65,8 @@ int main(int argc, char** argv) {
       no_check = true;
     else if (a == "--profile")
       bo.profile = true;
+    else if (a == "--dsmem")
+      dsmem = true;
     else if (a == "--case" && has_value)
       only_case = argv[++i];
     else if (a == "--json" && has_value)
@@ -92,6 +95,7 @@ int main(int argc, char** argv) {
     std::printf("no sm_90 CUDA device: skipped\n");
     return 0;
   }
+  if (dsmem) return check::bench_dsmem_exchange(), 0;
 
   int failures = 0;
   if (!no_check) {

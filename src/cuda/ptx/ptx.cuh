@@ -2,7 +2,8 @@
 //   copy.cuh   cp.async (16 / 8 / 4 bytes, commit, wait) and shared-memory addresses
 //   mma.cuh    ldmatrix, stmatrix, mma.sync m16n8k16
 //   wgmma.cuh  warpgroup MMA (sm_90a): descriptors, the products, fence / commit / wait
-//   sync.cuh   programmatic dependent launch, block barriers on mbarriers
+//   sync.cuh   programmatic dependent launch, block barriers on mbarriers, cluster barriers and
+//              distributed shared memory
 #pragma once
 
 #include "cuda/ptx/copy.cuh"
