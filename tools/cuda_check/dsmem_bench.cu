@@ -22,6 +22,11 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kVec = 8;  // float4 a thread: 32 floats
 
+// a = (a + p) / 2: the next write depends on what was read.
+__device__ __forceinline__ void fold(float4& a, const float4& p) {
+  a = make_float4(0.5f * (a.x + p.x), 0.5f * (a.y + p.y), 0.5f * (a.z + p.z), 0.5f * (a.w + p.w));
+}
+
 template <bool kCluster>
 __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads)
     dsmem_exchange_kernel(int iters, float* __restrict__ out, long long* __restrict__ cycles) {
@@ -41,18 +46,14 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads)
       const uint32_t src = cuda::map_shared_rank(cuda::smem_u32(&mine[0][tid]), peer);
 #pragma unroll
       for (int x = 0; x < kVec; ++x) {
-        const float4 p = cuda::ld_shared_cluster_f4(src + x * kThreads * 16);
-        acc[x] = make_float4(0.5f * (acc[x].x + p.x), 0.5f * (acc[x].y + p.y), 0.5f * (acc[x].z + p.z),
-                             0.5f * (acc[x].w + p.w));
+        const uint4 p = cuda::ld_shared_cluster16(src + x * kThreads * 16);
+        fold(acc[x],
+             make_float4(__uint_as_float(p.x), __uint_as_float(p.y), __uint_as_float(p.z), __uint_as_float(p.w)));
       }
     } else {
       __syncthreads();
 #pragma unroll
-      for (int x = 0; x < kVec; ++x) {
-        const float4 p = mine[x][tid ^ 32];  // another warp's: the barrier orders it
-        acc[x] = make_float4(0.5f * (acc[x].x + p.x), 0.5f * (acc[x].y + p.y), 0.5f * (acc[x].z + p.z),
-                             0.5f * (acc[x].w + p.w));
-      }
+      for (int x = 0; x < kVec; ++x) fold(acc[x], mine[x][tid ^ 32]);  // another warp's: the barrier orders it
     }
   }
   const long long t1 = clock64();

@@ -35,6 +35,21 @@ __device__ __forceinline__ uint4 ld_shared16(uint32_t addr) {
                : "memory");
   return x;
 }
+// Distributed shared memory (thread block clusters, sm_90): the address in CTA `rank` of the
+// cluster of this CTA's shared address `addr` (mapa), and 16 bytes read from such an address.
+__device__ __forceinline__ uint32_t map_shared_rank(uint32_t addr, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ uint4 ld_shared_cluster16(uint32_t addr) {
+  uint4 x;
+  asm volatile("ld.shared::cluster.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w)
+               : "r"(addr)
+               : "memory");
+  return x;
+}
 __device__ __forceinline__ void st_shared16(uint32_t addr, const uint4& x) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(x.x), "r"(x.y), "r"(x.z), "r"(x.w)
                : "memory");

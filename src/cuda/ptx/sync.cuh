@@ -1,6 +1,5 @@
 // Ordering between kernels that run at the same time (programmatic dependent launch: griddepcontrol,
-// sm_90), block barriers on mbarriers, and thread block clusters (their barrier, distributed shared
-// memory).
+// sm_90), block barriers on mbarriers, and the thread block cluster's barrier.
 #pragma once
 
 #include <cstdint>
@@ -68,8 +67,8 @@ __device__ __forceinline__ void setmaxnreg_dec() {
 
 // Thread block clusters (sm_90). The cluster barrier: every thread of every CTA of the cluster
 // arrives (release: its shared-memory writes before it) and waits (acquire: they are visible to
-// its reads after it, the peers' shared memory included). A CTA must not exit while a peer may
-// still read its shared memory: end with one more barrier.
+// its reads after it, the peers' shared memory included: copy.cuh's ld_shared_cluster16). A CTA
+// must not exit while a peer may still read its shared memory: end with one more barrier.
 __device__ __forceinline__ void cluster_arrive() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
 }
@@ -79,21 +78,5 @@ __device__ __forceinline__ uint32_t cluster_ctarank() {
   asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
   return r;
 }
-// Distributed shared memory: the address, in CTA `rank` of the cluster, of this CTA's shared
-// address `addr` (mapa), and a 16-byte load from such an address.
-__device__ __forceinline__ uint32_t map_shared_rank(uint32_t addr, uint32_t rank) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
-  return r;
-}
-__device__ __forceinline__ float4 ld_shared_cluster_f4(uint32_t addr) {
-  float4 v;
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(addr)
-               : "memory");
-  return v;
-}
-
 }  // namespace cuda
 }  // namespace gdn

@@ -1,8 +1,6 @@
 // What the exact stage kernels share: element loads, the dtype dispatch of their launchers, the
 // (chunk, value head) grid.
 #pragma once
-#include <type_traits>
-
 #include "cuda/stages/stages.cuh"
 
 namespace gdn {

@@ -1,8 +1,8 @@
 // Exact stage kernels (fp32 on CUDA cores), one block per (chunk, value head) unless noted.
 // Correctness first: these are the oracle-grade path (fp32 inputs must stay within 1e-4); the
 // fast bf16 tensor-core forward lives in fwd_*.cu.
-// Any K and V in [1, 256] (the capability table): kkt and w_u loop over K and V at run time.
-// kkt, w_u, fwd_h and fwd_o (register-tiled) are in stages_tiled.cu.
+// Here the gates' chunk-local sums and the 64 x 64 triangular solve; the products over K and V
+// (kkt, w_u, fwd_h, fwd_o: any K and V in [1, 256], register-tiled) are in stages_tiled.cu.
 #include "cuda/stages/stage_dispatch.cuh"
 #include "cuda/stages/stages.cuh"
 
