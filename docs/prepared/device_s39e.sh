@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Session 39, one call for what device_s39c.sh and device_s39d.sh would do in two (~9.5 min; carry
+# .deps .whl .ab; the device's machines were scarce): this tree with s39_stages_tf32_1pass.patch
+# applied (new): pytest on the GPU (main's landed work plus the patch), the A/B on the check tool's
+# NAME/d256 rows against `scripts/ab_base.sh main <main + s39_stages_tf32.patch>` (base = main,
+# v1 = tf32 three passes), the K = 256 correctness lines of v1 and new, the stage suites, and, as
+# time allows, racecheck, the kernels one by one and `--dsmem`.
+set -u
+OUT=${OUT:-/tmp/gdn-out}
+export GDN_COMMIT=$1
+left() { echo $((575 - SECONDS)); }
+P=docs/prepared/s39_stages_tf32_1pass.patch
+(git apply "$P" 2>/dev/null || patch -p1 <"$P" >/dev/null) && echo "tf32 1-pass patch applied" || echo "tf32 1-pass patch FAILED"
+GDN_PYTEST_TIMEOUT=200 GDN_AB_CASES="4x8k/d256 1x32k/d256" bash scripts/device.sh build,pybuild,pytest,ab >$OUT/device.txt 2>&1
+grep -E '^\[ *[0-9]+s\]|^== (build|pytest)|passed|failed' $OUT/device.txt | tail -8
+tail -5 $OUT/ab.log 2>/dev/null
+for side in v1 new; do
+  bin=build-device/tools/cuda_check/gdn_cuda_check
+  [[ $side != new ]] && bin=/tmp/ab-$side/build/tools/cuda_check/gdn_cuda_check
+  timeout 60 $bin --only 256 >/tmp/check256_$side.log 2>&1
+  echo "check 256 $side rc=$?"; grep -E '256' /tmp/check256_$side.log | head -14 | cut -c1-150; tail -1 /tmp/check256_$side.log
+done
+B=build-device/tests
+for t in test_stages test_head_sizes; do
+  timeout 60 $B/$t --gdn_gpu_suite --gtest_filter='CUDA*:CrossBackend*' >/tmp/$t.log 2>&1
+  echo "$t rc=$? $(grep -E '^\[  PASSED|^\[  FAILED' /tmp/$t.log | tr '\n' ' ')"
+  grep -E '^\[  FAILED|Failure|error' /tmp/$t.log | head -5
+done
+echo "[$SECONDS s]"
+[[ $(left) -gt 60 ]] && timeout 40 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_stages --gdn_gpu_suite --gtest_filter='CUDA*' >/tmp/race.log 2>&1 &&
+  echo "racecheck stages rc=$? $(grep 'RACECHECK SUMMARY' /tmp/race.log | tail -1)"
+[[ $(left) -gt 50 ]] && timeout $(($(left) - 20)) python3 bench/gdn_kernels.py --reps 3 2>&1 | grep -E "^ +[0-9]|kernels" | head -8
+[[ $(left) -gt 15 ]] && timeout 12 build-device/tools/cuda_check/gdn_cuda_check --dsmem 2>&1 | tail -4
+rm -f $OUT/build.log
+echo "[$SECONDS s] done"
