@@ -27,8 +27,10 @@ for t in test_stages test_head_sizes; do
   grep -E '^\[  FAILED|Failure|error' /tmp/$t.log | head -5
 done
 echo "[$SECONDS s]"
-[[ $(left) -gt 60 ]] && timeout 40 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_stages --gdn_gpu_suite --gtest_filter='CUDA*' >/tmp/race.log 2>&1 &&
+if [[ $(left) -gt 60 ]]; then
+  timeout 40 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_stages --gdn_gpu_suite --gtest_filter='CUDA*' >/tmp/race.log 2>&1
   echo "racecheck stages rc=$? $(grep 'RACECHECK SUMMARY' /tmp/race.log | tail -1)"
+fi
 [[ $(left) -gt 50 ]] && timeout $(($(left) - 20)) python3 bench/gdn_kernels.py --reps 3 2>&1 | grep -E "^ +[0-9]|kernels" | head -8
 [[ $(left) -gt 15 ]] && timeout 12 build-device/tools/cuda_check/gdn_cuda_check --dsmem 2>&1 | tail -4
 rm -f $OUT/build.log
