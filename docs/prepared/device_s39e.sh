@@ -8,7 +8,7 @@
 set -u
 OUT=${OUT:-/tmp/gdn-out}
 export GDN_COMMIT=$1
-left() { echo $((575 - SECONDS)); }
+left() { echo $((${GDN_BUDGET_S:-575} - SECONDS)); }
 P=docs/prepared/s39_stages_tf32_1pass.patch
 (git apply "$P" 2>/dev/null || patch -p1 <"$P" >/dev/null) && echo "tf32 1-pass patch applied" || echo "tf32 1-pass patch FAILED"
 GDN_PYTEST_TIMEOUT=200 GDN_AB_CASES="4x8k/d256 1x32k/d256" bash scripts/device.sh build,pybuild,pytest,ab >$OUT/device.txt 2>&1
