@@ -11,12 +11,16 @@ export GDN_COMMIT=$1
 left() { echo $((${GDN_BUDGET_S:-575} - SECONDS)); }
 P=docs/prepared/s39_stages_tf32_1pass.patch
 (git apply "$P" 2>/dev/null || patch -p1 <"$P" >/dev/null) && echo "tf32 1-pass patch applied" || echo "tf32 1-pass patch FAILED"
-GDN_PYTEST_TIMEOUT=200 GDN_AB_CASES="4x8k/d256 1x32k/d256" bash scripts/device.sh build,pybuild,pytest,ab >$OUT/device.txt 2>&1
+# (GDN_BUDGET_S under 500 s: no A/B, a shorter pytest.)
+STEPS=build,pybuild,pytest,ab PT=200
+[[ ${GDN_BUDGET_S:-575} -lt 500 ]] && STEPS=build,pybuild,pytest PT=150
+GDN_PYTEST_TIMEOUT=$PT GDN_AB_CASES="4x8k/d256 1x32k/d256" bash scripts/device.sh $STEPS >$OUT/device.txt 2>&1
 grep -E '^\[ *[0-9]+s\]|^== (build|pytest)|passed|failed' $OUT/device.txt | tail -8
 tail -5 $OUT/ab.log 2>/dev/null
 for side in v1 new; do
   bin=build-device/tools/cuda_check/gdn_cuda_check
   [[ $side != new ]] && bin=/tmp/ab-$side/build/tools/cuda_check/gdn_cuda_check
+  [[ -x $bin ]] || continue
   timeout 60 $bin --only 256 >/tmp/check256_$side.log 2>&1
   echo "check 256 $side rc=$?"; grep -E '256' /tmp/check256_$side.log | head -14 | cut -c1-150; tail -1 /tmp/check256_$side.log
 done
@@ -31,6 +35,7 @@ if [[ $(left) -gt 60 ]]; then
   timeout 40 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_stages --gdn_gpu_suite --gtest_filter='CUDA*' >/tmp/race.log 2>&1
   echo "racecheck stages rc=$? $(grep 'RACECHECK SUMMARY' /tmp/race.log | tail -1)"
 fi
+[[ $(left) -gt 30 ]] && timeout $(($(left) - 15)) build-device/tools/cuda_check/gdn_cuda_check --bench --no-check --profile --case 4x8k/d256 2>&1 | grep -E '^bench |phases'
 [[ $(left) -gt 50 ]] && timeout $(($(left) - 20)) python3 bench/gdn_kernels.py --reps 3 2>&1 | grep -E "^ +[0-9]|kernels" | head -8
 [[ $(left) -gt 15 ]] && timeout 12 build-device/tools/cuda_check/gdn_cuda_check --dsmem 2>&1 | tail -4
 rm -f $OUT/build.log
