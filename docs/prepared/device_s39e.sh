@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Session 39, one call for what device_s39c.sh and device_s39d.sh would do in two (~9.5 min; carry
-# .deps .whl .ab; the device's machines were scarce): this tree with s39_stages_tf32_1pass.patch
-# applied (new): pytest on the GPU (main's landed work plus the patch), the A/B on the check tool's
-# NAME/d256 rows against `scripts/ab_base.sh main <main + s39_stages_tf32.patch>` (base = main,
-# v1 = tf32 three passes), the K = 256 correctness lines of v1 and new, the stage suites, and, as
-# time allows, racecheck, the kernels one by one and `--dsmem`.
+# Session 40's first call (written in session 39, which got no machine: ~6-9 min; carry .deps .whl
+# .ab): this tree with s39_stages_tf32_1pass.patch applied (new): pytest on the GPU (main's landed
+# work, not run since session 38's D = 64 patches and tiled stages, plus the patch), the A/B on the
+# check tool's NAME/d256 rows (base = main, v1 = main + s39_stages_tf32.patch: three passes for
+# every input), the K = 256 correctness lines of v1 and new, the stage suites, and as time allows
+# racecheck, new's 4x8k/d256 phases, its kernels one by one and `--dsmem`.
+# Setup: a worktree of main with s39_stages_tf32.patch applied and committed there (any commit, it
+# need not land), then `scripts/ab_base.sh main <that commit>`. GDN_BUDGET_S (default 575 s):
+# under 500 no A/B and a shorter pytest, under 380 the C++ checks and suites alone.
 set -u
 OUT=${OUT:-/tmp/gdn-out}
 export GDN_COMMIT=$1
