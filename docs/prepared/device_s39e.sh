@@ -13,7 +13,15 @@ OUT=${OUT:-/tmp/gdn-out}
 export GDN_COMMIT=$1
 left() { echo $((${GDN_BUDGET_S:-575} - SECONDS)); }
 P=docs/prepared/s39_stages_tf32_1pass.patch
-(git apply "$P" 2>/dev/null || patch -p1 <"$P" >/dev/null) && echo "tf32 1-pass patch applied" || echo "tf32 1-pass patch FAILED"
+# The patch: applied here unless the tree sent already has it (apply it there before the call
+# where the device's copy has neither git nor patch; revert after).
+if grep -q kOnePass src/cuda/stages/stages_tiled.cu; then
+  echo "tf32 1-pass patch: in the tree"
+elif (git apply "$P" 2>/dev/null || patch -p1 <"$P" >/dev/null 2>&1) && grep -q kOnePass src/cuda/stages/stages_tiled.cu; then
+  echo "tf32 1-pass patch applied"
+else
+  echo "tf32 1-pass patch FAILED: nothing run"; exit 1
+fi
 # (GDN_BUDGET_S under 500 s: no A/B, a shorter pytest.)
 STEPS=build,pybuild,pytest,ab PT=200
 [[ ${GDN_BUDGET_S:-575} -lt 500 ]] && STEPS=build,pybuild,pytest PT=150

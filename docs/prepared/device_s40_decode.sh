@@ -11,7 +11,15 @@ set -u
 OUT=${OUT:-/tmp/gdn-out}
 export GDN_COMMIT=$1
 P=docs/prepared/s40_decode_vmajor_warps.patch
-(git apply "$P" 2>/dev/null || patch -p1 <"$P" >/dev/null) && echo "patch applied" || echo "patch FAILED"
+# The patch: applied here unless the tree sent already has it (apply it there before the call
+# where the device's copy has neither git nor patch; revert after).
+if grep -q kRowsWarpsVMajor src/cuda/decode/rows_kernel.cuh; then
+  echo "decode patch: in the tree"
+elif (git apply "$P" 2>/dev/null || patch -p1 <"$P" >/dev/null 2>&1) && grep -q kRowsWarpsVMajor src/cuda/decode/rows_kernel.cuh; then
+  echo "decode patch applied"
+else
+  echo "decode patch FAILED: nothing run"; exit 1
+fi
 GDN_AB_CASES="8x1k" bash scripts/device.sh build,ab >$OUT/device.txt 2>&1
 grep -E '^\[ *[0-9]+s\]' $OUT/device.txt | tail -4
 NEW=build-device/tools/cuda_check/gdn_cuda_check
