@@ -1,26 +1,29 @@
 #!/usr/bin/env bash
 # Session 40's first call (written in session 39, which got no machine: ~6-9 min; carry .deps .whl
-# .ab): this tree with s39_stages_tf32_1pass.patch applied (new): pytest on the GPU (main's landed
-# work, not run since session 38's D = 64 patches and tiled stages, plus the patch), the A/B on the
-# check tool's NAME/d256 rows (base = main, v1 = main + s39_stages_tf32.patch: three passes for
-# every input), the K = 256 correctness lines of v1 and new, the stage suites, and as time allows
+# .ab): this tree with s40_stages_oq.patch applied (new: the tf32 stages, one pass for bf16 inputs,
+# and the exact forward's fwd_h forming o's q h term instead of storing h): pytest on the GPU
+# (main's landed work, not run since session 38's D = 64 patches and tiled stages, plus the
+# patch), the A/B on the check tool's NAME/d256 rows (base = main, v1 = main +
+# s39_stages_tf32.patch: three passes for every input, v2 = main + s39_stages_tf32_1pass.patch),
+# the K = 256 correctness lines of v1, v2 and new, the stage suites, and as time allows
 # racecheck, new's 4x8k/d256 phases, its kernels one by one and `--dsmem`.
-# Setup: a worktree of main with s39_stages_tf32.patch applied and committed there (any commit, it
-# need not land), then `scripts/ab_base.sh main <that commit>`. GDN_BUDGET_S (default 575 s):
-# under 500 no A/B and a shorter pytest, under 380 the C++ checks and suites alone.
+# Setup: worktrees of main with s39_stages_tf32.patch and s39_stages_tf32_1pass.patch applied and
+# committed there (any commits, they need not land), then `scripts/ab_base.sh main <tf32 commit>
+# <1pass commit>`. GDN_BUDGET_S (default 575 s): under 500 no A/B and a shorter pytest, under 380
+# the C++ checks and suites alone.
 set -u
 OUT=${OUT:-/tmp/gdn-out}
 export GDN_COMMIT=$1
 left() { echo $((${GDN_BUDGET_S:-575} - SECONDS)); }
-P=docs/prepared/s39_stages_tf32_1pass.patch
+P=docs/prepared/s40_stages_oq.patch
 # The patch: applied here unless the tree sent already has it (apply it there before the call
 # where the device's copy has neither git nor patch; revert after).
-if grep -q kOnePass src/cuda/stages/stages_tiled.cu; then
-  echo "tf32 1-pass patch: in the tree"
-elif (git apply "$P" 2>/dev/null || patch -p1 <"$P" >/dev/null 2>&1) && grep -q kOnePass src/cuda/stages/stages_tiled.cu; then
-  echo "tf32 1-pass patch applied"
+if grep -q kOq src/cuda/stages/stages_tiled.cu; then
+  echo "stages oq patch: in the tree"
+elif (git apply "$P" 2>/dev/null || patch -p1 <"$P" >/dev/null 2>&1) && grep -q kOq src/cuda/stages/stages_tiled.cu; then
+  echo "stages oq patch applied"
 else
-  echo "tf32 1-pass patch FAILED: nothing run"; exit 1
+  echo "stages oq patch FAILED: nothing run"; exit 1
 fi
 # (GDN_BUDGET_S under 500 s: no A/B, a shorter pytest.)
 STEPS=build,pybuild,pytest,ab PT=200
@@ -29,7 +32,7 @@ STEPS=build,pybuild,pytest,ab PT=200
 GDN_PYTEST_TIMEOUT=$PT GDN_AB_CASES="4x8k/d256 1x32k/d256" bash scripts/device.sh $STEPS >$OUT/device.txt 2>&1
 grep -E '^\[ *[0-9]+s\]|^== (build|pytest)|passed|failed' $OUT/device.txt | tail -8
 tail -5 $OUT/ab.log 2>/dev/null
-for side in v1 new; do
+for side in v1 v2 new; do
   bin=build-device/tools/cuda_check/gdn_cuda_check
   [[ $side != new ]] && bin=/tmp/ab-$side/build/tools/cuda_check/gdn_cuda_check
   [[ -x $bin ]] || continue
@@ -46,6 +49,11 @@ echo "[$SECONDS s]"
 if [[ $(left) -gt 60 ]]; then
   timeout 40 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_stages --gdn_gpu_suite --gtest_filter='CUDA*' >/tmp/race.log 2>&1
   echo "racecheck stages rc=$? $(grep 'RACECHECK SUMMARY' /tmp/race.log | tail -1)"
+fi
+if [[ $(left) -gt 45 ]]; then  # the exact forward's kernels (fwd_h with oq)
+  timeout 30 compute-sanitizer --tool racecheck --error-exitcode 9 build-device/tools/cuda_check/gdn_cuda_check \
+    --only "exact bf16 256" >/tmp/race2.log 2>&1
+  echo "racecheck exact 256 rc=$? $(grep 'RACECHECK SUMMARY' /tmp/race2.log | tail -1)"
 fi
 [[ $(left) -gt 30 ]] && timeout $(($(left) - 15)) build-device/tools/cuda_check/gdn_cuda_check --bench --no-check --profile --case 4x8k/d256 2>&1 | grep -E '^bench |phases'
 [[ $(left) -gt 50 ]] && timeout $(($(left) - 20)) python3 bench/gdn_kernels.py --reps 3 2>&1 | grep -E "^ +[0-9]|kernels" | head -8
