@@ -5,6 +5,8 @@
 #                                          .ab/v<i>.tar / .ab/v<i>.rev for the others (ignored; carry .ab)
 # Several revisions time several changes apart in one call (e.g. main, main + patch 1, main +
 # patches 1 and 2, this tree with all of them): each column's ratio is to the first revision.
+# A revision may name patches to apply on it: REV+PATCH[+PATCH...] (e.g.
+# main+docs/prepared/s39_stages_tf32.patch), with no commit made.
 set -euo pipefail
 [[ $# -ge 1 ]] || { echo "usage: scripts/ab_base.sh <rev> [<rev> ...]" >&2; exit 2; }
 cd "$(git rev-parse --show-toplevel)"
@@ -12,9 +14,19 @@ rm -rf .ab && mkdir -p .ab
 i=0
 for rev in "$@"; do
   name=base && [[ $i -gt 0 ]] && name=v$i
-  git archive --format=tar -o ".ab/$name.tar" "$rev" CMakeLists.txt include src reference tools bench/CMakeLists.txt \
-    "bench/*.cpp" "bench/*.txt"
-  git rev-parse --short "$rev" >".ab/$name.rev"
+  IFS=+ read -r -a parts <<<"$rev"
+  paths=(CMakeLists.txt include src reference tools bench/CMakeLists.txt "bench/*.cpp" "bench/*.txt")
+  if [[ ${#parts[@]} -gt 1 ]]; then  # REV+PATCH...: the patches applied to REV's files
+    tmp=$(mktemp -d)
+    git archive --format=tar "${parts[0]}" | tar -xf - -C "$tmp"
+    for patch in "${parts[@]:1}"; do (cd "$tmp" && git apply "$OLDPWD/$patch") || { echo "$patch: does not apply" >&2; exit 1; }; done
+    (cd "$tmp" && tar -cf - CMakeLists.txt include src reference tools bench/CMakeLists.txt bench/*.cpp bench/*.txt) >".ab/$name.tar"
+    rm -rf "$tmp"
+    echo "$(git rev-parse --short "${parts[0]}")+$(printf '%s+' "${parts[@]:1}" | xargs -n1 basename 2>/dev/null | tr '\n' '+' | sed 's/+*$//')" >".ab/$name.rev"
+  else
+    git archive --format=tar -o ".ab/$name.tar" "$rev" "${paths[@]}"
+    git rev-parse --short "$rev" >".ab/$name.rev"
+  fi
   echo "wrote .ab/$name.tar ($(du -h ".ab/$name.tar" | cut -f1)) for $(cat ".ab/$name.rev")"
   i=$((i + 1))
 done

@@ -7,9 +7,8 @@
 # s39_stages_tf32.patch: three passes for every input, v2 = main + s39_stages_tf32_1pass.patch),
 # the K = 256 correctness lines of v1, v2 and new, the stage suites, and as time allows
 # racecheck, new's 4x8k/d256 phases, its kernels one by one and `--dsmem`.
-# Setup: worktrees of main with s39_stages_tf32.patch and s39_stages_tf32_1pass.patch applied and
-# committed there (any commits, they need not land), then `scripts/ab_base.sh main <tf32 commit>
-# <1pass commit>`. GDN_BUDGET_S (default 575 s): under 500 no A/B and a shorter pytest, under 380
+# Setup: `scripts/ab_base.sh main main+docs/prepared/s39_stages_tf32.patch
+# main+docs/prepared/s39_stages_tf32_1pass.patch` (REV+PATCH: the patch applied, no commit). GDN_BUDGET_S (default 575 s): under 500 no A/B and a shorter pytest, under 380
 # the C++ checks and suites alone.
 set -u
 OUT=${OUT:-/tmp/gdn-out}
