@@ -146,19 +146,26 @@ __device__ __forceinline__ void w_lo_pass(float (&left)[16], float (&right)[16],
   wgmma_commit();
   wgmma_wait<0>();
 }
-// S^T += vs_lo^T k: k [token][kk] at `ks0`, read MN-major as the update's hi pass (N = 32: K = V =
-// 64's m64n64 state, k's first atom).
+// The state update's products, S^T += a^T k over the chunk's 64 tokens (4 k-steps; the caller
+// fences, commits and waits): k [token][kk] at `ks0` read MN-major (SW128: k-step ks at token
+// 16 ks, 2048 bytes; kk atoms of 64 8192 bytes apart, 8-token groups 1024), m64n128 for K = V =
+// 128's state (N = 64 floats a thread), m64n64 for K = V = 64's (N = 32: k's first atom).
 template <typename E, int N>
-__device__ __forceinline__ void vs_lo_pass(float (&st)[N], const uint32_t (&vl)[16], uint32_t ks0) {
+__device__ __forceinline__ void wgmma_state_update(float (&st)[N], const uint32_t (&a)[16], uint32_t ks0) {
   const WgTile kt = wg_tile(ks0, kChunkSize * 128, 1024);
-  wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < 4; ++ks) {
     if constexpr (N == 64)
-      wgmma_m64n128_tb<E>(st, &vl[4 * ks], kt.at(ks * 2048));
+      wgmma_m64n128_tb<E>(st, &a[4 * ks], kt.at(ks * 2048));
     else
-      wgmma_m64n64_tb<E>(st, &vl[4 * ks], kt.at(ks * 2048));
+      wgmma_m64n64_tb<E>(st, &a[4 * ks], kt.at(ks * 2048));
   }
+}
+// S^T += vs_lo^T k: the update's hi pass again on vs's lo part.
+template <typename E, int N>
+__device__ __forceinline__ void vs_lo_pass(float (&st)[N], const uint32_t (&vl)[16], uint32_t ks0) {
+  wgmma_fence();
+  wgmma_state_update<E>(st, vl, ks0);
   wgmma_commit();
   wgmma_wait<0>();
 }

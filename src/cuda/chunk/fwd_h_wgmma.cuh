@@ -525,23 +525,13 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
         }
       }
     }
-    // S^T += vs^T k. B = k [token][kk] read MN-major (SW128): k-step ks starts at token 16 ks
-    // (2048 bytes); kk atoms of 64 are 8192 bytes apart (LBO), 8-token groups 1024 (SBO).
+    // S^T += vs^T k (wgmma_state_update: B = k [token][kk] read MN-major).
 #pragma unroll
     for (int i = 0; i < kSt; ++i) pin(st[i]);
 #pragma unroll
     for (int i = 0; i < 16; ++i) pin(va[i]);
     wgmma_fence();
-    {
-      const uint32_t ks0 = smem_u32(sm.k[s]);
-#pragma unroll
-      for (int ks = 0; ks < 4; ++ks) {
-        if constexpr (kSt == 64)
-          wgmma_m64n128_tb<E>(st, &va[4 * ks], wg_tile(ks0, kC * 128, 1024).at(ks * 2048));
-        else  // (K = V = 64: k's first atom, the state's 64 rows)
-          wgmma_m64n64_tb<E>(st, &va[4 * ks], wg_tile(ks0, kC * 128, 1024).at(ks * 2048));
-      }
-    }
+    wgmma_state_update<E>(st, va, smem_u32(sm.k[s]));
     wgmma_commit();
     // v_new (E, as stored) -> v staging [token][vv], while the update runs (the summary pass
     // stores no v_new).

@@ -48,8 +48,8 @@ __device__ __forceinline__ int64_t state_elem(const StateRef& s, int64_t r, int 
 // The wgmma chain's state registers (fwd_h_wgmma.cuh: the S^T accumulator of a 64-wide V slice,
 // st[4 j + 2 hh + e] = S[kk = 8 j + 2 t + e][vv = v0 + 16 warp + g + 8 hh]) into a [D][D] state, K- or
 // V-major, rounded once to TS; p: this thread's element (2 t, v0 + 16 warp + g). Every store at a
-// constant offset from p: no address registers in a chain loop that runs at 255. D = 64: rows
-// kk < 64 only (j < 8; the chain's rows past them are its zero padding).
+// constant offset from p: no address registers in a chain loop that runs at 255. D = 64: the
+// m64n64 state's 32 floats (j < 8).
 template <int D, typename TS>
 __device__ __forceinline__ void store_chain_state(TS* p, bool kmajor, const float (&st)[D / 2]) {
   if (kmajor) {

@@ -38,6 +38,20 @@ void by_types(DType dt, GPtr G, F&& f) {
 
 inline unsigned chunk_blocks(const StageCtx& c) { return grid_1d(c.pl.max_chunks * c.HV, 1); }
 
+// A block of that grid: its chunk gc and value head hv, hv's q / k head hk, and where the chunk
+// lives (chunk_info: sequence n, first token t0, valid rows len). False for a block past the
+// plan's chunks (it returns at once).
+struct ChunkHead {
+  int64_t gc, n, t0;
+  int hv, hk, len;
+};
+__device__ __forceinline__ bool chunk_head(const Plan& pl, int H, int HV, ChunkHead& c) {
+  c.gc = blockIdx.x / HV;
+  c.hv = static_cast<int>(blockIdx.x % HV);
+  c.hk = qk_head_of(c.hv, HV, H);
+  return chunk_info(pl, c.gc, c.n, c.t0, c.len);
+}
+
 }  // namespace
 }  // namespace cuda
 }  // namespace gdn

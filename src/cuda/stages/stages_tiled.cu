@@ -94,12 +94,10 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ __align__(16) float buf[C * kLd];  // [C][kLd]: a piece of k's columns
   __shared__ TG Gs[C];
   __shared__ float bs[C];
-  const int64_t gc = blockIdx.x / HV;
-  const int hv = blockIdx.x % HV;
-  const int hk = qk_head_of(hv, HV, H);
-  int64_t n, t0;
-  int len;
-  if (!chunk_info(pl, gc, n, t0, len)) return;
+  ChunkHead ch;
+  if (!chunk_head(pl, H, HV, ch)) return;
+  const int64_t t0 = ch.t0;
+  const int hv = ch.hv, hk = ch.hk, len = ch.len;
   const int tid = threadIdx.x;
   const int tr = (tid / 16) * 4, tj = tid % 16;  // rows tr.., columns tj + 16 cc (as fwd_o's q k^T)
   if (tid < C) {
@@ -171,12 +169,10 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ __align__(16) float As[C * kLd];  // [C][kLd]: A, rows past len zero (and A[i][j > i] = 0)
   __shared__ __align__(16) float xs[C * kLd];  // [C][kLd]: 64 columns of beta e^G k or of beta v
   __shared__ float cw[C], cu[C];
-  const int64_t gc = blockIdx.x / HV;
-  const int hv = blockIdx.x % HV;
-  const int hk = qk_head_of(hv, HV, H);
-  int64_t n, t0;
-  int len;
-  if (!chunk_info(pl, gc, n, t0, len)) return;
+  ChunkHead ch;
+  if (!chunk_head(pl, H, HV, ch)) return;
+  const int64_t t0 = ch.t0;
+  const int hv = ch.hv, hk = ch.hk, len = ch.len;
   const int tid = threadIdx.x;
   const int tr = (tid / 16) * 4, tc = (tid % 16) * 4;
   for (int e = tid; e < C * C; e += kThreads) {
@@ -330,12 +326,10 @@ __global__ void __launch_bounds__(kThreads)
   float* buf = qs + C * QL;                   // [C][kLd]: a piece of k, of h, or v_new's slice
   float* P = buf + C * kLd;                   // [C][kLd]: (q k^T)_ij e^(G_i - G_j), j <= i < len, else 0
   __shared__ TG Gs[C];
-  const int64_t gc = blockIdx.x / HV;
-  const int hv = blockIdx.x % HV;
-  const int hk = qk_head_of(hv, HV, H);
-  int64_t n, t0;
-  int len;
-  if (!chunk_info(pl, gc, n, t0, len)) return;
+  ChunkHead ch;
+  if (!chunk_head(pl, H, HV, ch)) return;
+  const int64_t gc = ch.gc, t0 = ch.t0;
+  const int hv = ch.hv, hk = ch.hk, len = ch.len;
   const int tid = threadIdx.x;
   const int tr = (tid / 16) * 4, tc = (tid % 16) * 4;
   for (int e = tid; e < C * KP; e += kThreads) {
