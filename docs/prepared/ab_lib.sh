@@ -8,6 +8,21 @@ ab_build() {
   cut -c1-200 "$OUT/summary.txt" 2>/dev/null
 }
 
+# A prepared patch PATCH on this tree, unless the tree sent already has it (MARKER found in FILE;
+# apply it here before the call where the device's copy has neither git nor patch, and revert
+# after): its state on one line, and a non-zero status when it is not in the tree.
+apply_prepared_patch() {
+  local patch=$1 file=$2 marker=$3
+  if grep -q "$marker" "$file"; then
+    echo "$(basename "$patch"): in the tree"
+  elif (git apply "$patch" 2>/dev/null || patch -p1 <"$patch" >/dev/null 2>&1) && grep -q "$marker" "$file"; then
+    echo "$(basename "$patch"): applied"
+  else
+    echo "$(basename "$patch"): FAILED, nothing run"
+    return 1
+  fi
+}
+
 bin_of() {
   if [[ $1 == new ]]; then echo build-device/tools/cuda_check/gdn_cuda_check; else echo "/tmp/ab-$1/build/tools/cuda_check/gdn_cuda_check"; fi
 }

@@ -8,22 +8,15 @@
 # the K = 256 correctness lines of v1, v2 and new, the stage suites, and as time allows
 # racecheck, new's 4x8k/d256 phases, its kernels one by one and `--dsmem`.
 # Setup: `scripts/ab_base.sh main main+docs/prepared/s39_stages_tf32.patch
-# main+docs/prepared/s39_stages_tf32_1pass.patch` (REV+PATCH: the patch applied, no commit). GDN_BUDGET_S (default 575 s): under 500 no A/B and a shorter pytest, under 380
+# main+docs/prepared/s39_stages_tf32_1pass.patch` (REV+PATCH: the patch applied, no commit).
+# GDN_BUDGET_S (default 575 s): under 500 no A/B and a shorter pytest, under 380
 # the C++ checks and suites alone.
 set -u
 OUT=${OUT:-/tmp/gdn-out}
 export GDN_COMMIT=$1
 left() { echo $((${GDN_BUDGET_S:-575} - SECONDS)); }
-P=docs/prepared/s40_stages_oq.patch
-# The patch: applied here unless the tree sent already has it (apply it there before the call
-# where the device's copy has neither git nor patch; revert after).
-if grep -q kOq src/cuda/stages/stages_tiled.cu; then
-  echo "stages oq patch: in the tree"
-elif (git apply "$P" 2>/dev/null || patch -p1 <"$P" >/dev/null 2>&1) && grep -q kOq src/cuda/stages/stages_tiled.cu; then
-  echo "stages oq patch applied"
-else
-  echo "stages oq patch FAILED: nothing run"; exit 1
-fi
+source docs/prepared/ab_lib.sh
+apply_prepared_patch docs/prepared/s40_stages_oq.patch src/cuda/stages/stages_tiled.cu kOq || exit 1
 # (GDN_BUDGET_S under 500 s: no A/B, a shorter pytest.)
 STEPS=build,pybuild,pytest,ab PT=200
 [[ ${GDN_BUDGET_S:-575} -lt 500 ]] && STEPS=build,pybuild,pytest PT=150
@@ -32,8 +25,7 @@ GDN_PYTEST_TIMEOUT=$PT GDN_AB_CASES="4x8k/d256 1x32k/d256" bash scripts/device.s
 grep -E '^\[ *[0-9]+s\]|^== (build|pytest)|passed|failed' $OUT/device.txt | tail -8
 tail -5 $OUT/ab.log 2>/dev/null
 for side in v1 v2 new; do
-  bin=build-device/tools/cuda_check/gdn_cuda_check
-  [[ $side != new ]] && bin=/tmp/ab-$side/build/tools/cuda_check/gdn_cuda_check
+  bin=$(bin_of $side)
   [[ -x $bin ]] || continue
   timeout 60 $bin --only 256 >/tmp/check256_$side.log 2>&1
   echo "check 256 $side rc=$?"; grep -E '256' /tmp/check256_$side.log | head -14 | cut -c1-150; tail -1 /tmp/check256_$side.log
@@ -50,12 +42,12 @@ if [[ $(left) -gt 60 ]]; then
   echo "racecheck stages rc=$? $(grep 'RACECHECK SUMMARY' /tmp/race.log | tail -1)"
 fi
 if [[ $(left) -gt 45 ]]; then  # the exact forward's kernels (fwd_h with oq)
-  timeout 30 compute-sanitizer --tool racecheck --error-exitcode 9 build-device/tools/cuda_check/gdn_cuda_check \
+  timeout 30 compute-sanitizer --tool racecheck --error-exitcode 9 "$(bin_of new)" \
     --only "exact bf16 256" >/tmp/race2.log 2>&1
   echo "racecheck exact 256 rc=$? $(grep 'RACECHECK SUMMARY' /tmp/race2.log | tail -1)"
 fi
-[[ $(left) -gt 30 ]] && timeout $(($(left) - 15)) build-device/tools/cuda_check/gdn_cuda_check --bench --no-check --profile --case 4x8k/d256 2>&1 | grep -E '^bench |phases'
+[[ $(left) -gt 30 ]] && timeout $(($(left) - 15)) "$(bin_of new)" --bench --no-check --profile --case 4x8k/d256 2>&1 | grep -E '^bench |phases'
 [[ $(left) -gt 50 ]] && timeout $(($(left) - 20)) python3 bench/gdn_kernels.py --reps 3 2>&1 | grep -E "^ +[0-9]|kernels" | head -8
-[[ $(left) -gt 15 ]] && timeout 12 build-device/tools/cuda_check/gdn_cuda_check --dsmem 2>&1 | tail -4
+[[ $(left) -gt 15 ]] && timeout 12 "$(bin_of new)" --dsmem 2>&1 | tail -4
 rm -f $OUT/build.log
 echo "[$SECONDS s] done"

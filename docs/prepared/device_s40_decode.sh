@@ -11,16 +11,8 @@
 set -u
 OUT=${OUT:-/tmp/gdn-out}
 export GDN_COMMIT=$1
-P=docs/prepared/s40_decode_vmajor_warps.patch
-# The patch: applied here unless the tree sent already has it (apply it there before the call
-# where the device's copy has neither git nor patch; revert after).
-if grep -q kRowsWarpsVMajor src/cuda/decode/rows_kernel.cuh; then
-  echo "decode patch: in the tree"
-elif (git apply "$P" 2>/dev/null || patch -p1 <"$P" >/dev/null 2>&1) && grep -q kRowsWarpsVMajor src/cuda/decode/rows_kernel.cuh; then
-  echo "decode patch applied"
-else
-  echo "decode patch FAILED: nothing run"; exit 1
-fi
+source docs/prepared/ab_lib.sh
+apply_prepared_patch docs/prepared/s40_decode_vmajor_warps.patch src/cuda/decode/rows_kernel.cuh kRowsWarpsVMajor || exit 1
 # v1: the same patch with two-warp V-major blocks (kRowsWarpsVMajor = 2), packed here as an A/B side.
 mkdir -p /tmp/w2 .ab && tar -cf - CMakeLists.txt include src reference tools bench/CMakeLists.txt bench/*.cpp bench/*.txt |
   tar -xf - -C /tmp/w2 &&
@@ -29,9 +21,8 @@ mkdir -p /tmp/w2 .ab && tar -cf - CMakeLists.txt include src reference tools ben
   echo "w2" >.ab/v1.rev || echo "v1 (two warps) not packed"
 GDN_AB_CASES="8x1k" bash scripts/device.sh build,ab >$OUT/device.txt 2>&1
 grep -E '^\[ *[0-9]+s\]' $OUT/device.txt | tail -4
-NEW=build-device/tools/cuda_check/gdn_cuda_check
 for side in base v1 new; do
-  bin=$NEW && [[ $side != new ]] && bin=/tmp/ab-$side/build/tools/cuda_check/gdn_cuda_check
+  bin=$(bin_of $side)
   [[ -x $bin ]] || continue
   timeout 60 $bin --quick --only decode,verify,spec >/tmp/quick_$side.log 2>&1
   echo "quick decode $side rc=$? $(tail -1 /tmp/quick_$side.log)"
@@ -44,7 +35,7 @@ done
 (cd build-device && timeout 90 ctest -L gpu -R 'decode|token|spec|heuristics' 2>&1 | tail -3)
 for round in 1 2; do
   for side in base v1 new; do
-    bin=$NEW && [[ $side != new ]] && bin=/tmp/ab-$side/build/tools/cuda_check/gdn_cuda_check
+    bin=$(bin_of $side)
     [[ -x $bin ]] || continue
     echo "== $side round $round" >>$OUT/decode_ab.log
     timeout 120 $bin --decode --bench --no-check 2>&1 | grep -E '^(decode|verify)' >>$OUT/decode_ab.log
@@ -70,7 +61,7 @@ for key in sorted({k for k, _ in t}):
             row += f"  {side} {mn:.4f} ({n[-1][1]}%) base/{side} {mb / mn:.3f}"
     print(row)
 PY
-timeout 60 compute-sanitizer --tool racecheck --error-exitcode 9 $NEW --quick --only "decode bf16 128,decode pool" >/tmp/race.log 2>&1
+timeout 60 compute-sanitizer --tool racecheck --error-exitcode 9 "$(bin_of new)" --quick --only "decode bf16 128,decode pool" >/tmp/race.log 2>&1
 echo "racecheck decode rc=$? $(grep 'RACECHECK SUMMARY' /tmp/race.log | tail -1)"
 rm -f $OUT/build.log
 echo "[$SECONDS s] done"
