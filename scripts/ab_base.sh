@@ -11,18 +11,24 @@ set -euo pipefail
 [[ $# -ge 1 ]] || { echo "usage: scripts/ab_base.sh <rev> [<rev> ...]" >&2; exit 2; }
 cd "$(git rev-parse --show-toplevel)"
 rm -rf .ab && mkdir -p .ab
+# What a side's check is built from (git pathspecs; globs in a patched copy).
+paths=(CMakeLists.txt include src reference tools bench/CMakeLists.txt "bench/*.cpp" "bench/*.txt")
 i=0
 for rev in "$@"; do
   name=base && [[ $i -gt 0 ]] && name=v$i
   IFS=+ read -r -a parts <<<"$rev"
-  paths=(CMakeLists.txt include src reference tools bench/CMakeLists.txt "bench/*.cpp" "bench/*.txt")
   if [[ ${#parts[@]} -gt 1 ]]; then  # REV+PATCH...: the patches applied to REV's files
     tmp=$(mktemp -d)
-    git archive --format=tar "${parts[0]}" | tar -xf - -C "$tmp"
-    for patch in "${parts[@]:1}"; do (cd "$tmp" && git apply "$OLDPWD/$patch") || { echo "$patch: does not apply" >&2; exit 1; }; done
-    (cd "$tmp" && tar -cf - CMakeLists.txt include src reference tools bench/CMakeLists.txt bench/*.cpp bench/*.txt) >".ab/$name.tar"
+    label=$(git rev-parse --short "${parts[0]}")
+    git archive --format=tar "${parts[0]}" | tar -xf - -C "$tmp"  # (whole: a patch may touch docs too)
+    for patch in "${parts[@]:1}"; do
+      (cd "$tmp" && git apply "$OLDPWD/$patch") || { echo "$patch: does not apply" >&2; exit 1; }
+      label+="+$(basename "$patch")"
+    done
+    # shellcheck disable=SC2068  # (the bench globs expand in the patched copy)
+    (cd "$tmp" && tar -cf - ${paths[@]}) >".ab/$name.tar"
     rm -rf "$tmp"
-    echo "$(git rev-parse --short "${parts[0]}")+$(printf '%s+' "${parts[@]:1}" | xargs -n1 basename 2>/dev/null | tr '\n' '+' | sed 's/+*$//')" >".ab/$name.rev"
+    echo "$label" >".ab/$name.rev"
   else
     git archive --format=tar -o ".ab/$name.tar" "$rev" "${paths[@]}"
     git rev-parse --short "$rev" >".ab/$name.rev"
