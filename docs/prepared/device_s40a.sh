@@ -8,20 +8,17 @@
 # the NAME/d256 rows (base = main: the FMA stages; v1 = main + s40_stages_oq.patch: the tf32 stages,
 # one pass for bf16, o's q h term formed in fwd_h), new's 4x8k/d256 phases.
 # Setup: `scripts/ab_base.sh main main+docs/prepared/s40_stages_oq.patch`.
-# GDN_BUDGET_S (default 560 s): under 480 no A/B, under 380 no pytest either.
+# GDN_BUDGET_S (default 560 s): the steps after the C++ ones run while it lasts.
 set -u
 OUT=${OUT:-/tmp/gdn-out}
 export GDN_COMMIT=$1
 left() { echo $((${GDN_BUDGET_S:-560} - SECONDS)); }
 source docs/prepared/ab_lib.sh
 apply_prepared_patch docs/prepared/s40_k256_chain.patch src/cuda/chunk/chain_layout.cuh WgExchangeSmem || exit 1
-STEPS=build,pybuild,pytest,ab PT=190
-[[ ${GDN_BUDGET_S:-560} -lt 480 ]] && STEPS=build,pybuild,pytest PT=150
-[[ ${GDN_BUDGET_S:-560} -lt 380 ]] && STEPS=build
-GDN_PYTEST_TIMEOUT=$PT GDN_AB_CASES="4x8k/d256 1x32k/d256" bash scripts/device.sh $STEPS >$OUT/device.txt 2>&1
-grep -E '^\[ *[0-9]+s\]|^== (build|pytest)|passed|failed' $OUT/device.txt | tail -8
-grep -E 'FAILED|Error' $OUT/pytest.log 2>/dev/null | head -8
-tail -5 $OUT/ab.log 2>/dev/null
+# The C++ build first, then what proves the patch (suites, check lines, sanitizers), then the A/B
+# and pytest as the budget allows (GDN_BUDGET_S, default 560 s).
+bash scripts/device.sh build >$OUT/device.txt 2>&1
+grep -E '^\[ *[0-9]+s\]|^== build|error' $OUT/device.txt | tail -4
 B=build-device/tests
 for t in test_head_sizes test_forward; do
   [[ $(left) -gt 60 ]] || break
@@ -50,7 +47,17 @@ if [[ $(left) -gt 40 ]]; then
   timeout 30 compute-sanitizer --tool synccheck --error-exitcode 9 $new --only "exact bf16 256" >/tmp/sync.log 2>&1
   echo "synccheck 256 rc=$? $(grep 'ERROR SUMMARY' /tmp/sync.log | tail -1)"
 fi
-[[ $(left) -gt 25 ]] && timeout $(($(left) - 10)) $new --bench --no-check --profile --case 4x8k/d256 2>&1 | grep -E '^bench |phases'
+[[ $(left) -gt 25 ]] && timeout 40 $new --bench --no-check --profile --case 4x8k/d256 2>&1 | grep -E '^bench |phases'
+echo "[$SECONDS s]"
+if [[ $(left) -gt 150 ]]; then
+  GDN_AB_CASES="4x8k/d256 1x32k/d256" bash scripts/device.sh ab >>$OUT/device.txt 2>&1
+  tail -5 $OUT/ab.log 2>/dev/null
+fi
+if [[ $(left) -gt 120 ]]; then
+  GDN_PYTEST_TIMEOUT=$(($(left) - 60)) bash scripts/device.sh pybuild,pytest >>$OUT/device.txt 2>&1
+  grep -E 'passed|failed' $OUT/pytest.log 2>/dev/null | tail -2
+  grep -E 'FAILED|Error' $OUT/pytest.log 2>/dev/null | head -8
+fi
 [[ $(left) -gt 15 ]] && timeout 12 $new --dsmem 2>&1 | tail -4
 rm -f $OUT/build.log
 echo "[$SECONDS s] done"
