@@ -23,6 +23,9 @@ apply_prepared_patch() {
   fi
 }
 
+# Seconds left of the call's budget, GDN_BUDGET_S (a script sets its default before sourcing this).
+left() { echo $((GDN_BUDGET_S - SECONDS)); }
+
 bin_of() {
   if [[ $1 == new ]]; then echo build-device/tools/cuda_check/gdn_cuda_check; else echo "/tmp/ab-$1/build/tools/cuda_check/gdn_cuda_check"; fi
 }

@@ -14,13 +14,13 @@
 set -u
 OUT=${OUT:-/tmp/gdn-out}
 export GDN_COMMIT=$1
-left() { echo $((${GDN_BUDGET_S:-575} - SECONDS)); }
+: "${GDN_BUDGET_S:=575}"
 source docs/prepared/ab_lib.sh
 apply_prepared_patch docs/prepared/s40_stages_oq.patch src/cuda/stages/stages_tiled.cu kOq || exit 1
 # (GDN_BUDGET_S under 500 s: no A/B, a shorter pytest.)
 STEPS=build,pybuild,pytest,ab PT=200
-[[ ${GDN_BUDGET_S:-575} -lt 500 ]] && STEPS=build,pybuild,pytest PT=150
-[[ ${GDN_BUDGET_S:-575} -lt 380 ]] && STEPS=build  # (the C++ checks and suites alone)
+[[ $GDN_BUDGET_S -lt 500 ]] && STEPS=build,pybuild,pytest PT=150
+[[ $GDN_BUDGET_S -lt 380 ]] && STEPS=build  # (the C++ checks and suites alone)
 GDN_PYTEST_TIMEOUT=$PT GDN_AB_CASES="4x8k/d256 1x32k/d256" bash scripts/device.sh $STEPS >$OUT/device.txt 2>&1
 grep -E '^\[ *[0-9]+s\]|^== (build|pytest)|passed|failed' $OUT/device.txt | tail -8
 tail -5 $OUT/ab.log 2>/dev/null

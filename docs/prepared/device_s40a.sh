@@ -12,7 +12,7 @@
 set -u
 OUT=${OUT:-/tmp/gdn-out}
 export GDN_COMMIT=$1
-left() { echo $((${GDN_BUDGET_S:-560} - SECONDS)); }
+: "${GDN_BUDGET_S:=560}"
 source docs/prepared/ab_lib.sh
 apply_prepared_patch docs/prepared/s40_k256_chain.patch src/cuda/chunk/chain_layout.cuh WgExchangeSmem || exit 1
 # The C++ build first, then what proves the patch (suites, check lines, sanitizers), then the A/B
