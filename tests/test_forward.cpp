@@ -296,6 +296,47 @@ std::vector<Case> forward_cases() {
         c.lens = {1, 2, 1, 1, 3, 1, 4, 1, 1, 2, 1, 1};
       });
     }
+  // K = V = 256 (CUDA: the tensor-core forward, the storing chain on two chain warpgroups and fwd_o
+  // by V halves): ragged lengths with empty, one-token and partial chunks, GVA with V-major pools,
+  // no decay, resets and extreme betas, a serving pool of bf16 rows, fp32 inputs (fp16 copies).
+  for (DType d : {DType::kBFloat16, DType::kFloat16})
+    add([&](Case& c) {
+      c.dtype = d;
+      c.H = 1, c.HV = 2, c.K = c.V = 256;
+      c.lens = {0, 1, 63, 64, 65, 130, 7};
+    });
+  add([](Case& c) {
+    c.dtype = DType::kFloat16;
+    c.H = 2, c.HV = 8, c.K = c.V = 256;
+    c.pool = true;
+    c.layout = StateLayout::kVMajor;
+    c.lens = {150, 70};
+  });
+  add([](Case& c) {
+    c.dtype = DType::kBFloat16;
+    c.H = 1, c.HV = 2, c.K = c.V = 256;
+    c.gate = GateKind::kZero;
+    c.lens = {300, 40};
+  });
+  add([](Case& c) {
+    c.dtype = DType::kBFloat16;
+    c.H = 1, c.HV = 2, c.K = c.V = 256;
+    c.gate = GateKind::kMixedExtreme;
+    c.beta = BetaKind::kMixed;
+    c.lens = {200, 70};
+  });
+  add([](Case& c) {
+    c.pool = c.serving = true;
+    c.state_dtype = DType::kBFloat16;
+    c.row_pad = 8;
+    c.dtype = DType::kBFloat16;
+    c.H = 1, c.HV = 2, c.K = c.V = 256;
+    c.lens = {65, 0, 1, 130};
+  });
+  add([](Case& c) {
+    c.H = 1, c.HV = 2, c.K = c.V = 256;
+    c.lens = {100, 30};
+  });
   for (int d : {64, 256})
     add([&](Case& c) {
       c.pool = c.serving = true;

@@ -93,6 +93,25 @@ TEST(Heuristics, SplitOnlyWhenChainsLeaveSMsIdle) {
   EXPECT_EQ(16, two8.split_scan_cols);  // 16 chains: 8 scan blocks each
 }
 
+// K = V = 256 runs the storing chain (two chain warpgroups a block) and fwd_o only: no split (the
+// summary pass and the scan are 128 wide), no fused o, no fp16 operands, whatever the shape.
+TEST(Heuristics, K256StoresForFwdO) {
+  for (int64_t N : {1, 4, 64, 256})
+    for (int HV : {4, 32}) {
+      const auto cfg = cuda::chunk_forward_heuristics(problem(HV / 2, HV, 32768, N, 256), h200());
+      EXPECT_EQ(0, cfg.split_chunks_per_part) << N << " " << HV;
+      EXPECT_FALSE(cfg.fuse_o) << N << " " << HV;
+      EXPECT_FALSE(cfg.fuse_o_serial) << N << " " << HV;
+      EXPECT_FALSE(cfg.fp16_operands) << N << " " << HV;
+    }
+  // (The longest-first order stays the general rule's: ragged batches in several waves.)
+  Problem p = problem(16, 32, 32768, 4, 256);
+  const int32_t cu[] = {0, 1000, 5000, 30000, 32768};  // (device memory to the library: never read here)
+  p.cu_seqlens = cu;
+  p.cu_seqlens_type = IndexType::kInt32;
+  EXPECT_TRUE(cuda::chunk_forward_heuristics(p, h200()).longest_first);
+}
+
 TEST(Heuristics, TensorParallelSlicesSplit) {
   // TP4 (HV = 8) and TP8 (HV = 4) on one 32k sequence: 16 and 8 chain blocks.
   const auto tp4 = cuda::chunk_forward_heuristics(problem(4, 8, 32768, 1), h200());

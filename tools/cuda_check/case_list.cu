@@ -508,6 +508,46 @@ std::vector<Case> correctness_cases(bool quick) {
     c.fuse_o_serial = true;
     cases.push_back(c);
   }
+  // K = V = 256 on the storing chain with two chain warpgroups (fwd_h_wgmma.cuh) and fwd_o by V
+  // halves (the library's choice at 256; "exact bf16 256" above is its first case): no decay (the
+  // lo passes of weakly decaying chunks), fp16 into a V-major pool with checkpoints, GVA with
+  // empty, one-token and partial-chunk sequences. Listed after the serial copies: every case before
+  // draws the inputs it drew without them.
+  {
+    Case c;
+    c.name = "fast bf16 256 g=0";
+    c.lens = {1600, 5, 300};
+    c.K = c.V = 256;
+    c.H = 1;
+    c.HV = 2;
+    c.gscale = 0.f;
+    c.gate_extremes = false;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "fast fp16 256 vmajor checkpoints";
+    c.lens = {300, 1, 130, 64};
+    c.dt = DType::kFloat16;
+    c.K = c.V = 256;
+    c.H = 1;
+    c.HV = 2;
+    c.vmajor = true;
+    c.ck_every = 2;
+    c.tol = 1e-3;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "fast bf16 256 GVA";
+    c.lens = {64, 1, 0, 200, 63};
+    c.K = c.V = 256;
+    c.H = 2;
+    c.HV = 8;
+    c.idx32 = true;
+    c.row_pad = 8;
+    cases.push_back(c);
+  }
   return cases;
 }
 

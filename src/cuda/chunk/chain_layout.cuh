@@ -68,6 +68,12 @@ constexpr int kBV = 64;         // V slice per block (the wgmma M)
 //             their load, chain, o and store back to back with nothing beside them).
 enum class ChainMode { kStoreBulk, kSummary, kFusedO, kFusedSerial };
 
+// A chain block's threads (three warpgroups with o fused beside the chain, two chain warpgroups at
+// K = V = 256, else one) and the width of its k ring and h staging (K = V = 64 padded to kD):
+// the kernel's launch bounds and shared memory, and its launch.
+constexpr int chain_threads(ChainMode m, int dk) { return m == ChainMode::kFusedO ? 384 : dk > kD ? 256 : 128; }
+constexpr int chain_width(int dk) { return dk > kD ? dk : kD; }
+
 // kFusedO's additions: the q ring beside w and k, the h_lo staging (the operands' hi + lo parts:
 // kHiLoOperands, chain_precise.cuh), and the o staging (kChainOStride-element rows).
 // E: the 16-bit operand type (the input dtype, bf16 or fp16; fwd_fast.cuh).
@@ -81,15 +87,26 @@ struct WgFusedSmem {
 template <int ST, typename E>
 struct WgFusedSmem<ST, false, E> {};
 
-template <int ST, bool kFused, typename E>
-struct WgSmem : WgFusedSmem<ST, kFused, E> {  // (an empty base takes no space: w stays at offset 0)
-  E a[ST][kC * kD];                           // 16 KB per stage, 1024-aligned (the block base is)
-  E k[ST][kC * kD];
-  E vin[ST][kC * kBV];  // 8 KB per stage
-  E h[kD * kBV];        // 16 KB
-  E v[1][kC * kBV];     // 8 KB
-  float2 eg[ST][kC];    // (exp(G_i), exp(G_last - G_i)): b.eg
-  double G[ST][kC];     // kFusedO: fp64 G, for the o warpgroup's gates where a chunk's span is wide
+// K = V = 256 (kW, the store mode only): the two chain warpgroups' partial -U^T = -S_x^T k_x^T,
+// one [8][128 threads][4] float4 image per warpgroup x (its K half), which each adds to the
+// other's (fwd_h_wgmma.cuh).
+template <int kW>
+struct WgExchangeSmem {
+  float xch[2][kC * kBV];  // 32 KB
+};
+template <>
+struct WgExchangeSmem<kD> {};
+
+// kW: k's and the h staging's width (kD; 256 for K = V = 256, whose two halves are two warpgroups').
+template <int ST, bool kFused, typename E, int kW = kD>
+struct WgSmem : WgFusedSmem<ST, kFused, E>, WgExchangeSmem<kW> {  // (empty bases take no space: a stays at 0)
+  E a[ST][kC * kD];                                               // 16 KB per stage, 1024-aligned (the block base is)
+  E k[ST][kC * kW];                                               // 16 KB per stage (kW = 256: 32 KB, four atoms)
+  E vin[ST][kC * kBV];                                            // 8 KB per stage
+  E h[kW * kBV];                                                  // 16 KB (kW = 256: 32 KB, K half 0's rows first)
+  E v[1][kC * kBV];                                               // 8 KB
+  float2 eg[ST][kC];                                              // (exp(G_i), exp(G_last - G_i)): b.eg
+  double G[ST][kC];  // kFusedO: fp64 G, for the o warpgroup's gates where a chunk's span is wide
   float rk[ST][kC];
   float rq[ST][kC];  // kFusedO with l2norm: inverse norms of q's rows (chain_norm_warpgroup)
   // kFusedO: bar[0] B1 (the chain warpgroup's 128 threads: chunk c landed, the h staging holds h_c;
@@ -112,6 +129,7 @@ static_assert(sizeof(__nv_bfloat16) * kC * kD % 1024 == 0, "stages stay 1024-ali
 static_assert(sizeof(WgFusedSmem<3, true, __nv_bfloat16>) % 1024 == 0, "a, k and h_lo stay 1024-aligned");
 static_assert(sizeof(WgFusedSmem<3, true, __half>) % 1024 == 0, "a and k stay 1024-aligned");
 static_assert(sizeof(WgFusedSmem<1, true, __nv_bfloat16>) % 1024 == 0, "a and k stay 1024-aligned (kFusedSerial)");
+static_assert(sizeof(WgExchangeSmem<256>) % 1024 == 0, "a and k stay 1024-aligned (K = V = 256)");
 
 // The state slice's registers (S^T as an m64n128 wgmma accumulator) and the elements they hold:
 // f(i, kk, vv) for st[i] = S[kk][vv], i = 4 j + 2 hh + e, kk = 8 j + 2 t + e, vv = vv0 + 8 hh
@@ -209,16 +227,20 @@ __device__ __forceinline__ void chain_prefetch(Sm& sm, const FastBufs<E, EI>& b,
 
 // A partial chunk's rows len .. kC - 1 of stage s's k (and q, kFused) and v (not for `transition`)
 // -> zeros: TMA brought the next sequence's tokens there (or the caller's padding past the last
-// sequence, which may hold anything: 0 * NaN is NaN). The chain warpgroup's 128 threads, before
-// fence.proxy.async and B1. (A_s's image has zero rows there already.)
-template <bool kFused, typename Sm>
+// sequence, which may hold anything: 0 * NaN is NaN). The chain warpgroup's 128 threads (kKAtoms =
+// 4, K = V = 256: both chain warpgroups' 256, v by the first 128), before fence.proxy.async and B1.
+// (A_s's image has zero rows there already.)
+template <bool kFused, int kKAtoms = 2, typename Sm>
 __device__ __forceinline__ void chain_zero_rows(Sm& sm, int s, int len, bool transition, int tid) {
+  static_assert(kKAtoms == 2 || (kKAtoms == 4 && !kFused), "k's atoms: 2 (any mode), 4 (the store mode)");
   const uint4 z = make_uint4(0u, 0u, 0u, 0u);
-  // k, q: [2 atoms][64 rows][128 B]: piece tid % 16 (atom piece / 8) of rows tid / 16 + 8 j: the
-  // swizzle's row % 8 is the thread's own, so the rows are 1 KB apart (as chain_prefetch's were).
+  // k, q: [kKAtoms atoms][64 rows][128 B]: piece tid % (8 kKAtoms) (atom piece / 8) of rows
+  // tid / (8 kKAtoms) + 8 j: the swizzle's row % 8 is the thread's own, so the rows are 1 KB apart
+  // (as chain_prefetch's were).
   {
-    const int r0 = tid / 16;
-    const uint32_t off = ((tid % 16) / 8) * (kC * 128) + sw128(r0, tid % 8);
+    constexpr int kPieces = 8 * kKAtoms;
+    const int r0 = tid / kPieces;
+    const uint32_t off = ((tid % kPieces) / 8) * (kC * 128) + sw128(r0, tid % 8);
 #pragma unroll
     for (int j = 0; j < kC / 8; ++j)
       if (r0 + 8 * j >= len) {
@@ -226,7 +248,7 @@ __device__ __forceinline__ void chain_zero_rows(Sm& sm, int s, int len, bool tra
         if constexpr (kFused) *reinterpret_cast<uint4*>(reinterpret_cast<char*>(sm.q[s]) + off + 1024 * j) = z;
       }
   }
-  if (!transition) {  // v: [64 rows][128 B]: piece tid % 8 of rows tid / 8 + 16 j (2 KB apart)
+  if (!transition && (kKAtoms == 2 || tid < 128)) {  // v: [64 rows][128 B], piece tid % 8 of rows tid / 8 + 16 j
     const int r0 = tid / 8;
     char* const v0 = reinterpret_cast<char*>(sm.vin[s]) + sw128(r0, tid % 8);
 #pragma unroll

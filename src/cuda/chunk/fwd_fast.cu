@@ -79,6 +79,8 @@ void mark(const PhaseEvents* phases, int i, cudaStream_t s) {
 // any launch (an unfused o at K = V = 64, fp16 operands not built, a split whose parts miss chunks).
 void check_config(const Problem& p, const ChunkForwardConfig& cfg) {
   if (p.head_k == 64 && !cfg.fuse_o) throw Error("fast_forward: K = V = 64 runs the chain with o fused only (fuse_o)");
+  if (p.head_k == 256 && (cfg.fuse_o || cfg.split_chunks_per_part > 0 || cfg.fp16_operands))
+    throw Error("fast_forward: K = V = 256 runs the storing chain and fwd_o only (no fuse_o, split or fp16_operands)");
   if (cfg.fp16_operands && p.dtype != DType::kBFloat16)
     throw Error("fast_forward: fp16_operands runs bf16 inputs (their products in fp16)");
   if (cfg.fp16_operands && p.head_k == 128 && !kFp16OperandsD128)
@@ -112,7 +114,7 @@ void check_config(const Problem& p, const ChunkForwardConfig& cfg) {
 
 bool fast_path_supported(const Problem& p) {
   return (p.dtype == DType::kBFloat16 || p.dtype == DType::kFloat16) && p.head_k == p.head_v &&
-         (p.head_k == 64 || p.head_k == 128);
+         (p.head_k == 64 || p.head_k == 128 || p.head_k == 256);
 }
 
 size_t fast_workspace_size(const Problem& p, const ChunkForwardConfig& cfg) {

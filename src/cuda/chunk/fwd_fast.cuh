@@ -1,11 +1,11 @@
 // The tensor-core forward (16-bit tensor-core products, fp32 accumulation) for bf16/fp16 inputs,
-// K = V = D in {64, 128}. Two or three kernels:
+// K = V = D in {64, 128, 256}. Two or three kernels:
 //   kkt_solve (parallel over chunks): gates, cumsum, k k^T, A_s = (I + L)^-1 diag(beta) on the
 //            tensor cores (kkt_solve.cu)
 //   fwd_h    (sequential over chunks, state on chip): wgmma, v_new = A_s (v - k S) formed on chip,
 //            the final state, and o by a second warpgroup (fused) or h and v_new per chunk for
 //            fwd_o (fwd_h_wgmma.cuh)
-//   fwd_o    (parallel over chunks, D = 128 where the chain stores): o                (fwd_o.cu)
+//   fwd_o    (parallel over chunks, D = 128 where the chain stores, 256 always): o    (fwd_o.cu)
 // D = 64 runs the same kernels on their 128-wide layout: k and q padded with zero columns (kkt_solve
 // and the chain's ring fill only the first 64), the state's rows past 64 zero, one 64-wide V slice
 // per head (fwd_h_wgmma.cuh's kDK); always with o fused.
@@ -57,7 +57,7 @@ struct FastBufs {
   Plan pl;
   int64_t T;
   int H, HV;
-  int dk;  // K = V: 64 or 128 (64 runs padded to the chain's 128: fwd_h_wgmma.cuh's kDK)
+  int dk;  // K = V: 64, 128 or 256 (64 runs padded to the chain's 128, 256 on two chain warpgroups: kDK)
   float scale;
   // q and k as rows of EI with 16-byte aligned pieces: the caller's tensors when aligned, else
   // copies in the workspace. Never normalized: with l2norm the kernels apply the rows' inverse
@@ -85,25 +85,27 @@ struct FastBufs {
   E* w;  // A_s = (I + L)^-1 diag(beta) as images [max_chunks, HV, 2, 64, 64] (fwd_a_image; the
          // chain applies it: fwd_h_wgmma.cuh)
   E* u;  // [T, HV, D]: the copy of v (EI) when its rows are not aligned
-  // o by fwd_o (D = 128): v_new as images [max_chunks, HV, 2, 64, 64] (fwd_v_image), its lo part
+  // o by fwd_o (D = 128, 256): v_new as images [max_chunks, HV, D / 64, 64, 64] (fwd_v_image), its lo part
   // E(v_new - E(v_new)) as the same images, written by the chain for weakly decaying chunks only
   // (precise_state_chunk) and read by fwd_o for those only, and h as images
-  // [max_chunks, HV, 2, 128, 64] (fwd_h_image)
+  // [max_chunks, HV, D / 64, D, 64] (fwd_h_image)
   E* v_new;
   E* v_new_lo;
   E* h;
 };
 
-// D = 128 (the wgmma chain): h_c and v_new leave the chain as images of its shared-memory staging,
-// one per (chunk gc, value head hv, 64-wide V slice sl): h_c's [128 kk][64 vv] (16 KB) and
-// v_new's [64 tokens][64 vv] (8 KB, rows past the chunk's end zero), both in 128-byte rows with the
-// 128-byte swizzle (16-byte piece ch of row r at byte sw128(r, ch)). fwd_o un-swizzles on load.
-// Offsets in elements of b.h ([max_chunks, HV, 2, 128, 64]) and b.v_new ([max_chunks, HV, 2, 64, 64]).
-GDN_HOST_DEVICE inline int64_t fwd_h_image(int64_t gc, int hv, int sl, int HV) {
-  return ((gc * static_cast<uint32_t>(HV) + hv) * 2 + sl) * (128 * 64);
+// D = 128 and 256 (the wgmma chain's store mode): h_c and v_new leave the chain as images of its
+// shared-memory staging, one per (chunk gc, value head hv, 64-wide V slice sl of D / 64): h_c's
+// [D kk][64 vv] (D = 128: 16 KB; 256: 32 KB, rows kk < 128 first, each half laid out as D = 128's
+// image) and v_new's [64 tokens][64 vv] (8 KB, rows past the chunk's end zero), both in 128-byte
+// rows with the 128-byte swizzle (16-byte piece ch of row r at byte sw128(r, ch)). fwd_o
+// un-swizzles on load. Offsets in elements of b.h ([max_chunks, HV, D / 64, D, 64]) and b.v_new
+// ([max_chunks, HV, D / 64, 64, 64]); dk = D.
+GDN_HOST_DEVICE inline int64_t fwd_h_image(int64_t gc, int hv, int sl, int HV, int dk = 128) {
+  return ((gc * static_cast<uint32_t>(HV) + hv) * (dk / 64) + sl) * (int64_t(dk) * 64);
 }
-GDN_HOST_DEVICE inline int64_t fwd_v_image(int64_t gc, int hv, int sl, int HV) {
-  return ((gc * static_cast<uint32_t>(HV) + hv) * 2 + sl) * (kChunkSize * 64);
+GDN_HOST_DEVICE inline int64_t fwd_v_image(int64_t gc, int hv, int sl, int HV, int dk = 128) {
+  return ((gc * static_cast<uint32_t>(HV) + hv) * (dk / 64) + sl) * (kChunkSize * 64);
 }
 // A_s of chunk gc and value head hv goes the other way, kkt_solve -> the chain, as the image of the
 // chain's ring stage (one bulk copy, chain_prefetch): its hi part's [64 rows i][64 columns j], then
@@ -126,7 +128,7 @@ inline bool rows_in_16_byte_pieces(const Tensor& t) {
 // The prep on the tensor cores (kkt_solve.cu): G, r and A_s only (A_s in E, from k in EI).
 template <typename E, typename EI>
 void launch_kkt_solve(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream_t s);
-// o after the storing chain (K = V = 128 only: 64 always fuses o).
+// o after the storing chain (K = V = 128 and 256: 64 always fuses o).
 template <typename E, typename EI>
 void launch_fwd_o(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream_t s);
 // fwd_h on wgmma: one warpgroup per (sequence, part, value head, 64-wide V slice);

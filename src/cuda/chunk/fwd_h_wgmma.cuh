@@ -1,7 +1,8 @@
 // fwd_h on Hopper warpgroup MMA (wgmma, sm_90a): the sequential part of the chunked forward for
 // D = K = V = 128, chunk C = 64; K = V = 64 (kDK) on the same ring layout with only the first
 // 64-column atom of k and q filled (every product over K runs its 4 k-steps there), the state an
-// m64n64 accumulator (32 floats a thread), one 64-wide V slice per head.
+// m64n64 accumulator (32 floats a thread), one 64-wide V slice per head; K = V = 256 in the store
+// mode on two chain warpgroups a block, one per half of K (below the modes).
 // Three modes (ChainMode below): h and v_new stored for fwd_o (described here), the split's summary
 // pass, and fused o (a second warpgroup computes o from the h and v staging: chain_o.cuh).
 //
@@ -72,8 +73,15 @@ using namespace chain;  // kC, kD, kBV, ChainMode, WgSmem, chain_prefetch (chain
 // (cfg.fp16_operands), whose q and k the ring converts to fp16 in place (the norm warpgroup,
 // kFusedO; the chain warpgroup itself otherwise) and whose chunks take no lo passes (kLoPasses,
 // chain_precise.cuh; kStoreBulk then stores no v_new lo part).
+// K = V = 256 (kDK, the store mode only): two chain warpgroups (kWG), warpgroup x holding the rows
+// kk of K half x of S^T [64 x 128] (the D = 128 chain's registers) and reading its half of k (atoms
+// 2 x, 2 x + 1); per chunk each forms its partial -S_x^T k_x^T, the two exchange them through
+// shared memory (WgExchangeSmem: a block barrier; p_0 + p_1 = p_1 + p_0 bitwise in fp32, so both
+// hold the same -U^T) and both then form W^T, v_new^T and the gating alike (the v_new products
+// twice: the tensor work of one more 64 x 64 x 64 product a chunk), update their own half and stage
+// it into their half of the h staging [256 kk][64 vv]; the first stores v_new.
 template <int ST, ChainMode kMode, typename E, typename EI, int kDK>
-__global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode == ChainMode::kFusedSerial ? 2 : 1)
+__global__ void __launch_bounds__(chain_threads(kMode, kDK), kMode == ChainMode::kFusedSerial ? 2 : 1)
     chunk_fwd_h_wgmma_kernel(const __grid_constant__ FastBufs<E, EI> b, SplitBufs sp, StateRef init, StateRef fin,
                              bool kmajor, OutRef out, CheckpointOut ck) {
   constexpr bool kSummary = kMode == ChainMode::kSummary;
@@ -84,12 +92,15 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
   constexpr bool kFused = kSerial || kTwoWarpgroups;
   static_assert(!kSerial || ST == 1, "the serial chain refills its one stage after the chunk's o");
   constexpr bool kBulk = kMode == ChainMode::kStoreBulk;
-  static_assert(kDK == kD || (kDK == 64 && !kBulk), "K = V = 64: the fused modes and the summary");
+  static_assert(kDK == kD || (kDK == 64 && !kBulk) || (kDK == 256 && kBulk),
+                "K = V = 64: the fused modes and the summary; K = V = 256: the store mode");
+  // The chain warpgroups (K = V = 256: two, one per 128-row half of K), the rows of K each holds.
+  constexpr int kWG = kDK > kD ? kDK / kD : 1, kDH = kDK / kWG;
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __trap();  // wgmma needs sm_90a; the library is built for it only
 #else
   extern __shared__ __align__(16) char smem_raw[];
-  using Sm = WgSmem<ST, kFused, E>;
+  using Sm = WgSmem<ST, kFused, E, chain_width(kDK)>;
   Sm& sm = *reinterpret_cast<Sm*>(smem_raw + align_1024_offset(smem_raw));  // (wgmma's swizzle atoms)
   // The block's barriers: with the o warpgroup, which reaches them from its own code (chain_o.cuh),
   // the mbarriers sm.bar[which] in phase `parity`; otherwise __syncthreads.
@@ -127,7 +138,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
   const int HV = b.HV;
   // 64-wide column slices per (part, head): V's (and the summary's M_p columns, K's)
   constexpr int kVSlices = kDK / kBV, kSlices = kSummary ? 2 * kVSlices : kVSlices;
-  constexpr int kKS = kDK / 16;  // k-steps of the products over K (k's and q's atoms past them: unused)
+  constexpr int kKS = kDH / 16;  // k-steps of the products over K (k's and q's atoms past them: unused)
   const int64_t item = blockIdx.x;
   const int sl = static_cast<int>(item % kSlices);
   const int hv = static_cast<int>((item / kSlices) % HV);
@@ -155,7 +166,14 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
   const bool transition = kSummary && sl >= kVSlices;  // M_p's columns: the identity's chain, u = 0
   if (transition && part == 0) return;                 // part 0 needs no M
   const int v0 = (transition ? sl - kVSlices : sl) * kBV;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  // tid: the thread in its warpgroup; wgx: its chain warpgroup (K half) where there are two. (One
+  // thread issues the bulk copies: threadIdx.x == 0.)
+  const int wgx = kWG > 1 ? static_cast<int>(threadIdx.x) / 128 : 0;
+  const int tid = threadIdx.x - 128 * wgx, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  // This warpgroup's K half: its first row kk, its k atoms' byte offset in a ring stage and its
+  // rows' in the h staging (128-byte rows).
+  const int kk0 = kDH * wgx;
+  const uint32_t k_half = wgx * (2 * kC * 128), h_half = wgx * (kDH * 128);
   // ldmatrix / stmatrix lane roles for a 16 x 16 tile: matrix lm = lane / 8, row lr = lane % 8;
   // a tile's rows are (16 i + 8 (lm / 2) + lr), its 16-byte chunk of the slice 2 warp + lm % 2.
   const int lrow = 8 * ((lane / 8) / 2) + lane % 8, lch = 2 * warp + (lane / 8) % 2;
@@ -221,7 +239,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
   // S^T accumulator: st[4 j + 2 hh + e] = S[kk = 8 j + 2 t + e][vv = v0 + 16 warp + g + 8 hh], j < 16.
   // The part's initial state: the pool row (part 0), the scan's S_p (K-major, later parts of the
   // full pass), zero (B_p) or the identity (M_p).
-  constexpr int kSt = kDK / 2;  // the accumulator's floats a thread: m64n128 (m64n64 at K = V = 64)
+  constexpr int kSt = kDH / 2;  // the accumulator's floats a thread: m64n128 (m64n64 at K = V = 64)
   float st[kSt];
   {
     const float* base = nullptr;
@@ -239,7 +257,8 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
       base_kmajor = true;
       base_d = kD;
     }
-    for_each_state_elem<kDK / 8>(v0 + 16 * warp + g, t, [&](int i, int kk, int vv) {
+    for_each_state_elem<kDH / 8>(v0 + 16 * warp + g, t, [&](int i, int kk, int vv) {
+      kk += kk0;
       float x = base ? base[base_kmajor ? int64_t(kk) * base_d + vv : int64_t(vv) * base_d + kk] : 0.f;
       if (transition) x = kk == vv && !negligible ? 1.f : 0.f;
       st[i] = x;
@@ -255,6 +274,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
     __syncthreads();
   }
   auto prefetch = [&](int64_t c, int s) {
+    if (kWG > 1 && wgx != 0) return;  // (the first chain warpgroup's 128 threads fill the ring)
     if constexpr (kSerial) {
       chain_prefetch<kFused, kDK>(sm, b, rows_shared, c0 + c, tb + c * kC, te, s, HV, hv, hk, v0, transition, tid);
     } else {
@@ -269,7 +289,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
   auto stage_state = [&](bool with_lo) {
     uint32_t hls = 0;
     if constexpr (kFused && kLo) hls = smem_u32(sm.h_lo);
-    stage_state_fragments<E, !kSummary, kFused && kLo, kKS>(ha, st, smem_u32(sm.h), hls, lrow, lch, with_lo);
+    stage_state_fragments<E, !kSummary, kFused && kLo, kKS>(ha, st, smem_u32(sm.h) + h_half, hls, lrow, lch, with_lo);
   };
 
   // Chunks 0 .. ST - 2 in flight before the loop; chunk c + ST - 1 is issued in iteration c into
@@ -306,8 +326,8 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
     const int64_t r = checkpoint_row_after(ck.ck, ns, part_start + c, te - tb + part_start * kC);
     if (r < 0) return;
     // This thread's first element (kk = 2 t, vv = v0 + 16 warp + g); the rest at constant offsets.
-    store_chain_checkpoint<kDK>(ck, state_elem(ck.ck.pool, r, hv, b.HV, kDK, kDK, kmajor, 2 * t, v0 + 16 * warp + g),
-                                kmajor, st);
+    store_chain_checkpoint<kDK, kDH>(
+        ck, state_elem(ck.ck.pool, r, hv, b.HV, kDK, kDK, kmajor, kk0 + 2 * t, v0 + 16 * warp + g), kmajor, st);
   };
   stage_state(true);        // (h_0's lo part: the o warpgroup counts chunk -1 as weakly decaying)
   bool o_lo_staged = true;  // kSerial: chain_o_chunk's lo_staged (the h_lo staging holds h_c's lo part)
@@ -329,9 +349,9 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
       else
         chain_convert_stage<kFused>(sm, s, len, tid);
     }
-    if (len < kC) chain_zero_rows<kFused>(sm, s, len, transition, tid);  // (a sequence's last chunk)
+    if (len < kC) chain_zero_rows<kFused, 2 * kWG>(sm, s, len, transition, threadIdx.x);  // (a sequence's last chunk)
     fence_proxy_async();  // this thread's landed cp.async writes and zeros -> visible to wgmma (async proxy)
-    if (kBulk && tid == 0) bulk_wait_read<0>();  // v_new_{c-1}'s staging read: rewritten after B1
+    if (kBulk && threadIdx.x == 0) bulk_wait_read<0>();  // v_new_{c-1}'s staging read: rewritten after B1
     // B1: chunk c complete for all; h staging holds h_c; stage (c - 1) % ST free (kFusedO: B1 is this
     // warpgroup's alone, the o warpgroup only waits on it; the stage and the v staging are freed by
     // F below, so that these products need not wait for the o warpgroup's P v_new of chunk c - 1).
@@ -345,7 +365,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
     for (int i = 0; i < 4 * kKS; ++i) pin(ha[i]);
     wgmma_fence();
     {
-      const WgTile kt = wg_tile(smem_u32(sm.k[s]), 16, 1024);
+      const WgTile kt = wg_tile(smem_u32(sm.k[s]) + k_half, 16, 1024);
 #pragma unroll
       for (int ks = 0; ks < kKS; ++ks)  // (K = V = 64: k's zero columns need no k-steps)
         wgmma_m64n64_rs<E, true>(acc, &ha[4 * ks], kt.at((ks / 4) * (kC * 128) + (ks % 4) * 32), ks > 0);
@@ -398,14 +418,33 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
     for (int i = 0; i < kSt; ++i) st[i] *= dl;
     // h_c -> workspace: the staging's image (fwd_h_image).
     if constexpr (kBulk) {
-      if (tid == 0) {
-        bulk_store(b.h + fwd_h_image(gc, hv, v0 / kBV, HV), smem_u32(sm.h), kD * kBV * 2);
+      if (threadIdx.x == 0) {
+        bulk_store(b.h + fwd_h_image(gc, hv, v0 / kBV, HV, kDK), smem_u32(sm.h), kDK * kBV * 2);
         bulk_commit();
       }
     }
     wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(acc[i]);
+    if constexpr (kWG > 1) {
+      // -U^T = p_0 + p_1, the two K halves' partial products: each warpgroup's image [8][128][4]
+      // (a warp's float4 stores 512 contiguous bytes), a block barrier, the other's added. (The
+      // other's reads of an image end before its next write: B1 lies between.)
+      float4* const mine = reinterpret_cast<float4*>(sm.xch[wgx]) + tid;
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        mine[128 * j] = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+      __syncthreads();
+      const float4* const other = reinterpret_cast<const float4*>(sm.xch[1 - wgx]) + tid;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float4 x = other[128 * j];
+        acc[4 * j] += x.x;
+        acc[4 * j + 1] += x.y;
+        acc[4 * j + 2] += x.z;
+        acc[4 * j + 3] += x.w;
+      }
+    }
 
     // 2. W^T = v^T - U^T diag(exp(G) r) -> A fragments (wa[4 ks + q]: tokens [16 ks, 16 ks + 16));
     //    v_new^T = W^T A_s^T with A_s = (I + L)^-1 diag(beta) (kkt_solve) as hi + lo parts:
@@ -509,12 +548,12 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
     // chain spilled once the split-overlap patch added its registers).
     if (precise) {
       lo_parts<E>(vl, vf, va);
-      vs_lo_pass<E, kSt>(st, vl, smem_u32(sm.k[s]));
+      vs_lo_pass<E, kSt>(st, vl, smem_u32(sm.k[s]) + k_half);
       // kStoreBulk: v_new's lo part for fwd_o's P v_new (b.v_new_lo), staged in this chunk's v input
       // stage (read into vx by every warp before its v_new products, which this wait completed; not
       // refilled before the next chunk's B1, which thread 0 passes only once the bulk copies below
       // have read it), in the v staging's layout.
-      if constexpr (kBulk) {
+      if (kBulk && wgx == 0) {  // (kWG = 2: every warp read vin[s] before the exchange's barrier)
         const uint32_t vls = smem_u32(sm.vin[s]);
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks) {
@@ -531,11 +570,11 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
 #pragma unroll
     for (int i = 0; i < 16; ++i) pin(va[i]);
     wgmma_fence();
-    wgmma_state_update<E>(st, va, smem_u32(sm.k[s]));
+    wgmma_state_update<E>(st, va, smem_u32(sm.k[s]) + k_half);
     wgmma_commit();
     // v_new (E, as stored) -> v staging [token][vv], while the update runs (the summary pass
     // stores no v_new).
-    if (!kSummary) {
+    if (!kSummary && wgx == 0) {  // (kWG = 2: both hold the same v_new)
       const uint32_t vs = smem_u32(sm.v[0]);
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
@@ -547,13 +586,13 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
     }
     if constexpr (kFused || kBulk) fence_proxy_async();  // the v staging -> wgmma of the o warpgroup / TMA
     // (kBulk: the h staging's bulk read is done before B2: stage_state rewrites it after B2.)
-    if (kBulk && tid == 0) bulk_wait_read<0>();
+    if (kBulk && threadIdx.x == 0) bulk_wait_read<0>();
     block_sync(1, c & 1);  // B2: v staging complete; every thread's reads of the h staging done
     // v_new (rows past len: zeros) -> workspace: the staging's image (fwd_v_image).
     if constexpr (kBulk) {
-      if (tid == 0) {
-        bulk_store(b.v_new + fwd_v_image(gc, hv, v0 / kBV, HV), smem_u32(sm.v[0]), kC * kBV * 2);
-        if (precise) bulk_store(b.v_new_lo + fwd_v_image(gc, hv, v0 / kBV, HV), smem_u32(sm.vin[s]), kC * kBV * 2);
+      if (threadIdx.x == 0) {
+        bulk_store(b.v_new + fwd_v_image(gc, hv, v0 / kBV, HV, kDK), smem_u32(sm.v[0]), kC * kBV * 2);
+        if (precise) bulk_store(b.v_new_lo + fwd_v_image(gc, hv, v0 / kBV, HV, kDK), smem_u32(sm.vin[s]), kC * kBV * 2);
         bulk_commit();
       }
     }
@@ -591,7 +630,7 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
     if (++s == ST) s = 0;
   }
   cp_async_wait<0>();
-  if (kBulk && tid == 0) bulk_wait<0>();  // the staging stays allocated until the copies are done
+  if (kBulk && threadIdx.x == 0) bulk_wait<0>();  // the staging stays allocated until the copies are done
 
   // The end state: a summary (S_1 from part 0, else B_p or M_p; K-major fp32), or the final
   // state from the sequence's last part.
@@ -612,7 +651,8 @@ __global__ void __launch_bounds__(kMode == ChainMode::kFusedO ? 384 : 128, kMode
     if (r >= 0) base = static_cast<float*>(fin.data) + state_offset(fin, r, hv, HV, DDK);
   }
   if (base)
-    for_each_state_elem<kDK / 8>(v0 + 16 * warp + g, t, [&](int i, int kk, int vv) {
+    for_each_state_elem<kDH / 8>(v0 + 16 * warp + g, t, [&](int i, int kk, int vv) {
+      kk += kk0;
       base[out_kmajor ? int64_t(kk) * out_d + vv : int64_t(vv) * out_d + kk] = st[i];
     });
 #endif
@@ -623,15 +663,14 @@ template <int ST, ChainMode kMode, typename E, typename EI, int kDK>
 void launch_wg_d(const FastBufs<E, EI>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s,
                  bool after_summary) {
   constexpr bool kFused = kMode == ChainMode::kFusedO || kMode == ChainMode::kFusedSerial;
-  const size_t smem = sizeof(WgSmem<ST, kFused, E>) + 1024;  // + alignment slack
+  const size_t smem = sizeof(WgSmem<ST, kFused, E, chain_width(kDK)>) + 1024;  // + alignment slack
   const int64_t blocks =
       f.problem.num_seqs * sp.max_parts * b.HV * (kDK / kBV) * (kMode == ChainMode::kSummary ? 2 : 1);
   // o in 16-byte row pieces when the caller's layout allows it (kFusedO), else element by element.
   const OutRef out = {f.o.data, f.o.stride_token, f.o.stride_head, rows_in_16_byte_pieces(f.o)};
   auto k = chunk_fwd_h_wgmma_kernel<ST, kMode, E, EI, kDK>;
   allow_smem(k, smem);
-  const LaunchConfig lc(dim3(grid_1d(blocks, 1)), dim3(kMode == ChainMode::kFusedO ? 384 : 128), smem, s,
-                        after_summary);
+  const LaunchConfig lc(dim3(grid_1d(blocks, 1)), dim3(chain_threads(kMode, kDK)), smem, s, after_summary);
   check(cudaLaunchKernelEx(&lc.cfg, k, b, sp, f.initial_state, f.final_state,
                            f.problem.state_layout == StateLayout::kKMajor, out, checkpoint_out(f)),
         kMode == ChainMode::kSummary  ? "chunk_fwd_h_wgmma_kernel (split summary)"
@@ -648,6 +687,8 @@ void launch_wg(const FastBufs<E, EI>& b, const SplitBufs& sp, const ForwardArgs&
                bool after_summary = false) {
   if constexpr (kMode != ChainMode::kStoreBulk) {
     if (b.dk == 64) return launch_wg_d<ST, kMode, E, EI, 64>(b, sp, f, s, after_summary);
+  } else if constexpr (std::is_same<E, EI>::value) {
+    if (b.dk == 256) return launch_wg_d<ST, kMode, E, EI, 256>(b, sp, f, s, after_summary);
   }
   // (fp16 operands for bf16 inputs at K = V = 128: built with GDN_FP16_OPERANDS_D128 only;
   // fast_forward's check_config refuses them otherwise.)

@@ -1,7 +1,11 @@
-// fwd_o: per (chunk, value head), in parallel over all chunks:
+// fwd_o: per (chunk, value head, 128 columns of V), in parallel over all chunks:
 //   o_i = scale (exp(G_i) q_i^T h_c + sum_{j <= i} (q_i . k_j) exp(G_i - G_j) v_new_j)
 // with l2norm, q_i and k_j are the raw rows and their inverse norms rq_i (computed here) and
 // rk_j (the prep kernel's) scale the products in fp32.
+// K = V = kD, 128 or 256 (the chain's store mode): one block writes 128 columns of o, all of V at
+// 128, one V half at 256 (h's [256][256] alone would take 128 KB of shared memory); there each of a
+// head's two blocks forms P = q k^T (and q's norms) over all 256 columns of K itself: the
+// redundancy buys the halves' independence.
 // Three mma products per block (q k^T, q h_c, P v_new), operands of type E (the input dtype, bf16
 // or fp16) in shared memory; P is split into hi + lo parts (two passes) so that only h and v_new
 // carry a rounding to E (q and k are the inputs' exact values). o is written in E. With fp16 operands
@@ -19,37 +23,44 @@ namespace cuda {
 namespace {
 
 constexpr int C = kChunkSize;
-constexpr int D = 128;  // K = V: fwd_o reads the storing chain's images (K = V = 64 always fuses o)
+constexpr int kDV = 128;  // o's columns per block (K = V = 64 always fuses o: no fwd_o there)
 
-template <typename E>
+// One block's operands: q and k over all of K, v_new and h for the block's kDV columns of V
+// (kD = 128: 104 KB; 256: 170 KB, one block per SM). Rows padded by 16 bytes (ldmatrix without
+// bank conflicts).
+template <typename E, int kD>
 struct OSmem {
-  static constexpr int SK = D + 8;
+  static constexpr int SK = kD + 8;   // q, k
+  static constexpr int SV = kDV + 8;  // v_new, h, and k's rows reused for v_new_lo and o's staging
   static constexpr int SP = C + 8;
   E q[C * SK];
   E k[C * SK];
-  E vn[C * SK];
-  E h[D * SK];
+  E vn[C * SV];
+  E h[kD * SV];  // [kD kk][kDV vv]
   E P[C * SP];
   E Plo[C * SP];
   double G[C];
   float rk[C];  // inverse l2 norms of k's rows (kkt_solve's), with l2norm
 };
 
-template <typename E, typename EI, int NW>
+template <typename E, typename EI, int NW, int kD>
 __global__ void __launch_bounds__(NW * 32)
     chunk_fwd_o_kernel(FastBufs<E, EI> b, EI* __restrict__ o, int64_t o_st, int64_t o_sh, bool rows16) {
   extern __shared__ __align__(16) char smem_raw[];
-  using S = OSmem<E>;  // (q and k hold EI: 16-bit either way)
+  using S = OSmem<E, kD>;  // (q and k hold EI: 16-bit either way)
   constexpr bool kConvert = !std::is_same<E, EI>::value;
   auto as_op = [](uint32_t(&x)[4]) { as_operands<E, EI>(x); };  // a fragment of q or k (EI) as E operands
   S& sm = *reinterpret_cast<S*>(smem_raw);
   constexpr int kThreads = NW * 32;
-  constexpr int HALVES = NW / 4;         // column groups
-  constexpr int CP = (C / 16) / HALVES;  // P column-tile pairs per warp
-  constexpr int DP = (D / 16) / HALVES;  // o column-tile pairs per warp
+  constexpr int HALVES = NW / 4;           // column groups
+  constexpr int CP = (C / 16) / HALVES;    // P column-tile pairs per warp
+  constexpr int DP = (kDV / 16) / HALVES;  // o column-tile pairs per warp
+  constexpr int kVH = kD / kDV;            // blocks per (chunk, value head): V halves at 256
   const int HV = b.HV;
-  const int64_t gc = blockIdx.x / HV;
-  const int hv = blockIdx.x % HV;
+  const unsigned bh = blockIdx.x / kVH;  // (a head's V halves in adjacent blocks: their q, k reads meet in L2)
+  const int vh = blockIdx.x % kVH;
+  const int64_t gc = bh / HV;
+  const int hv = bh % HV;
   const int hk = qk_head_of(hv, HV, b.H);
   int64_t t0;
   int len;
@@ -59,12 +70,18 @@ __global__ void __launch_bounds__(NW * 32)
   const int m = half == 0 ? warp : 3 - (warp - 4);  // row tile
 
   // Two groups of async copies: q, k, G first (for P), then h and v_new, which land while P is
-  // computed. Thread tid copies 16-byte piece pc = tid % kPieces of rows pr + kRows j: its source
-  // pointers and shared offsets step by kRows rows (the arithmetic once, not per piece); rows past
-  // len read the chunk's first row (in bounds) with a source size of 0.
-  constexpr int kPieces = D / 8, kRows = kThreads / kPieces;
-  static_assert(kThreads % kPieces == 0 && C % kRows == 0 && D % kRows == 0, "whole passes of rows");
+  // computed. Thread tid copies 16-byte piece pc = tid % kPieces of rows pr + kRows j of h and
+  // v_new ([.][kDV]), and piece qc = tid % kQPieces of rows qr + kQRows j of q and k ([C][kD]; the
+  // same mapping at kD = 128): its source pointers and shared offsets step by whole passes of rows
+  // (the arithmetic once, not per piece); rows past len read the chunk's first row (in bounds) with
+  // a source size of 0.
+  constexpr int kPieces = kDV / 8, kRows = kThreads / kPieces;
+  constexpr int kQPieces = kD / 8, kQRows = kThreads / kQPieces;
+  static_assert(kThreads % kPieces == 0 && C % kRows == 0 && kD % kRows == 0, "whole passes of rows");
+  static_assert(kThreads % kQPieces == 0 && C % kQRows == 0, "whole passes of rows");
   const int pc = tid % kPieces, pr = tid / kPieces;
+  const int qc = tid % kQPieces, qr = tid / kQPieces;
+  const int sl = (kDV / 64) * vh + pc / 8;  // piece pc's 64-wide V slice (the chain's images of h, v_new)
   // The chunk's two decays that decide whether the chain stored v_new's lo part (chain_precise.cuh),
   // loaded now: their global latency hides behind P instead of stalling every warp before q h.
   float last_decay = 0.f, tail_decay = 0.f;
@@ -74,16 +91,16 @@ __global__ void __launch_bounds__(NW * 32)
     tail_decay = eg[(3 * len) / 4].y;
   }
   {
-    const EI* const q0 = b.q + t0 * b.q_st + hk * b.q_sh + 8 * pc;  // [T, H, D], the chunk's row 0
-    const EI* const k0 = b.k + t0 * b.k_st + hk * b.k_sh + 8 * pc;
-    const EI* qs = q0 + pr * b.q_st;
-    const EI* ks = k0 + pr * b.k_st;
+    const EI* const q0 = b.q + t0 * b.q_st + hk * b.q_sh + 8 * qc;  // [T, H, kD], the chunk's row 0
+    const EI* const k0 = b.k + t0 * b.k_st + hk * b.k_sh + 8 * qc;
+    const EI* qs = q0 + qr * b.q_st;
+    const EI* ks = k0 + qr * b.k_st;
 #pragma unroll
-    for (int j = 0; j < C / kRows; ++j, qs += kRows * b.q_st, ks += kRows * b.k_st) {
-      const int i = pr + kRows * j;
+    for (int j = 0; j < C / kQRows; ++j, qs += kQRows * b.q_st, ks += kQRows * b.k_st) {
+      const int i = qr + kQRows * j;
       const bool ok = i < len;
-      cp_async16(&sm.q[i * S::SK + 8 * pc], ok ? qs : q0, ok ? 16 : 0);
-      cp_async16(&sm.k[i * S::SK + 8 * pc], ok ? ks : k0, ok ? 16 : 0);
+      cp_async16(&sm.q[i * S::SK + 8 * qc], ok ? qs : q0, ok ? 16 : 0);
+      cp_async16(&sm.k[i * S::SK + 8 * qc], ok ? ks : k0, ok ? 16 : 0);
     }
   }
   if (tid < C) {
@@ -96,20 +113,21 @@ __global__ void __launch_bounds__(NW * 32)
   }
   cp_async_commit();
   {
-    // The chain's staging images (fwd_fast.cuh): 16-byte piece pc of a row sits in slice pc / 8 at
-    // the swizzled byte sw128(row, pc % 8); rows kRows (a multiple of 8) apart share the swizzle.
+    // The chain's staging images (fwd_fast.cuh): 16-byte piece pc of a row sits in slice sl at the
+    // swizzled byte sw128(row, pc % 8) (h's rows kk < kD in order, 128 bytes apart); rows kRows (a
+    // multiple of 8) apart share the swizzle.
     static_assert(kRows % 8 == 0, "the swizzle repeats every 8 rows");
     const char* const vimg =
-        reinterpret_cast<const char*>(b.v_new + fwd_v_image(gc, hv, pc / 8, HV)) + sw128(pr, pc % 8);
-    const char* const himg = reinterpret_cast<const char*>(b.h + fwd_h_image(gc, hv, pc / 8, HV)) + sw128(pr, pc % 8);
+        reinterpret_cast<const char*>(b.v_new + fwd_v_image(gc, hv, sl, HV, kD)) + sw128(pr, pc % 8);
+    const char* const himg = reinterpret_cast<const char*>(b.h + fwd_h_image(gc, hv, sl, HV, kD)) + sw128(pr, pc % 8);
 #pragma unroll
     for (int j = 0; j < C / kRows; ++j) {
       const int i = pr + kRows * j;
-      cp_async16(&sm.vn[i * S::SK + 8 * pc], vimg + j * kRows * 128, i < len ? 16 : 0);
+      cp_async16(&sm.vn[i * S::SV + 8 * pc], vimg + j * kRows * 128, i < len ? 16 : 0);
     }
 #pragma unroll
-    for (int j = 0; j < D / kRows; ++j)
-      cp_async16(&sm.h[(pr + kRows * j) * S::SK + 8 * pc], himg + j * kRows * 128, 16);
+    for (int j = 0; j < kD / kRows; ++j)
+      cp_async16(&sm.h[(pr + kRows * j) * S::SV + 8 * pc], himg + j * kRows * 128, 16);
   }
   cp_async_commit();
   cp_async_wait<1>();  // q, k, G
@@ -117,14 +135,14 @@ __global__ void __launch_bounds__(NW * 32)
 
   const int i0 = 16 * m + g, i1 = i0 + 8;  // this thread's two rows
   const double Gi0 = sm.G[i0], Gi1 = sm.G[i1];
-  // Inverse l2 norms of this thread's two q rows: the quad (lanes 4 g .. 4 g + 3) shares the rows,
-  // each lane sums a quarter of them.
+  // Inverse l2 norms of this thread's two q rows (over all kD columns): the quad (lanes 4 g ..
+  // 4 g + 3) shares the rows, each lane sums a quarter of them.
   float rq0 = 1.f, rq1 = 1.f;
   if (b.l2norm) {
     float s0 = 0.f, s1 = 0.f;
 #pragma unroll
-    for (int qq = 0; qq < D / 32; ++qq) {
-      const int d = t * (D / 4) + 8 * qq;
+    for (int qq = 0; qq < kD / 32; ++qq) {
+      const int d = t * (kD / 4) + 8 * qq;
       const uint4 x0 = *reinterpret_cast<const uint4*>(&sm.q[i0 * S::SK + d]);
       const uint4 x1 = *reinterpret_cast<const uint4*>(&sm.q[i1 * S::SK + d]);
       const EI* e0 = reinterpret_cast<const EI*>(&x0);
@@ -147,7 +165,7 @@ __global__ void __launch_bounds__(NW * 32)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
 #pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks) {
+    for (int ks = 0; ks < kD / 16; ++ks) {
       uint32_t a[4];
       frag_a(sm.q, S::SK, 16 * m, 16 * ks, a);
       as_op(a);
@@ -207,16 +225,16 @@ __global__ void __launch_bounds__(NW * 32)
   cp_async_wait<0>();
   __syncthreads();
   // A weakly decaying chunk (the chain's decision from the same eg, chain_precise.cuh): the chain
-  // stored v_new's lo part too (b.v_new_lo); it lands in k's rows (dead since P) while q h and
-  // P v_new run, for a third pass P_hi v_new_lo (the store chain's images).
+  // stored v_new's lo part too (b.v_new_lo); it lands in k's rows (dead since P; at stride SV) while
+  // q h and P v_new run, for a third pass P_hi v_new_lo (the store chain's images).
   const bool vn_lo = b.v_new_lo != nullptr && precise_state_decays<E, EI>(last_decay, tail_decay);
   if (vn_lo) {
     const char* const limg =
-        reinterpret_cast<const char*>(b.v_new_lo + fwd_v_image(gc, hv, pc / 8, HV)) + sw128(pr, pc % 8);
+        reinterpret_cast<const char*>(b.v_new_lo + fwd_v_image(gc, hv, sl, HV, kD)) + sw128(pr, pc % 8);
 #pragma unroll
     for (int j = 0; j < C / kRows; ++j) {
       const int i = pr + kRows * j;
-      cp_async16(&sm.k[i * S::SK + 8 * pc], limg + j * kRows * 128, i < len ? 16 : 0);
+      cp_async16(&sm.k[i * S::SV + 8 * pc], limg + j * kRows * 128, i < len ? 16 : 0);
     }
     cp_async_commit();
   }
@@ -226,16 +244,16 @@ __global__ void __launch_bounds__(NW * 32)
   for (int nt = 0; nt < 2 * DP; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
-      // q h_c
+      // q h_c (over all kD rows of the block's h columns)
 #pragma unroll
-  for (int ks = 0; ks < D / 16; ++ks) {
+  for (int ks = 0; ks < kD / 16; ++ks) {
     uint32_t a[4];
     frag_a(sm.q, S::SK, 16 * m, 16 * ks, a);
     as_op(a);
 #pragma unroll
     for (int jp = 0; jp < DP; ++jp) {
       uint32_t bb[4];
-      frag_b_kn(sm.h, S::SK, 16 * (DP * half + jp), 16 * ks, bb);
+      frag_b_kn(sm.h, S::SV, 16 * (DP * half + jp), 16 * ks, bb);
       mma16<E>(acc[2 * jp], a, bb[0], bb[1]);
       mma16<E>(acc[2 * jp + 1], a, bb[2], bb[3]);
     }
@@ -260,7 +278,7 @@ __global__ void __launch_bounds__(NW * 32)
 #pragma unroll
       for (int jp = 0; jp < DP; ++jp) {
         uint32_t bb[4];
-        frag_b_kn(v, S::SK, 16 * (DP * half + jp), 16 * ks, bb);
+        frag_b_kn(v, S::SV, 16 * (DP * half + jp), 16 * ks, bb);
         mma16<E>(acc[2 * jp], a, bb[0], bb[1]);
         mma16<E>(acc[2 * jp + 1], a, bb[2], bb[3]);
         if (with_lo) {
@@ -280,10 +298,10 @@ __global__ void __launch_bounds__(NW * 32)
   // o leaves through shared memory in 16-byte pieces: stmatrix into k's rows (dead since P).
   const int r0 = 16 * m, c0 = 16 * DP * half;
   EI* stage = reinterpret_cast<EI*>(sm.k);  // (o in the inputs' dtype)
-  stage_acc(stage, S::SK, r0, c0, acc, b.scale);
+  stage_acc(stage, S::SV, r0, c0, acc, b.scale);
   __syncwarp();
-  stage_rows_out<EI, 16 * DP>(stage, S::SK, r0, c0, len - r0, [&](int i, int c, uint4 x) {
-    EI* dst = o + (t0 + r0 + i) * o_st + hv * o_sh + c0 + c;
+  stage_rows_out<EI, 16 * DP>(stage, S::SV, r0, c0, len - r0, [&](int i, int c, uint4 x) {
+    EI* dst = o + (t0 + r0 + i) * o_st + hv * o_sh + kDV * vh + c0 + c;  // [T, HV, kD]
     if (rows16) {
       st_global16(dst, x);
     } else {
@@ -294,24 +312,34 @@ __global__ void __launch_bounds__(NW * 32)
   });
 }
 
-template <typename E, typename EI, int NW>
-void launch(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream_t s, unsigned blocks, bool rows16) {
-  const size_t smem = sizeof(OSmem<E>);
-  auto k = chunk_fwd_o_kernel<E, EI, NW>;
+// One block per (chunk, value head, kDV columns of V).
+template <typename E, typename EI, int NW, int kD>
+void launch(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream_t s, bool rows16) {
+  static_assert(sizeof(OSmem<E, kD>) <= 227 * 1024, "one block's shared memory (sm_90's opt-in limit)");
+  const size_t smem = sizeof(OSmem<E, kD>);
+  const unsigned blocks = grid_1d(b.pl.max_chunks * b.HV * (kD / kDV), 1);
+  auto k = chunk_fwd_o_kernel<E, EI, NW, kD>;
   allow_smem(k, smem);
   k<<<blocks, NW * 32, smem, s>>>(b, static_cast<EI*>(f.o.data), f.o.stride_token, f.o.stride_head, rows16);
+  GDN_CUDA_LAUNCH_CHECK("chunk_fwd_o_kernel");
 }
 
 }  // namespace
 
+// The head size b.dk becomes the kernel's kD here, the one place (128 or 256: the chain's store mode).
 template <typename E, typename EI>
 void launch_fwd_o(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream_t s) {
+  constexpr bool kConvert = !std::is_same<E, EI>::value;
+  if (kConvert && b.dk == 256)
+    throw Error("chunk_fwd_o_kernel: fp16 operands for bf16 inputs (fp16_operands) run K = V = 128 only, not 256");
   if (b.pl.max_chunks == 0) return;
-  const unsigned blocks = grid_1d(b.pl.max_chunks * b.HV, 1);
   // o rows in 16-byte pieces when the caller's layout allows it, else element by element.
   const bool rows16 = rows_in_16_byte_pieces(f.o);
-  launch<E, EI, 8>(b, f, s, blocks, rows16);  // o in EI (o_dtype = dtype: takes_fast_path)
-  GDN_CUDA_LAUNCH_CHECK("chunk_fwd_o_kernel");
+  // (o in EI: o_dtype = dtype, takes_fast_path)
+  if constexpr (!kConvert) {
+    if (b.dk == 256) return launch<E, EI, 8, 256>(b, f, s, rows16);
+  }
+  launch<E, EI, 8, 128>(b, f, s, rows16);
 }
 
 template void launch_fwd_o(const FastBufs<__nv_bfloat16>&, const ForwardArgs&, cudaStream_t);

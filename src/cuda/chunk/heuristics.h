@@ -174,6 +174,9 @@ inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const Devic
   const bool several_waves = chains * slices > dev.sms;
   const SequenceChunks lengths = several_waves ? sequence_chunks(p) : SequenceChunks{};
   cfg.longest_first = p.num_seqs > 1 && several_waves && (lengths.longest < 0 || lengths.longest != lengths.shortest);
+  // K = V = 256: the storing chain (two chain warpgroups a block, one per half of K) and fwd_o
+  // only: the split's summary pass and scan are 128 wide, and o fused would need both halves of h.
+  if (p.head_v == 256) return cfg;
   // (The chain storing h and v_new for fwd_o runs only in several waves, below: where its blocks
   // fit one wave, o is fused. Its 2 stages, 107.5 KB, let two blocks share an SM, each hiding the
   // other's latency.)

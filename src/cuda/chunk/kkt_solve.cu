@@ -4,12 +4,14 @@
 //   A_s = (I + L)^-1 diag(beta),   L_ij = beta_i r_i r_j (k_i . k_j) exp(G_i - G_j) for j < i,
 // stored as hi + lo parts in E, the chain's operand type (b.w: one image per chunk and value head,
 // fwd_a_image; k is read in EI, the input dtype: fp16 images from bf16 k with cfg.fp16_operands) for the wgmma chain,
-// which applies it to v - diag(exp(G) r) k S (fwd_h_wgmma.cuh); and G, exp(G) and r. K = 64 reads
-// k's rows into the first 64 columns of the 128-wide tile, the rest zero (the Gram unchanged).
+// which applies it to v - diag(exp(G) r) k S (fwd_h_wgmma.cuh); and G, exp(G) and r. k's tile is
+// kDK = 128 columns wide for K = 64 and 128, 256 for K = 256 (E = EI only); K = 64 reads k's rows
+// into the first 64 columns of the 128-wide tile, the rest zero (the Gram unchanged). Only the Gram
+// sees K: everything after it works on 64 x 64 matrices.
 //
 // One block of 4 warps per (chunk, value head). Warp m owns rows [16 m, 16 m + 16) of every 64 x 64
 // matrix, as 16 x 16 blocks: fp32 in mma accumulator layout, or bf16 hi + lo operand fragments.
-//   1. the Gram matrix k k^T by one warpgroup wgmma (m64n64k16 x 8, k in shared memory in the
+//   1. the Gram matrix k k^T by one warpgroup wgmma (m64n64k16 x kDK / 16, k in shared memory in the
 //      128-byte swizzle as both operands; warp m's accumulator rows are block row m, in the
 //      mma.sync accumulator layout the rest uses); L's blocks scaled in registers;
 //   2. the diagonal blocks D_m = (I + L_mm)^-1 by blocked forward substitution in fp32 (8 x 8
@@ -23,6 +25,9 @@
 // ~17 significand bits (hi + lo), so a product is good to ~2^-17 relative, the precision A_s is
 // stored with. The scalar solve that preceded it (fwd_prep.cu, deleted) ran through shared memory
 // and was L1-bound.
+#include <string>
+#include <type_traits>
+
 #include "cuda/chunk/fwd_fast.cuh"
 #include "cuda/chunk/gate_factors.cuh"
 #include "cuda/ptx/wgmma.cuh"
@@ -32,22 +37,27 @@ namespace cuda {
 namespace {
 
 constexpr int C = kChunkSize;  // 64
-constexpr int D = 128;
 constexpr int kThreads = 128;
 using bf16 = __nv_bfloat16;
 // Blocks per SM: 5 (94 registers). With the Gram's wgmma, whose 32 accumulators take a contiguous
 // register range, bf16 spills at 80 registers (6 blocks); the mma.sync Gram ran 6 (H200: prep
-// 0.229 -> 0.222 ms on 1x32k).
+// 0.229 -> 0.222 ms on 1x32k). The same at kDK = 256: its longer Gram adds no live registers, and
+// its k tile (32 KB) fits in the union that the solve's buffers size (35 KB): the block's shared
+// memory is independent of kDK (static_assert below), 37 KB with the slack, 5 x 38 KB (with the 1 KB
+// the runtime reserves per block) in the SM's 228.
 constexpr int kSolveBlocksPerSm = 5;
 
-// EK: k's dtype (the Gram's operands); EA: A_s's image type (the chain's operands).
-template <typename EK, typename EA>
+// EK: k's dtype (the Gram's operands); EA: A_s's image type (the chain's operands); kDK: k's tile
+// width (128: K = 64 and 128; 256).
+template <typename EK, typename EA, int kDK>
 struct SolveSmem {
+  static_assert(kDK == 128 || kDK == 256, "k's tile is 128 or 256 columns wide");
   static constexpr int SX = C + 8;      // 16-bit row strides (+16 bytes: ldmatrix without conflicts)
   static constexpr int SD = 16 + 4;     // fp32 diagonal blocks (rows of float4), in the warp's out rows
   static constexpr int SO = 2 * C + 8;  // A_s's output rows [hi 64 | lo 64] in EA
   union alignas(16) {
-    EK k[C * D];  // [C][D] k (step 1 only): two 64-wide atoms [C][64], 128-byte swizzle (1024-aligned)
+    // [C][kDK] k (step 1 only): kDK / 64 atoms [C][64] (8 KB each), 128-byte swizzle (1024-aligned)
+    EK k[C * kDK];
     struct {
       bf16 hi[C * SX], lo[C * SX];  // [C][C] the solved blocks X_mj (hi + lo), for other warps
       // [C][2 C] A_s's rows, staged for 16-byte stores (per warp its 16); before that, per warp,
@@ -59,6 +69,9 @@ struct SolveSmem {
   float beta[C];
   float rk[C];  // inverse l2 norms of k's rows (1 without l2norm)
 };
+static_assert(sizeof(SolveSmem<bf16, bf16, 256>) == sizeof(SolveSmem<bf16, bf16, 128>) &&
+                  sizeof(SolveSmem<bf16, bf16, 128>) + 2 * 1024 <= 228 * 1024 / kSolveBlocksPerSm,
+              "kDK = 256's k tile fits in the solve's buffers; kSolveBlocksPerSm blocks fit an SM");
 
 // A 16 x 16 block as bf16 hi + lo fragments: the A operand layout of mma.m16n8k16 (row r, pair of
 // columns: h[0] (g, 2t), h[1] (g + 8, 2t), h[2] (g, 2t + 8), h[3] (g + 8, 2t + 8)), or the B layout
@@ -163,10 +176,10 @@ __device__ __forceinline__ void unit_lower_inverse16_warp(float* N, int stride, 
 // One item (chunk gc, value head hv), item = gc HV + hv, by 128 threads tid = 0 .. 127 (the whole
 // block) whose barrier is `sync`. Returns whether the chunk exists; its A_s rows, G and r are then
 // stored once every thread of the block has passed its next barrier.
-template <typename E, typename EI, typename Item, class Sync>
-__device__ __forceinline__ bool solve_item(const FastBufs<E, EI>& b, const GateArgs& ga, SolveSmem<EI, E>& sm,
+template <typename E, typename EI, int kDK, typename Item, class Sync>
+__device__ __forceinline__ bool solve_item(const FastBufs<E, EI>& b, const GateArgs& ga, SolveSmem<EI, E, kDK>& sm,
                                            Item item, int tid, Sync sync) {
-  using S = SolveSmem<EI, E>;
+  using S = SolveSmem<EI, E, kDK>;
   constexpr int SX = S::SX, SD = S::SD;
   const int HV = b.HV;
   const int64_t gc = item / HV;
@@ -181,23 +194,27 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E, EI>& b, const GateA
   const GateBits raw = chunk_gates_load(ga, t0, len, hv, tid);
 
   // k rows, zero-filled past the sequence's end, as wgmma's K-major 128-byte swizzle: 16-byte piece
-  // c of row i in atom c / 8 at sw128(i, c % 8). Thread tid copies piece c = tid % 16 of rows
-  // i = tid / 16 + 8 j: one source pointer stepped 8 rows at a time, one swizzled offset stepped
-  // 1 KB (i % 8, and so the swizzle, is the thread's own); rows past len read the chunk's first row
-  // (in bounds) with a source size of 0, and so do pieces past K = b.dk (zero columns).
+  // c of row i in atom c / 8 at sw128(i, c % 8). In each 128-column half h of the tile (one at
+  // kDK = 128, two at 256) thread tid copies piece c = 16 h + tid % 16 of rows i = tid / 16 + 8 j: one
+  // source pointer stepped 8 rows at a time, one swizzled offset stepped 1 KB (i % 8, and so the
+  // swizzle, is the thread's own); rows past len read the chunk's first row (in bounds) with a
+  // source size of 0, and so do pieces past K = b.dk (zero columns).
   {
-    constexpr int kPieces = D / 8, kRowStep = kThreads / kPieces;  // 16 pieces a row, 8 rows a pass
+    constexpr int kPieces = 128 / 8, kRowStep = kThreads / kPieces;  // 16 pieces a half row, 8 rows a pass
     static_assert(kRowStep == 8 && C % kRowStep == 0, "the swizzle repeats every 8 rows");
-    const int c = tid % kPieces, i0 = tid / kPieces;
-    const bool col_ok = 8 * c < b.dk;
-    const EI* const row0 = b.k + t0 * b.k_st + hk * b.k_sh + (col_ok ? 8 * c : 0);  // [T, H, K]
-    const EI* src = row0 + i0 * b.k_st;
     const int64_t step = kRowStep * b.k_st;
-    char* const dst = reinterpret_cast<char*>(sm.u.k) + (c / 8) * (C * 128) + sw128(i0, c % 8);
 #pragma unroll
-    for (int j = 0; j < C / kRowStep; ++j, src += step) {
-      const bool ok = col_ok && i0 + kRowStep * j < len;
-      cp_async16(dst + j * kRowStep * 128, ok ? src : row0, ok ? 16 : 0);
+    for (int h = 0; h < kDK / 128; ++h) {
+      const int c = kPieces * h + tid % kPieces, i0 = tid / kPieces;
+      const bool col_ok = 8 * c < b.dk;
+      const EI* const row0 = b.k + t0 * b.k_st + hk * b.k_sh + (col_ok ? 8 * c : 0);  // [T, H, K]
+      const EI* src = row0 + i0 * b.k_st;
+      char* const dst = reinterpret_cast<char*>(sm.u.k) + (c / 8) * (C * 128) + sw128(i0, c % 8);
+#pragma unroll
+      for (int j = 0; j < C / kRowStep; ++j, src += step) {
+        const bool ok = col_ok && i0 + kRowStep * j < len;
+        cp_async16(dst + j * kRowStep * 128, ok ? src : row0, ok ? 16 : 0);
+      }
     }
   }
   cp_async_commit();
@@ -231,7 +248,7 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E, EI>& b, const GateA
     const WgTile kt = wg_tile(smem_u32(sm.u.k), 16, 1024);
     wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks) {
+    for (int ks = 0; ks < kDK / 16; ++ks) {
       const uint32_t off = (ks / 4) * (C * 128) + (ks % 4) * 32;  // k-step ks: atom ks / 4, 32 bytes a step
       wgmma_m64n64_ss<EI, 0>(d, kt.at(off), kt.at(off), ks > 0);
     }
@@ -433,22 +450,38 @@ __device__ __forceinline__ bool solve_item(const FastBufs<E, EI>& b, const GateA
   return true;
 }
 
-template <typename E, typename EI>
+template <typename E, typename EI, int kDK>
 __global__ void __launch_bounds__(kThreads, kSolveBlocksPerSm) chunk_kkt_solve_kernel(FastBufs<E, EI> b, GateArgs ga) {
   extern __shared__ __align__(16) char smem_raw[];
   // (The k tile's swizzle atoms: 1 KB slack in the launch.)
-  solve_item(b, ga, *reinterpret_cast<SolveSmem<EI, E>*>(smem_raw + align_1024_offset(smem_raw)), blockIdx.x,
+  solve_item(b, ga, *reinterpret_cast<SolveSmem<EI, E, kDK>*>(smem_raw + align_1024_offset(smem_raw)), blockIdx.x,
              static_cast<int>(threadIdx.x), [] { __syncthreads(); });
+}
+
+template <int kDK, typename E, typename EI>
+void launch_kkt_solve_dk(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream_t s) {
+  const size_t smem = sizeof(SolveSmem<EI, E, kDK>) + 1024;  // 36 KB + the alignment slack
+  chunk_kkt_solve_kernel<E, EI, kDK><<<grid_1d(b.pl.max_chunks * b.HV, 1), kThreads, smem, s>>>(b, make_gates(f));
+  GDN_CUDA_LAUNCH_CHECK("chunk_kkt_solve_kernel");
 }
 
 }  // namespace
 
 template <typename E, typename EI>
 void launch_kkt_solve(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream_t s) {
+  if (b.dk != 64 && b.dk != 128 && b.dk != 256)
+    throw Error("launch_kkt_solve: K = " + std::to_string(b.dk) + "; the prep runs K = 64, 128 and 256");
   if (b.pl.max_chunks == 0) return;
-  const size_t smem = sizeof(SolveSmem<EI, E>) + 1024;  // 36 KB + the alignment slack
-  chunk_kkt_solve_kernel<E, EI><<<grid_1d(b.pl.max_chunks * b.HV, 1), kThreads, smem, s>>>(b, make_gates(f));
-  GDN_CUDA_LAUNCH_CHECK("chunk_kkt_solve_kernel");
+  // k's tile width, chosen here only: K = 256 its own (E = EI only: no fp16-operands kernel is built
+  // for it), 64 and 128 the 128-wide tile.
+  if (b.dk == 256) {
+    if constexpr (std::is_same_v<E, EI>)
+      launch_kkt_solve_dk<256>(b, f, s);
+    else
+      throw Error("launch_kkt_solve: K = 256 runs on the inputs' dtype only (no fp16_operands)");
+    return;
+  }
+  launch_kkt_solve_dk<128>(b, f, s);
 }
 
 template void launch_kkt_solve(const FastBufs<__nv_bfloat16>&, const ForwardArgs&, cudaStream_t);

@@ -19,7 +19,7 @@ struct RowMaps {
   CUtensorMap k, q, v;  // q only where the chain computes o (kFusedO); v unused by the summary's M_p
 };
 
-// Encodes the map of rows [T, heads, width] (width 64 or 128) of a 16-bit dtype at `base` with token
+// Encodes the map of rows [T, heads, width] (width 64, 128 or 256) of a 16-bit dtype at `base` with token
 // stride `st` and head stride `sh` (elements). False where TMA cannot address them (base or a
 // stride not a multiple of 16 bytes, a stride past 2^40 bytes): the caller copies the rows into a
 // packed buffer and encodes that, which always succeeds.

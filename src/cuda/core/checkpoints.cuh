@@ -49,19 +49,20 @@ __device__ __forceinline__ int64_t state_elem(const StateRef& s, int64_t r, int 
 // st[4 j + 2 hh + e] = S[kk = 8 j + 2 t + e][vv = v0 + 16 warp + g + 8 hh]) into a [D][D] state, K- or
 // V-major, rounded once to TS; p: this thread's element (2 t, v0 + 16 warp + g). Every store at a
 // constant offset from p: no address registers in a chain loop that runs at 255. D = 64: the
-// m64n64 state's 32 floats (j < 8).
-template <int D, typename TS>
-__device__ __forceinline__ void store_chain_state(TS* p, bool kmajor, const float (&st)[D / 2]) {
+// m64n64 state's 32 floats (j < 8). kRows: the rows kk the registers hold (D = 256: each chain
+// warpgroup's 128-row half, p at its first row).
+template <int D, int kRows = D, typename TS>
+__device__ __forceinline__ void store_chain_state(TS* p, bool kmajor, const float (&st)[kRows / 2]) {
   if (kmajor) {
 #pragma unroll
-    for (int j = 0; j < D / 8; ++j)
+    for (int j = 0; j < kRows / 8; ++j)
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
         for (int e = 0; e < 2; ++e) p[(8 * j + e) * D + 8 * hh] = from_f<TS>(st[4 * j + 2 * hh + e]);
   } else {
 #pragma unroll
-    for (int j = 0; j < D / 8; ++j)
+    for (int j = 0; j < kRows / 8; ++j)
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
@@ -70,15 +71,15 @@ __device__ __forceinline__ void store_chain_state(TS* p, bool kmajor, const floa
 }
 
 // The same into the checkpoint pool in its element type; e0: the offset of this thread's element.
-template <int D>
+template <int D, int kRows = D>
 __device__ __forceinline__ void store_chain_checkpoint(const CheckpointOut& out, int64_t e0, bool kmajor,
-                                                       const float (&st)[D / 2]) {
+                                                       const float (&st)[kRows / 2]) {
   if (out.dtype == DType::kFloat32)
-    store_chain_state<D>(static_cast<float*>(out.ck.pool.data) + e0, kmajor, st);
+    store_chain_state<D, kRows>(static_cast<float*>(out.ck.pool.data) + e0, kmajor, st);
   else if (out.dtype == DType::kFloat16)
-    store_chain_state<D>(static_cast<__half*>(out.ck.pool.data) + e0, kmajor, st);
+    store_chain_state<D, kRows>(static_cast<__half*>(out.ck.pool.data) + e0, kmajor, st);
   else
-    store_chain_state<D>(static_cast<__nv_bfloat16*>(out.ck.pool.data) + e0, kmajor, st);
+    store_chain_state<D, kRows>(static_cast<__nv_bfloat16*>(out.ck.pool.data) + e0, kmajor, st);
 }
 
 }  // namespace cuda
