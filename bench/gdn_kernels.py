@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Per-kernel GPU time of gdn's chunk_gated_delta_rule (torch profiler, after warm-up), for the
-paths the check tool's --profile does not phase (the exact stages: K = V outside {64, 128}).
+paths the check tool's --profile does not phase (the exact stages: K != V, or K = V outside
+{64, 128, 256}).
 
-    python3 bench/gdn_kernels.py [--lens 8192,8192,8192,8192] [--D 256] [--dtype bf16] [--reps 3]
+    python3 bench/gdn_kernels.py [--lens 8192,8192,8192,8192] [--D 100] [--dtype bf16] [--reps 3]
 """
 import argparse
 import torch
@@ -14,7 +15,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--lens", default="8192,8192,8192,8192", help="comma list of sequence lengths")
 ap.add_argument("--H", type=int, default=16)
 ap.add_argument("--HV", type=int, default=32)
-ap.add_argument("--D", type=int, default=256, help="K = V")
+ap.add_argument("--D", type=int, default=100, help="K = V")
 ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
 ap.add_argument("--reps", type=int, default=3)
 args = ap.parse_args()

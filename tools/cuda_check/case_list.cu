@@ -1,5 +1,5 @@
-// The correctness cases of the device check: every path of the forward (tensor-core D = 64 / 128,
-// exact stages for fp32 / K = 256 / K != V / any other size), the stage API, and the decode step
+// The correctness cases of the device check: every path of the forward (tensor-core D = 64 / 128 /
+// 256, exact stages for K != V / any other size), the stage API, and the decode step
 // (rows, tiles and general kernels), over layouts, pools with out-of-range indices, padded rows,
 // extreme gates and int32 / int64 indices.
 #include "check.h"

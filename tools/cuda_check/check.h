@@ -138,7 +138,7 @@ enum class PrefillVariant {
   kFp32,
   kBf16Operands,
   kD64,
-  kD256,  // K = V = 256: the exact stages
+  kD256,  // K = V = 256: the storing chain with two chain warpgroups, fwd_o by V halves
   kCut
 };
 // One 16 KB exchange through distributed shared memory in a cluster pair, against a block-local

@@ -35,8 +35,8 @@ const char* kUsage =
     "               /serial: by its one warpgroup after each chunk's chain; /ckpt: a checkpoint every 16\n"
     "               chunks; /split2: the exact split into 2 parts, o fused; /nohost: without the host copy\n"
     "               of cu_seqlens; /fp16, /fp32: q, k, v and o in that dtype; /bf16ops: bf16 operands\n"
-    "               where the library takes fp16 ones for bf16 inputs; /d64, /d256: K = V = 64, 256 (256:\n"
-    "               the exact stages); /cutNN: part 0 of a two-part split at NN% of the chunks)\n"
+    "               where the library takes fp16 ones for bf16 inputs; /d64, /d256: K = V = 64, 256;\n"
+    "               /cutNN: part 0 of a two-part split at NN% of the chunks)\n"
     "  --json FILE  with --bench: the timings as a JSON array\n"
     "  --dsmem      only: time a 16 KB exchange between the two CTAs of a cluster (dsmem_bench.cu)\n";
 
