@@ -235,8 +235,7 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   });
   std::printf("bench %-8s T=%-7lld %.3f ms  %.1f Mtok/s\n", label.c_str(), (long long)T, med, T / med / 1e3);
   // (The phases time fast_forward itself, which fp32 inputs reach only through their fp16 copies.)
-  if (o.profile && variant != PrefillVariant::kFp32)
-    print_phases(label, f, ex, cfg);
+  if (o.profile && variant != PrefillVariant::kFp32) print_phases(label, f, ex, cfg);
   char fields[256];
   std::snprintf(fields, sizeof fields, "\"name\":\"%s\",\"tokens\":%lld,\"gdn_ms\":%.4f", label.c_str(), (long long)T,
                 med);

@@ -28,7 +28,8 @@ bool encode_row_map(CUtensorMap* map, DType dtype, const void* base, int64_t T, 
                     int64_t st, int64_t sh) {
   constexpr int64_t kBytes = 2;
   const PFN_cuTensorMapEncodeTiled_v12000 encode = encoder();
-  if (encode == nullptr || T < 1 || heads < 1 || st < 0 || sh < 0 || (width != 64 && width != 128 && width != 256)) return false;
+  if (encode == nullptr || T < 1 || heads < 1 || st < 0 || sh < 0 || (width != 64 && width != 128 && width != 256))
+    return false;
   if (reinterpret_cast<uintptr_t>(base) % 16 != 0 || (st * kBytes) % 16 != 0 || (sh * kBytes) % 16 != 0) return false;
   if (st * kBytes >= (int64_t(1) << 40) || sh * kBytes >= (int64_t(1) << 40)) return false;
   const cuuint64_t dims[3] = {cuuint64_t(width), cuuint64_t(heads), cuuint64_t(T)};
