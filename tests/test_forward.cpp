@@ -298,7 +298,8 @@ std::vector<Case> forward_cases() {
     }
   // K = V = 256 (CUDA: the tensor-core forward, the storing chain on two chain warpgroups and fwd_o
   // by V halves): ragged lengths with empty, one-token and partial chunks, GVA with V-major pools,
-  // no decay, resets and extreme betas, a serving pool of bf16 rows, fp32 inputs (fp16 copies).
+  // no decay, resets and extreme betas, a serving pool of bf16 rows, fp32 inputs (fp16 copies),
+  // q, k, v as strided views with aligned and unaligned o rows.
   for (DType d : {DType::kBFloat16, DType::kFloat16})
     add([&](Case& c) {
       c.dtype = d;
@@ -336,6 +337,19 @@ std::vector<Case> forward_cases() {
   add([](Case& c) {
     c.H = 1, c.HV = 2, c.K = c.V = 256;
     c.lens = {100, 30};
+  });
+  add([](Case& c) {  // q, k, v as views of one fused buffer (TMA maps with its strides), o padded
+    c.strided = true;
+    c.dtype = DType::kBFloat16;
+    c.H = 1, c.HV = 2, c.K = c.V = 256;
+    c.lens = {130, 3};
+  });
+  add([](Case& c) {  // o rows 2-byte aligned only: fwd_o's element-wise stores at 256
+    c.strided = true;
+    c.o_pad = 3;
+    c.dtype = DType::kFloat16;
+    c.H = 1, c.HV = 2, c.K = c.V = 256;
+    c.lens = {70, 65};
   });
   for (int d : {64, 256})
     add([&](Case& c) {
