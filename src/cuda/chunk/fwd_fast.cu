@@ -114,7 +114,7 @@ void check_config(const Problem& p, const ChunkForwardConfig& cfg) {
 
 bool fast_path_supported(const Problem& p) {
   return (p.dtype == DType::kBFloat16 || p.dtype == DType::kFloat16) && p.head_k == p.head_v &&
-         (p.head_k == 64 || p.head_k == 128 || p.head_k == 256);
+         tensor_core_head(p.head_k);
 }
 
 size_t fast_workspace_size(const Problem& p, const ChunkForwardConfig& cfg) {

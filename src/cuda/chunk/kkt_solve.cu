@@ -469,7 +469,7 @@ void launch_kkt_solve_dk(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStr
 
 template <typename E, typename EI>
 void launch_kkt_solve(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream_t s) {
-  if (b.dk != 64 && b.dk != 128 && b.dk != 256)
+  if (!tensor_core_head(b.dk))
     throw Error("launch_kkt_solve: K = " + std::to_string(b.dk) + "; the prep runs K = 64, 128 and 256");
   if (b.pl.max_chunks == 0) return;
   // k's tile width, chosen here only: K = 256 its own (E = EI only: no fp16-operands kernel is built
