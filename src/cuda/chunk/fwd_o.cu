@@ -5,7 +5,10 @@
 // K = V = kD, 128 or 256 (the chain's store mode): one block writes 128 columns of o, all of V at
 // 128, one V half at 256 (h's [256][256] alone would take 128 KB of shared memory); there each of a
 // head's two blocks forms P = q k^T (and q's norms) over all 256 columns of K itself: the
-// redundancy buys the halves' independence.
+// redundancy buys the halves' independence. At 256, h's [256][128] (68 KB) passes through k's rows
+// (dead once P is formed) in four 64-row pieces, two at a time, so that a block takes 103 KB and two
+// share an SM: one block's loads run under the other's products (with h whole, 170 KB, one block a
+// SM loaded, then multiplied, alone: the o phase ran at ~55% of the memory's rate).
 // Three mma products per block (q k^T, q h_c, P v_new), operands of type E (the input dtype, bf16
 // or fp16) in shared memory; P is split into hi + lo parts (two passes) so that only h and v_new
 // carry a rounding to E (q and k are the inputs' exact values). o is written in E. With fp16 operands
@@ -26,17 +29,21 @@ constexpr int C = kChunkSize;
 constexpr int kDV = 128;  // o's columns per block (K = V = 64 always fuses o: no fwd_o there)
 
 // One block's operands: q and k over all of K, v_new and h for the block's kDV columns of V
-// (kD = 128: 104 KB; 256: 170 KB, one block per SM). Rows padded by 16 bytes (ldmatrix without
-// bank conflicts).
+// (kD = 128: 104 KB, h whole; 256: 103 KB, h in two 64-row pieces over k's rows). Rows padded by 16
+// bytes (ldmatrix without bank conflicts).
 template <typename E, int kD>
 struct OSmem {
+  static constexpr bool kHPieces = kD == 256;  // h streamed through k's rows (kHPieceRows at a time)
+  static constexpr int kHPieceRows = 64;
   static constexpr int SK = kD + 8;   // q, k
-  static constexpr int SV = kDV + 8;  // v_new, h, and k's rows reused for v_new_lo and o's staging
+  static constexpr int SV = kDV + 8;  // v_new, h, and k's rows reused for h's pieces, v_new_lo and o's staging
   static constexpr int SP = C + 8;
+  static constexpr int kSlotElems = kHPieceRows * SV;  // one piece of h: [kHPieceRows kk][kDV vv]
+  static constexpr int kKElems = kHPieces && 2 * kSlotElems > C* SK ? 2 * kSlotElems : C* SK;
   E q[C * SK];
-  E k[C * SK];
+  E k[kKElems];  // k; then (kHPieces) h's pieces in slots 0 and 1, v_new_lo in slot 0
   E vn[C * SV];
-  E h[kD * SV];  // [kD kk][kDV vv]
+  E h[kHPieces ? 8 : kD * SV];  // [kD kk][kDV vv] (kHPieces: unused)
   E P[C * SP];
   E Plo[C * SP];
   double G[C];
@@ -119,17 +126,31 @@ __global__ void __launch_bounds__(NW * 32)
     static_assert(kRows % 8 == 0, "the swizzle repeats every 8 rows");
     const char* const vimg =
         reinterpret_cast<const char*>(b.v_new + fwd_v_image(gc, hv, sl, HV, kD)) + sw128(pr, pc % 8);
-    const char* const himg = reinterpret_cast<const char*>(b.h + fwd_h_image(gc, hv, sl, HV, kD)) + sw128(pr, pc % 8);
+    [[maybe_unused]] const char* const himg =
+        reinterpret_cast<const char*>(b.h + fwd_h_image(gc, hv, sl, HV, kD)) + sw128(pr, pc % 8);
 #pragma unroll
     for (int j = 0; j < C / kRows; ++j) {
       const int i = pr + kRows * j;
       cp_async16(&sm.vn[i * S::SV + 8 * pc], vimg + j * kRows * 128, i < len ? 16 : 0);
     }
+    if constexpr (!S::kHPieces) {
 #pragma unroll
-    for (int j = 0; j < kD / kRows; ++j)
-      cp_async16(&sm.h[(pr + kRows * j) * S::SV + 8 * pc], himg + j * kRows * 128, 16);
+      for (int j = 0; j < kD / kRows; ++j)
+        cp_async16(&sm.h[(pr + kRows * j) * S::SV + 8 * pc], himg + j * kRows * 128, 16);
+    }
   }
   cp_async_commit();
+  // (kHPieces) h's rows [64 p, 64 p + 64) into slot p % 2 of k's rows, one commit group.
+  static_assert(S::kHPieceRows % kRows == 0, "whole passes of rows a piece");
+  auto load_h_piece = [&](int p) {
+    const char* const himg = reinterpret_cast<const char*>(b.h + fwd_h_image(gc, hv, sl, HV, kD)) + sw128(pr, pc % 8) +
+                             p * S::kHPieceRows * 128;
+    E* const slot = sm.k + (p % 2) * S::kSlotElems;
+#pragma unroll
+    for (int j = 0; j < S::kHPieceRows / kRows; ++j)
+      cp_async16(&slot[(pr + kRows * j) * S::SV + 8 * pc], himg + j * kRows * 128, 16);
+    cp_async_commit();
+  };
   cp_async_wait<1>();  // q, k, G
   __syncthreads();
 
@@ -228,7 +249,7 @@ __global__ void __launch_bounds__(NW * 32)
   // stored v_new's lo part too (b.v_new_lo); it lands in k's rows (dead since P; at stride SV) while
   // q h and P v_new run, for a third pass P_hi v_new_lo (the store chain's images).
   const bool vn_lo = b.v_new_lo != nullptr && precise_state_decays<E, EI>(last_decay, tail_decay);
-  if (vn_lo) {
+  auto load_vn_lo = [&] {
     const char* const limg =
         reinterpret_cast<const char*>(b.v_new_lo + fwd_v_image(gc, hv, sl, HV, kD)) + sw128(pr, pc % 8);
 #pragma unroll
@@ -237,6 +258,9 @@ __global__ void __launch_bounds__(NW * 32)
       cp_async16(&sm.k[i * S::SV + 8 * pc], limg + j * kRows * 128, i < len ? 16 : 0);
     }
     cp_async_commit();
+  };
+  if constexpr (!S::kHPieces) {
+    if (vn_lo) load_vn_lo();
   }
 
   float acc[2 * DP][4];
@@ -244,18 +268,52 @@ __global__ void __launch_bounds__(NW * 32)
   for (int nt = 0; nt < 2 * DP; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
-      // q h_c (over all kD rows of the block's h columns)
+  if constexpr (S::kHPieces) {
+    // Pieces 0 and 1 in flight; piece p + 1 is refilled into slot (p + 1) % 2 once every warp has
+    // passed the barrier of piece p (so is done with piece p - 1, that slot's last reader); after
+    // the last piece, slot 0 takes v_new_lo. The k-steps in the same order as with h whole.
+    constexpr int kNP = kD / S::kHPieceRows, kKS = S::kHPieceRows / 16;
+    load_h_piece(0);
+    load_h_piece(1);
+#pragma unroll 1
+    for (int p = 0; p < kNP; ++p) {
+      if (p == 0)
+        cp_async_wait<1>();
+      else
+        cp_async_wait<0>();
+      __syncthreads();
+      if (p >= 1 && p + 1 < kNP) load_h_piece(p + 1);
+      if (p == kNP - 1 && vn_lo) load_vn_lo();  // (slot 0's last piece, kNP - 2, read before this barrier)
+      // q h_c over piece p's k-steps (h's row 16 ks at the slot's row 16 kk)
+      const E* const hs = sm.k + (p % 2) * S::kSlotElems;
 #pragma unroll
-  for (int ks = 0; ks < kD / 16; ++ks) {
-    uint32_t a[4];
-    frag_a(sm.q, S::SK, 16 * m, 16 * ks, a);
-    as_op(a);
+      for (int kk = 0; kk < kKS; ++kk) {
+        uint32_t a[4];
+        frag_a(sm.q, S::SK, 16 * m, 16 * (kKS * p + kk), a);
+        as_op(a);
 #pragma unroll
-    for (int jp = 0; jp < DP; ++jp) {
-      uint32_t bb[4];
-      frag_b_kn(sm.h, S::SV, 16 * (DP * half + jp), 16 * ks, bb);
-      mma16<E>(acc[2 * jp], a, bb[0], bb[1]);
-      mma16<E>(acc[2 * jp + 1], a, bb[2], bb[3]);
+        for (int jp = 0; jp < DP; ++jp) {
+          uint32_t bb[4];
+          frag_b_kn(hs, S::SV, 16 * (DP * half + jp), 16 * kk, bb);
+          mma16<E>(acc[2 * jp], a, bb[0], bb[1]);
+          mma16<E>(acc[2 * jp + 1], a, bb[2], bb[3]);
+        }
+      }
+    }
+  } else {
+    // q h_c (over all kD rows of the block's h columns)
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      uint32_t a[4];
+      frag_a(sm.q, S::SK, 16 * m, 16 * ks, a);
+      as_op(a);
+#pragma unroll
+      for (int jp = 0; jp < DP; ++jp) {
+        uint32_t bb[4];
+        frag_b_kn(sm.h, S::SV, 16 * (DP * half + jp), 16 * ks, bb);
+        mma16<E>(acc[2 * jp], a, bb[0], bb[1]);
+        mma16<E>(acc[2 * jp + 1], a, bb[2], bb[3]);
+      }
     }
   }
   const float e0 = __expf(float(Gi0)) * rq0, e1 = __expf(float(Gi1)) * rq1;
