@@ -17,6 +17,8 @@
 // 8 warps (4 measured slower): warps w and w + 4 own row
 // tiles w and 3 - w and one half of the columns each, so that the two warps of one SM
 // sub-partition (w % 4) carry equal triangular work.
+#include <type_traits>
+
 #include "cuda/chunk/chain_precise.cuh"  // precise_state_decays: the chain's weakly decaying chunks
 #include "cuda/chunk/fwd_fast.cuh"
 #include "cuda/chunk/gate_factors.cuh"
@@ -268,6 +270,23 @@ __global__ void __launch_bounds__(NW * 32)
   for (int nt = 0; nt < 2 * DP; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
+  // q h_c over k-steps ks0 .. ks0 + kSteps - 1 of the block's h columns, h's row 16 ks0 at hs's row 0.
+  auto add_q_times_h = [&](const E* hs, int ks0, auto steps) {
+    constexpr int kSteps = decltype(steps)::value;
+#pragma unroll
+    for (int kk = 0; kk < kSteps; ++kk) {
+      uint32_t a[4];
+      frag_a(sm.q, S::SK, 16 * m, 16 * (ks0 + kk), a);
+      as_op(a);
+#pragma unroll
+      for (int jp = 0; jp < DP; ++jp) {
+        uint32_t bb[4];
+        frag_b_kn(hs, S::SV, 16 * (DP * half + jp), 16 * kk, bb);
+        mma16<E>(acc[2 * jp], a, bb[0], bb[1]);
+        mma16<E>(acc[2 * jp + 1], a, bb[2], bb[3]);
+      }
+    }
+  };
   if constexpr (S::kHPieces) {
     // Pieces 0 and 1 in flight; piece p + 1 is refilled into slot (p + 1) % 2 once every warp has
     // passed the barrier of piece p (so is done with piece p - 1, that slot's last reader); after
@@ -284,37 +303,10 @@ __global__ void __launch_bounds__(NW * 32)
       __syncthreads();
       if (p >= 1 && p + 1 < kNP) load_h_piece(p + 1);
       if (p == kNP - 1 && vn_lo) load_vn_lo();  // (slot 0's last piece, kNP - 2, read before this barrier)
-      // q h_c over piece p's k-steps (h's row 16 ks at the slot's row 16 kk)
-      const E* const hs = sm.k + (p % 2) * S::kSlotElems;
-#pragma unroll
-      for (int kk = 0; kk < kKS; ++kk) {
-        uint32_t a[4];
-        frag_a(sm.q, S::SK, 16 * m, 16 * (kKS * p + kk), a);
-        as_op(a);
-#pragma unroll
-        for (int jp = 0; jp < DP; ++jp) {
-          uint32_t bb[4];
-          frag_b_kn(hs, S::SV, 16 * (DP * half + jp), 16 * kk, bb);
-          mma16<E>(acc[2 * jp], a, bb[0], bb[1]);
-          mma16<E>(acc[2 * jp + 1], a, bb[2], bb[3]);
-        }
-      }
+      add_q_times_h(sm.k + (p % 2) * S::kSlotElems, kKS * p, std::integral_constant<int, kKS>{});
     }
   } else {
-    // q h_c (over all kD rows of the block's h columns)
-#pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) {
-      uint32_t a[4];
-      frag_a(sm.q, S::SK, 16 * m, 16 * ks, a);
-      as_op(a);
-#pragma unroll
-      for (int jp = 0; jp < DP; ++jp) {
-        uint32_t bb[4];
-        frag_b_kn(sm.h, S::SV, 16 * (DP * half + jp), 16 * ks, bb);
-        mma16<E>(acc[2 * jp], a, bb[0], bb[1]);
-        mma16<E>(acc[2 * jp + 1], a, bb[2], bb[3]);
-      }
-    }
+    add_q_times_h(sm.h, 0, std::integral_constant<int, kD / 16>{});
   }
   const float e0 = __expf(float(Gi0)) * rq0, e1 = __expf(float(Gi1)) * rq1;
 #pragma unroll
