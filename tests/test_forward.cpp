@@ -459,6 +459,35 @@ std::vector<Case> forward_cases() {
     c.pool = true;
     c.lens = {9000, 6000, 1000, 1};
   });
+  // K = V = 256 split in two parts (one sequence, few chains; test_heuristics): 66 chunks as 47 + 19
+  // (or 33 + 33 where the state decays fast before the middle), g = 0 in fp16 into a V-major pool
+  // (79 chunks: 57 + 22, the summary pass over all of part 0), resets (47 chunks: 34 + 13), and
+  // 4 value heads without an initial state (40 chunks: 29 + 11, the second part ending mid-chunk).
+  add([](Case& c) {
+    c.H = 1, c.HV = 2, c.K = c.V = 256;
+    c.dtype = DType::kBFloat16;
+    c.lens = {4200};
+  });
+  add([](Case& c) {
+    c.H = 1, c.HV = 2, c.K = c.V = 256;
+    c.dtype = DType::kFloat16;
+    c.gate = GateKind::kZero;
+    c.pool = true;
+    c.layout = StateLayout::kVMajor;
+    c.lens = {5000};
+  });
+  add([](Case& c) {
+    c.H = 1, c.HV = 2, c.K = c.V = 256;
+    c.dtype = DType::kBFloat16;
+    c.gate = GateKind::kMixedExtreme;
+    c.lens = {3000};
+  });
+  add([](Case& c) {
+    c.H = 2, c.HV = 4, c.K = c.V = 256;
+    c.dtype = DType::kBFloat16;
+    c.initial_state = false;
+    c.lens = {2530};
+  });
   // The scan's three column widths (test_heuristics): 8 above (2 to 8 chains: 1 to 4 sequences), 32
   // for the ragged batch at 8 value heads, 16 for two sequences at 8 value heads (parts of 22
   // chunks: 6 for the longer, 3 for the shorter, its last of 3 chunks ending mid-chunk).

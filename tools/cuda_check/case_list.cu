@@ -548,6 +548,44 @@ std::vector<Case> correctness_cases(bool quick) {
     c.row_pad = 8;
     cases.push_back(c);
   }
+  // K = V = 256 split in two parts (one sequence at HV = 2: 8 chain blocks): 66 chunks as 47 + 19,
+  // or 33 + 33 where every head's state decays fast before the middle (the bench's gates); g = 0
+  // (the summary pass runs all of part 0, from the initial state); fp16 into a V-major pool with
+  // checkpoints across the parts' boundary.
+  {
+    Case c;
+    c.name = "fast bf16 256 split 2 parts";
+    c.lens = {4200};
+    c.K = c.V = 256;
+    c.H = 1;
+    c.HV = 2;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "fast bf16 256 split g=0";
+    c.lens = {3000};
+    c.K = c.V = 256;
+    c.H = 1;
+    c.HV = 2;
+    c.gscale = 0.f;
+    c.gate_extremes = false;
+    c.tol = 2.4e-3;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "fast fp16 256 split vmajor checkpoints";
+    c.lens = {2600};
+    c.dt = DType::kFloat16;
+    c.K = c.V = 256;
+    c.H = 1;
+    c.HV = 2;
+    c.vmajor = true;
+    c.ck_every = 4;
+    c.tol = 1e-3;
+    cases.push_back(c);
+  }
   return cases;
 }
 
