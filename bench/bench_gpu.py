@@ -95,9 +95,11 @@ COVERAGE_CASES = {"4x8k_noGVA": ([8192] * 4, 32, 32, 128, 128, "normal"),
                   "1x32k_K64": ([32768], 16, 32, 64, 64, "normal"),
                   "8x1k_K64": ([1024] * 8, 16, 32, 64, 64, "normal"),
                   "256x64_K64": ([64] * 256, 16, 32, 64, 64, "normal"),
-                  # K = V = 256 at tensor-parallel head counts (by name only): 32 and 16 chains, no split
+                  # K = V = 256 at tensor-parallel head counts and on short sequences (by name only)
                   "tp4-1x32k_K256": ([32768], 4, 8, 256, 256, "normal"),
-                  "tp8-1x32k_K256": ([32768], 2, 4, 256, 256, "normal")}
+                  "tp8-1x32k_K256": ([32768], 2, 4, 256, 256, "normal"),
+                  "8x1k_K256": ([1024] * 8, 16, 32, 256, 256, "normal"),
+                  "64x256_K256": ([256] * 64, 16, 32, 256, 256, "normal")}
 COVERAGE_DEFAULT = ("4x8k_noGVA", "4x8k_K64", "4x8k_K256")  # what --coverage runs
 
 
