@@ -41,7 +41,8 @@ struct OSmem {
   static constexpr int SV = kDV + 8;  // v_new, h, and k's rows reused for h's pieces, v_new_lo and o's staging
   static constexpr int SP = C + 8;
   static constexpr int kSlotElems = kHPieceRows * SV;  // one piece of h: [kHPieceRows kk][kDV vv]
-  static constexpr int kKElems = kHPieces && 2 * kSlotElems > C* SK ? 2 * kSlotElems : C* SK;
+  static constexpr int kKSize = C * SK;                // k's elements
+  static constexpr int kKElems = kHPieces && 2 * kSlotElems > kKSize ? 2 * kSlotElems : kKSize;
   E q[C * SK];
   E k[kKElems];  // k; then (kHPieces) h's pieces in slots 0 and 1, v_new_lo in slot 0
   E vn[C * SV];
