@@ -139,7 +139,8 @@ enum class PrefillVariant {
   kBf16Operands,
   kD64,
   kD256,  // K = V = 256: the storing chain with two chain warpgroups, fwd_o by V halves
-  kCut
+  kCut,
+  kBf16State  // the states in a bf16 pool (an engine's 16-bit cache), read and written in place
 };
 // One 16 KB exchange through distributed shared memory in a cluster pair, against a block-local
 // one (dsmem_bench.cu; --dsmem).

@@ -170,8 +170,10 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   in.p.cu_seqlens_host = variant == PrefillVariant::kNoHostLengths ? nullptr : cu.data();
   in.p.cu_seqlens_type = IndexType::kInt64;
   const int64_t state_elems = N * HV * D * D;
-  void* S = upload(randn(rng, nd, state_elems, 0.1f), DType::kFloat32, 1, state_elems, state_elems);
-  ForwardArgs f = in.args({static_cast<float*>(S), N, nullptr, nullptr, IndexType::kInt32});
+  // (/bf16state: the states in a bf16 pool, as an engine's 16-bit cache holds them.)
+  if (variant == PrefillVariant::kBf16State) in.p.state_dtype = DType::kBFloat16;
+  void* S = upload(randn(rng, nd, state_elems, 0.1f), in.p.state_dtype, 1, state_elems, state_elems);
+  ForwardArgs f = in.args({S, N, nullptr, nullptr, IndexType::kInt32});
   // kCheckpoints: a boundary every 16 chunks, stored into a dense fp32 buffer [N, M, HV, K, V]
   // (M: the longest sequence's boundaries), the way an engine caches prefixes.
   void* ck = nullptr;
@@ -188,7 +190,7 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   const bool explicit_cfg = variant != PrefillVariant::kDefault && variant != PrefillVariant::kCheckpoints &&
                             variant != PrefillVariant::kNoHostLengths && variant != PrefillVariant::kFp16 &&
                             variant != PrefillVariant::kFp32 && variant != PrefillVariant::kD64 &&
-                            variant != PrefillVariant::kD256;
+                            variant != PrefillVariant::kD256 && variant != PrefillVariant::kBf16State;
   if (variant == PrefillVariant::kOAfter || variant == PrefillVariant::kFusedO ||
       variant == PrefillVariant::kFusedSerial) {
     cfg.fuse_o = variant != PrefillVariant::kOAfter;  // (/seq: fwd_o after the chain)
