@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 43's first call (prepared in session 42; ~7 min; carry .deps .ab; setup
+# Session 43's first call (prepared in session 42; ~9.5 min; carry .deps .ab; setup
 # `scripts/ab_base.sh main main+docs/prepared/s42_fwd_o_256_both_halves.patch`):
 #   v1  = main + s42_fwd_o_256_both_halves.patch: fwd_o at 256 writes both V halves in one block,
 #         one after the other (P and q's norms formed once a head instead of twice, q and k loaded
