@@ -114,6 +114,19 @@ for k in ds[-1]:
 PY
 }
 
+# The CUDA suites of this tree's tests given (test_forward ...; FILTER: their gtest filter, e.g.
+# 'CUDA*:Heuristics*', TIMEOUT s each): each one's PASSED / FAILED lines and its first failures
+# into summary.txt.
+ab_gpu_suites() {
+  local filter=$1 limit=$2 t
+  shift 2
+  for t in "$@"; do
+    timeout "$limit" "build-device/tests/$t" --gdn_gpu_suite --gtest_filter="$filter" > "/tmp/$t.log" 2>&1
+    echo "$t rc=$? $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]+ test' "/tmp/$t.log" | tr '\n' ' ' | cut -c1-120)" | tee -a "$OUT/summary.txt"
+    grep -E '^\[  FAILED  \] [A-Z]' "/tmp/$t.log" | head -6 | cut -c1-150 | tee -a "$OUT/summary.txt"
+  done
+}
+
 # compute-sanitizer TOOL on the quick cases named ONLY of SIDE, if it passed its smoke run and more
 # than 15 s are left before DEADLINE; its output's tail into $OUT/sanitize.log.
 ab_sanitize() {

@@ -20,13 +20,14 @@ OUT=${OUT:-/tmp/gdn-out}
 export GDN_COMMIT=$1
 : "${GDN_BUDGET_S:=570}"
 source docs/prepared/ab_lib.sh
-R=$OUT/s43a.txt
-apply_prepared_patch docs/prepared/s42_k256_split.patch src/cuda/chunk/heuristics.h 'p.head_v == 256 && p.num_seqs != 1' >$R
+R=$OUT/summary.txt  # (ab_lib's helpers write there too)
+apply_prepared_patch docs/prepared/s42_k256_split.patch src/cuda/chunk/heuristics.h 'p.head_v == 256 && p.num_seqs != 1' >/tmp/apply.txt
 rc=$?
-cat $R
+cat /tmp/apply.txt
 [[ $rc == 0 ]] || exit 1
+# (device.sh writes summary.txt afresh with its build and ab lines: what comes before goes after it.)
 GDN_AB_CASES=none bash scripts/device.sh build,ab >$OUT/device.txt 2>&1
-grep -E '^\[ *[0-9]+s\]' $OUT/device.txt | tail -2 | tee -a $R
+cat /tmp/apply.txt >>$R
 SIDES=(base v1 new)
 for side in "${SIDES[@]}"; do
   timeout 90 "$(bin_of $side)" --only 256 >/tmp/c256_$side.log 2>&1
@@ -47,24 +48,11 @@ for round in 1 2; do
     done
   done
 done
-B=build-device/tests
-for t in test_forward test_head_sizes test_heuristics; do
-  timeout 120 $B/$t --gdn_gpu_suite --gtest_filter='CUDA*:Heuristics*' >/tmp/$t.log 2>&1
-  echo "$t rc=$? $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]+ test' /tmp/$t.log | tr '\n' ' ' | cut -c1-120)" | tee -a $R
-  grep -E '^\[  FAILED  \] (CUDA|Heur)' /tmp/$t.log | head -6 | cut -c1-150 | tee -a $R
-done
-ab_table | tee -a $R
+ab_gpu_suites 'CUDA*:Heuristics*' 120 test_forward test_head_sizes test_heuristics
+ab_table
 grep phases $OUT/ab.log | sed -E 's/^(\S+) .*(phases.*)/\1 \2/' | head -18 | tee -a $R
-new=$(bin_of new)
-for tool in racecheck memcheck synccheck; do
-  [[ $(left) -gt 30 ]] || break
-  timeout 60 compute-sanitizer --tool $tool --error-exitcode 9 $new --only "256 split" >/tmp/san.log 2>&1
-  echo "$tool new 256 split rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/san.log | tail -1)" | tee -a $R
-done
-for tool in racecheck memcheck; do
-  [[ $(left) -gt 25 ]] || break
-  timeout 40 compute-sanitizer --tool $tool --error-exitcode 9 "$(bin_of v1)" --only "fast bf16 256 g=0,fast fp16 256 vmajor" >/tmp/san.log 2>&1
-  echo "$tool v1 256 rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/san.log | tail -1)" | tee -a $R
-done
+OK=("${SIDES[@]}")  # (ab_sanitize's sides: all built)
+for tool in racecheck memcheck synccheck; do ab_sanitize new $tool "256 split" $((GDN_BUDGET_S - 60)); done
+for tool in racecheck memcheck; do ab_sanitize v1 $tool "fast bf16 256 g=0,fast fp16 256 vmajor" $((GDN_BUDGET_S - 15)); done
 rm -f $OUT/build.log
 echo "[$SECONDS s] done" | tee -a $R

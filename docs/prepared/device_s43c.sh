@@ -12,16 +12,17 @@ OUT=${OUT:-/tmp/gdn-out}
 export GDN_COMMIT=$1
 : "${GDN_BUDGET_S:=500}"
 source docs/prepared/ab_lib.sh
-R=$OUT/s43c.txt
-apply_prepared_patch docs/prepared/s42_pool16_in_place.patch src/cuda/core/checkpoints.cuh store_chain_state_as >$R
+R=$OUT/summary.txt  # (ab_lib's helpers write there too)
+apply_prepared_patch docs/prepared/s42_pool16_in_place.patch src/cuda/core/checkpoints.cuh store_chain_state_as >/tmp/apply.txt
 rc=$?
-cat $R
+cat /tmp/apply.txt
 [[ $rc == 0 ]] || exit 1
+# (device.sh writes summary.txt afresh with its build and ab lines: what comes before goes after it.)
 GDN_AB_CASES=none bash scripts/device.sh build,ab >$OUT/device.txt 2>&1
-grep -E '^\[ *[0-9]+s\]' $OUT/device.txt | tail -2 | tee -a $R
+cat /tmp/apply.txt >>$R
 SIDES=(base new)
 for side in "${SIDES[@]}"; do
-  timeout 120 "$(bin_of $side)" --only "fast,ckpt,serving" >/tmp/cp_$side.log 2>&1
+  timeout 120 "$(bin_of $side)" --only "fast,ckpt" >/tmp/cp_$side.log 2>&1
   echo "check $side rc=$? $(tail -1 /tmp/cp_$side.log)" | tee -a $R
 done
 diff <(grep -E '^(ok|FAIL)' /tmp/cp_base.log) <(grep -E '^(ok|FAIL)' /tmp/cp_new.log) >/dev/null &&
@@ -35,17 +36,9 @@ for round in 1 2; do
     done
   done
 done
-ab_table | tee -a $R
-B=build-device/tests
-for t in test_forward test_checkpoints test_token_states test_gpu_large; do
-  timeout 100 $B/$t --gdn_gpu_suite --gtest_filter='CUDA*:CrossBackend*' >/tmp/$t.log 2>&1
-  echo "$t rc=$? $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]+ test' /tmp/$t.log | tr '\n' ' ' | cut -c1-120)" | tee -a $R
-  grep -E '^\[  FAILED  \] (CUDA|Cross)' /tmp/$t.log | head -4 | cut -c1-150 | tee -a $R
-done
-for tool in racecheck memcheck; do
-  [[ $(left) -gt 25 ]] || break
-  timeout 60 compute-sanitizer --tool $tool --error-exitcode 9 "$(bin_of new)" --only "pool bf16,pool fp16,serving" >/tmp/san.log 2>&1
-  echo "$tool new pools rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/san.log | tail -1)" | tee -a $R
-done
+ab_table
+ab_gpu_suites 'CUDA*:CrossBackend*' 100 test_forward test_checkpoints test_token_states test_gpu_large
+OK=("${SIDES[@]}")  # (ab_sanitize's sides: both built)
+for tool in racecheck memcheck; do ab_sanitize new $tool "pool bf16,pool fp16" $((GDN_BUDGET_S - 15)); done
 rm -f $OUT/build.log
 echo "[$SECONDS s] done" | tee -a $R

@@ -187,10 +187,10 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   }
   // The library's choices, or the variant's explicit config (whose workspace may be larger).
   cuda::ChunkForwardConfig cfg = cuda::chunk_forward_heuristics(in.p, cuda::device_props());
-  const bool explicit_cfg = variant != PrefillVariant::kDefault && variant != PrefillVariant::kCheckpoints &&
-                            variant != PrefillVariant::kNoHostLengths && variant != PrefillVariant::kFp16 &&
-                            variant != PrefillVariant::kFp32 && variant != PrefillVariant::kD64 &&
-                            variant != PrefillVariant::kD256 && variant != PrefillVariant::kBf16State;
+  // (The variants that change the config below; the others only change the inputs.)
+  const bool explicit_cfg = variant == PrefillVariant::kOAfter || variant == PrefillVariant::kFusedO ||
+                            variant == PrefillVariant::kFusedSerial || variant == PrefillVariant::kSplit2 ||
+                            variant == PrefillVariant::kCut || variant == PrefillVariant::kBf16Operands;
   if (variant == PrefillVariant::kOAfter || variant == PrefillVariant::kFusedO ||
       variant == PrefillVariant::kFusedSerial) {
     cfg.fuse_o = variant != PrefillVariant::kOAfter;  // (/seq: fwd_o after the chain)
