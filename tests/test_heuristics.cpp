@@ -93,13 +93,13 @@ TEST(Heuristics, SplitOnlyWhenChainsLeaveSMsIdle) {
   EXPECT_EQ(16, two8.split_scan_cols);  // 16 chains: 8 scan blocks each
 }
 
-// K = V = 256 runs the storing chain (two chain warpgroups a block) and fwd_o only: no split (the
-// summary pass and the scan are 128 wide), no fused o, no fp16 operands, whatever the shape.
+// K = V = 256 runs the storing chain (two chain warpgroups a block) and fwd_o only: no fused o, no
+// fp16 operands, whatever the shape; a split only for one sequence (two parts at most: below).
 TEST(Heuristics, K256StoresForFwdO) {
   for (int64_t N : {1, 4, 64, 256})
     for (int HV : {4, 32}) {
       const auto cfg = cuda::chunk_forward_heuristics(problem(HV / 2, HV, 32768, N, 256), h200());
-      EXPECT_EQ(0, cfg.split_chunks_per_part) << N << " " << HV;
+      EXPECT_EQ(N == 1 && HV == 4 ? 148 : 0, cfg.split_chunks_per_part) << N << " " << HV;
       EXPECT_FALSE(cfg.fuse_o) << N << " " << HV;
       EXPECT_FALSE(cfg.fuse_o_serial) << N << " " << HV;
       EXPECT_FALSE(cfg.fp16_operands) << N << " " << HV;
@@ -110,6 +110,29 @@ TEST(Heuristics, K256StoresForFwdO) {
   p.cu_seqlens = cu;
   p.cu_seqlens_type = IndexType::kInt32;
   EXPECT_TRUE(cuda::chunk_forward_heuristics(p, h200()).longest_first);
+}
+
+// K = V = 256 at tensor-parallel head counts: one sequence in two parts (no scan at 256: its M_p
+// would not fit a block), part 0 the longer (it runs beside the summary pass) unless every head
+// decays fast before the middle, the summary pass on 2 stages; none where the chains fill the
+// SMs, for batches (a sequence could span more than two parts), or for parts under 16 chunks.
+TEST(Heuristics, K256SplitsOneSequenceInTwo) {
+  for (int HV : {4, 8, 16}) {
+    const auto cfg = cuda::chunk_forward_heuristics(problem(HV / 2, HV, 32768, 1, 256), h200());
+    EXPECT_EQ(364, cfg.split_first_part_chunks) << HV;  // 71% of 512 chunks
+    EXPECT_EQ(148, cfg.split_chunks_per_part) << HV;
+    EXPECT_EQ(2, cfg.split_max_parts) << HV;
+    EXPECT_EQ(256, cfg.split_even_first_chunks) << HV;
+    EXPECT_EQ(2, cfg.split_summary_stages) << HV;
+    EXPECT_FALSE(cfg.fuse_o) << HV;
+  }
+  EXPECT_EQ(0, cuda::chunk_forward_heuristics(problem(16, 32, 32768, 1, 256), h200()).split_chunks_per_part);
+  EXPECT_EQ(0, cuda::chunk_forward_heuristics(problem(2, 4, 32768, 2, 256), h200()).split_chunks_per_part);
+  EXPECT_EQ(0, cuda::chunk_forward_heuristics(problem(2, 4, 1900, 1, 256), h200()).split_chunks_per_part);
+  const auto two = cuda::chunk_forward_heuristics(problem(1, 2, 4200, 1, 256), h200());  // test_forward's
+  EXPECT_EQ(47, two.split_first_part_chunks);
+  EXPECT_EQ(19, two.split_chunks_per_part);
+  EXPECT_EQ(2, two.split_max_parts);
 }
 
 TEST(Heuristics, TensorParallelSlicesSplit) {

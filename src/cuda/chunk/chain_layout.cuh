@@ -87,7 +87,7 @@ struct WgFusedSmem {
 template <int ST, typename E>
 struct WgFusedSmem<ST, false, E> {};
 
-// K = V = 256 (kW, the store mode only): the two chain warpgroups' partial -U^T = -S_x^T k_x^T,
+// K = V = 256 (kW; the store mode and the summary pass): the two chain warpgroups' partial -U^T = -S_x^T k_x^T,
 // one [8][128 threads][4] float4 image per warpgroup x (its K half), which each adds to the
 // other's (fwd_h_wgmma.cuh).
 template <int kW>

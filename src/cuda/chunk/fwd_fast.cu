@@ -28,8 +28,10 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
   E* v_new = c.take<E>(to_fwd_o ? mc * kChunkSize * HV * D : 0);
   E* v_new_lo = c.take<E>(to_fwd_o ? mc * kChunkSize * HV * D : 0);
   E* h = c.take<E>(to_fwd_o ? mc * HV * D * D : 0);
-  // The split's part states and summaries (split.cuh): [N, P_max, HV, W, W] fp32 each.
-  const int64_t part_elems = cfg.split_chunks_per_part > 0 ? p.num_seqs * cfg.split_max_parts * HV * W * W : 0;
+  // The split's part states and summaries (split.cuh): [N, P_max, HV, PW, PW] fp32 each (PW: the
+  // chain's width, chain_layout.cuh's chain_width: K = V = 256's own).
+  const int64_t PW = D > W ? D : W;
+  const int64_t part_elems = cfg.split_chunks_per_part > 0 ? p.num_seqs * cfg.split_max_parts * HV * PW * PW : 0;
   float* part_state = c.take<float>(part_elems);
   float* summary_b = c.take<float>(part_elems);
   float* summary_m = c.take<float>(part_elems);
@@ -38,8 +40,8 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
   if (sp) {
     sp->chunks_per_part = cfg.split_chunks_per_part;
     sp->first_part_chunks = cfg.split_first_part_chunks > 0 ? cfg.split_first_part_chunks : cfg.split_chunks_per_part;
-    // (The chain in its store mode keeps the first part fixed: fwd_h_wgmma.cuh.)
-    sp->even_first_chunks = cfg.split_chunks_per_part > 0 && cfg.fuse_o ? cfg.split_even_first_chunks : 0;
+    // (The chain in its store mode keeps the first part fixed at K = V = 128: fwd_h_wgmma.cuh.)
+    sp->even_first_chunks = cfg.split_chunks_per_part > 0 && (cfg.fuse_o || D == 256) ? cfg.split_even_first_chunks : 0;
     sp->max_parts = cfg.split_chunks_per_part > 0 ? cfg.split_max_parts : 1;
     sp->part_state = part_state;
     sp->summary_b = summary_b;
@@ -79,8 +81,12 @@ void mark(const PhaseEvents* phases, int i, cudaStream_t s) {
 // any launch (an unfused o at K = V = 64, fp16 operands not built, a split whose parts miss chunks).
 void check_config(const Problem& p, const ChunkForwardConfig& cfg) {
   if (p.head_k == 64 && !cfg.fuse_o) throw Error("fast_forward: K = V = 64 runs the chain with o fused only (fuse_o)");
-  if (p.head_k == 256 && (cfg.fuse_o || cfg.split_chunks_per_part > 0 || cfg.fp16_operands))
-    throw Error("fast_forward: K = V = 256 runs the storing chain and fwd_o only (no fuse_o, split or fp16_operands)");
+  if (p.head_k == 256 && (cfg.fuse_o || cfg.fp16_operands))
+    throw Error("fast_forward: K = V = 256 runs the storing chain and fwd_o only (no fuse_o or fp16_operands)");
+  if (p.head_k == 256 && cfg.split_chunks_per_part > 0 && (cfg.split_max_parts > 2 || cfg.split_summary_stages != 2))
+    throw Error("fast_forward: K = V = 256 splits into 2 parts at most (no scan), its summary pass on 2 stages; got " +
+                std::to_string(cfg.split_max_parts) + " parts, " + std::to_string(cfg.split_summary_stages) +
+                " stages");
   if (cfg.fp16_operands && p.dtype != DType::kBFloat16)
     throw Error("fast_forward: fp16_operands runs bf16 inputs (their products in fp16)");
   if (cfg.fp16_operands && p.head_k == 128 && !kFp16OperandsD128)

@@ -2,7 +2,7 @@
 // D = K = V = 128, chunk C = 64; K = V = 64 (kDK) on the same ring layout with only the first
 // 64-column atom of k and q filled (every product over K runs its 4 k-steps there), the state an
 // m64n64 accumulator (32 floats a thread), one 64-wide V slice per head; K = V = 256 in the store
-// mode on two chain warpgroups a block, one per half of K (below the modes).
+// mode and the summary pass on two chain warpgroups a block, one per half of K (below the modes).
 // Three modes (ChainMode below): h and v_new stored for fwd_o (described here), the split's summary
 // pass, and fused o (a second warpgroup computes o from the h and v staging: chain_o.cuh).
 //
@@ -73,7 +73,7 @@ using namespace chain;  // kC, kD, kBV, ChainMode, WgSmem, chain_prefetch (chain
 // (cfg.fp16_operands), whose q and k the ring converts to fp16 in place (the norm warpgroup,
 // kFusedO; the chain warpgroup itself otherwise) and whose chunks take no lo passes (kLoPasses,
 // chain_precise.cuh; kStoreBulk then stores no v_new lo part).
-// K = V = 256 (kDK, the store mode only): two chain warpgroups (kWG), warpgroup x holding the rows
+// K = V = 256 (kDK; the store mode and the summary pass): two chain warpgroups (kWG), warpgroup x holding the rows
 // kk of K half x of S^T [64 x 128] (the D = 128 chain's registers) and reading its half of k (atoms
 // 2 x, 2 x + 1); per chunk each forms its partial -S_x^T k_x^T, the two exchange them through
 // shared memory (WgExchangeSmem: a block barrier; p_0 + p_1 = p_1 + p_0 bitwise in fp32, so both
@@ -92,8 +92,8 @@ __global__ void __launch_bounds__(chain_threads(kMode, kDK), kMode == ChainMode:
   constexpr bool kFused = kSerial || kTwoWarpgroups;
   static_assert(!kSerial || ST == 1, "the serial chain refills its one stage after the chunk's o");
   constexpr bool kBulk = kMode == ChainMode::kStoreBulk;
-  static_assert(kDK == kD || (kDK == 64 && !kBulk) || (kDK == 256 && kBulk),
-                "K = V = 64: the fused modes and the summary; K = V = 256: the store mode");
+  static_assert(kDK == kD || (kDK == 64 && !kBulk) || (kDK == 256 && (kBulk || kSummary)),
+                "K = V = 64: the fused modes and the summary; K = V = 256: the store mode and the summary");
   // The chain warpgroups (K = V = 256: two, one per 128-row half of K), the rows of K each holds.
   constexpr int kWG = kDK > kD ? kDK / kD : 1, kDH = kDK / kWG;
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -152,11 +152,11 @@ __global__ void __launch_bounds__(chain_threads(kMode, kDK), kMode == ChainMode:
   if (threadIdx.x == 0) seq_shared = n;
   const int hk = hv / (HV / b.H);
   // The first part's chunks (first_part_here; for the checkpoints' lambdas in shared memory). The
-  // store mode keeps first_part_chunks (fwd_fast.cu gives it no even_first_chunks: its loop runs
-  // at 255 registers, and the decision's registers spilled there).
+  // store mode at K = V = 128 keeps first_part_chunks (fwd_fast.cu gives it no even_first_chunks:
+  // its loop runs at 255 registers, and the decision's registers spilled there).
   __shared__ int first_part_shared;
   int first_part = sp.first_part_chunks;
-  if constexpr (!kBulk) first_part = first_part_here(sp, b.transition_log_bound, sc.c0, sc.count, HV);
+  if constexpr (!kBulk || kWG > 1) first_part = first_part_here(sp, b.transition_log_bound, sc.c0, sc.count, HV);
   if (threadIdx.x == 0) first_part_shared = first_part;
   const int64_t parts = split_parts_of(sc.count, sp.chunks_per_part, sp.max_parts, first_part);
   // Whether the part is its sequence's last, kept in shared memory for the same reason.
@@ -177,9 +177,10 @@ __global__ void __launch_bounds__(chain_threads(kMode, kDK), kMode == ChainMode:
   // ldmatrix / stmatrix lane roles for a 16 x 16 tile: matrix lm = lane / 8, row lr = lane % 8;
   // a tile's rows are (16 i + 8 (lm / 2) + lr), its 16-byte chunk of the slice 2 warp + lm % 2.
   const int lrow = 8 * ((lane / 8) / 2) + lane % 8, lch = 2 * warp + (lane / 8) % 2;
-  // The split's part states and summaries are [kD][kD] (K = V = 64 in their top left corner, the
-  // rest never written nor read); the caller's states [kDK][kDK].
-  const int64_t DD = int64_t(kD) * kD, DDK = int64_t(kDK) * kDK;
+  // The split's part states and summaries are [kW][kW] (the chain's width: K = V = 64 in the top
+  // left corner of 128, the rest never written nor read); the caller's states [kDK][kDK].
+  constexpr int kW = chain_width(kDK);
+  const int64_t DD = int64_t(kW) * kW, DDK = int64_t(kDK) * kDK;
 
   // The part's chunks (split.cuh), the last part up to the sequence's end.
   const int64_t cb = split_part_begin(part, sp.chunks_per_part, first_part);
@@ -255,7 +256,7 @@ __global__ void __launch_bounds__(chain_threads(kMode, kDK), kMode == ChainMode:
       pdl_wait();
       base = sp.part_state + ((seq * sp.max_parts + part) * HV + hv) * DD;
       base_kmajor = true;
-      base_d = kD;
+      base_d = kW;
     }
     for_each_state_elem<kDH / 8>(v0 + 16 * warp + g, t, [&](int i, int kk, int vv) {
       kk += kk0;
@@ -644,7 +645,7 @@ __global__ void __launch_bounds__(chain_threads(kMode, kDK), kMode == ChainMode:
     if (transition && sl == kVSlices && tid == 0) sp.m_negligible[(n * sp.max_parts + part) * HV + hv] = negligible;
     base = transition && negligible ? nullptr : dst + hv * DD;
     out_kmajor = true;
-    out_d = kD;  // (K = V = 64: rows kk < 64, the scan's d)
+    out_d = kW;  // (K = V = 64: rows kk < 64, the scan's d)
   } else {
     block_sync(0, nch & 1);  // last_part_flag, set before the loop, seen by every thread (of the chain)
     const int64_t r = last_part_flag ? state_row(fin, seq_shared) : -1;
@@ -687,7 +688,10 @@ void launch_wg(const FastBufs<E, EI>& b, const SplitBufs& sp, const ForwardArgs&
                bool after_summary = false) {
   if constexpr (kMode != ChainMode::kStoreBulk) {
     if (b.dk == 64) return launch_wg_d<ST, kMode, E, EI, 64>(b, sp, f, s, after_summary);
-  } else if constexpr (std::is_same<E, EI>::value) {
+  }
+  // K = V = 256: the store mode and the summary pass on 2 stages (fast_forward's check_config).
+  if constexpr ((kMode == ChainMode::kStoreBulk || (kMode == ChainMode::kSummary && ST == 2)) &&
+                std::is_same<E, EI>::value) {
     if (b.dk == 256) return launch_wg_d<ST, kMode, E, EI, 256>(b, sp, f, s, after_summary);
   }
   // (fp16 operands for bf16 inputs at K = V = 128: built with GDN_FP16_OPERANDS_D128 only;

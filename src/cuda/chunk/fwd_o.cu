@@ -41,7 +41,11 @@ struct OSmem {
   static constexpr int SV = kDV + 8;  // v_new, h, and k's rows reused for h's pieces, v_new_lo and o's staging
   static constexpr int SP = C + 8;
   static constexpr int kSlotElems = kHPieceRows * SV;  // one piece of h: [kHPieceRows kk][kDV vv]
-  static constexpr int kKSize = C * SK;                // k's elements
+  // V halves (kDV columns) a block writes, one after the other (kHPieces: both, P formed once), and
+  // blocks per (chunk, value head).
+  static constexpr int kBlockHalves = kHPieces ? kD / kDV : 1;
+  static constexpr int kGridHalves = kD / kDV / kBlockHalves;
+  static constexpr int kKSize = C * SK;  // k's elements
   static constexpr int kKElems = kHPieces && 2 * kSlotElems > kKSize ? 2 * kSlotElems : kKSize;
   E q[C * SK];
   E k[kKElems];  // k; then (kHPieces) h's pieces in slots 0 and 1, v_new_lo in slot 0
@@ -65,10 +69,9 @@ __global__ void __launch_bounds__(NW * 32)
   constexpr int HALVES = NW / 4;           // column groups
   constexpr int CP = (C / 16) / HALVES;    // P column-tile pairs per warp
   constexpr int DP = (kDV / 16) / HALVES;  // o column-tile pairs per warp
-  constexpr int kVH = kD / kDV;            // blocks per (chunk, value head): V halves at 256
   const int HV = b.HV;
-  const unsigned bh = blockIdx.x / kVH;  // (a head's V halves in adjacent blocks: their q, k reads meet in L2)
-  const int vh = blockIdx.x % kVH;
+  const unsigned bh = blockIdx.x / S::kGridHalves;  // (a head's blocks adjacent: their q, k reads meet in L2)
+  const int vh0 = blockIdx.x % S::kGridHalves;      // the block's first V half
   const int64_t gc = bh / HV;
   const int hv = bh % HV;
   const int hk = qk_head_of(hv, HV, b.H);
@@ -91,7 +94,8 @@ __global__ void __launch_bounds__(NW * 32)
   static_assert(kThreads % kQPieces == 0 && C % kQRows == 0, "whole passes of rows");
   const int pc = tid % kPieces, pr = tid / kPieces;
   const int qc = tid % kQPieces, qr = tid / kQPieces;
-  const int sl = (kDV / 64) * vh + pc / 8;  // piece pc's 64-wide V slice (the chain's images of h, v_new)
+  // Piece pc's 64-wide V slice in V half vh (the chain's images of h, v_new).
+  auto slice_of = [&](int vh) { return (kDV / 64) * vh + pc / 8; };
   // The chunk's two decays that decide whether the chain stored v_new's lo part (chain_precise.cuh),
   // loaded now: their global latency hides behind P instead of stalling every warp before q h.
   float last_decay = 0.f, tail_decay = 0.f;
@@ -128,9 +132,9 @@ __global__ void __launch_bounds__(NW * 32)
     // multiple of 8) apart share the swizzle.
     static_assert(kRows % 8 == 0, "the swizzle repeats every 8 rows");
     const char* const vimg =
-        reinterpret_cast<const char*>(b.v_new + fwd_v_image(gc, hv, sl, HV, kD)) + sw128(pr, pc % 8);
+        reinterpret_cast<const char*>(b.v_new + fwd_v_image(gc, hv, slice_of(vh0), HV, kD)) + sw128(pr, pc % 8);
     [[maybe_unused]] const char* const himg =
-        reinterpret_cast<const char*>(b.h + fwd_h_image(gc, hv, sl, HV, kD)) + sw128(pr, pc % 8);
+        reinterpret_cast<const char*>(b.h + fwd_h_image(gc, hv, slice_of(vh0), HV, kD)) + sw128(pr, pc % 8);
 #pragma unroll
     for (int j = 0; j < C / kRows; ++j) {
       const int i = pr + kRows * j;
@@ -143,11 +147,11 @@ __global__ void __launch_bounds__(NW * 32)
     }
   }
   cp_async_commit();
-  // (kHPieces) h's rows [64 p, 64 p + 64) into slot p % 2 of k's rows, one commit group.
+  // (kHPieces) h's rows [64 p, 64 p + 64) of V half vh into slot p % 2 of k's rows, one commit group.
   static_assert(S::kHPieceRows % kRows == 0, "whole passes of rows a piece");
-  auto load_h_piece = [&](int p) {
-    const char* const himg = reinterpret_cast<const char*>(b.h + fwd_h_image(gc, hv, sl, HV, kD)) + sw128(pr, pc % 8) +
-                             p * S::kHPieceRows * 128;
+  auto load_h_piece = [&](int vh, int p) {
+    const char* const himg = reinterpret_cast<const char*>(b.h + fwd_h_image(gc, hv, slice_of(vh), HV, kD)) +
+                             sw128(pr, pc % 8) + p * S::kHPieceRows * 128;
     E* const slot = sm.k + (p % 2) * S::kSlotElems;
 #pragma unroll
     for (int j = 0; j < S::kHPieceRows / kRows; ++j)
@@ -252,9 +256,9 @@ __global__ void __launch_bounds__(NW * 32)
   // stored v_new's lo part too (b.v_new_lo); it lands in k's rows (dead since P; at stride SV) while
   // q h and P v_new run, for a third pass P_hi v_new_lo (the store chain's images).
   const bool vn_lo = b.v_new_lo != nullptr && precise_state_decays<E, EI>(last_decay, tail_decay);
-  auto load_vn_lo = [&] {
+  auto load_vn_lo = [&](int vh) {
     const char* const limg =
-        reinterpret_cast<const char*>(b.v_new_lo + fwd_v_image(gc, hv, sl, HV, kD)) + sw128(pr, pc % 8);
+        reinterpret_cast<const char*>(b.v_new_lo + fwd_v_image(gc, hv, slice_of(vh), HV, kD)) + sw128(pr, pc % 8);
 #pragma unroll
     for (int j = 0; j < C / kRows; ++j) {
       const int i = pr + kRows * j;
@@ -263,112 +267,129 @@ __global__ void __launch_bounds__(NW * 32)
     cp_async_commit();
   };
   if constexpr (!S::kHPieces) {
-    if (vn_lo) load_vn_lo();
+    if (vn_lo) load_vn_lo(vh0);
   }
 
-  float acc[2 * DP][4];
-#pragma unroll
-  for (int nt = 0; nt < 2 * DP; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
-  // q h_c over k-steps ks0 .. ks0 + kSteps - 1 of the block's h columns, h's row 16 ks0 at hs's row 0.
-  auto add_q_times_h = [&](const E* hs, int ks0, auto steps) {
-    constexpr int kSteps = decltype(steps)::value;
-#pragma unroll
-    for (int kk = 0; kk < kSteps; ++kk) {
-      uint32_t a[4];
-      frag_a(sm.q, S::SK, 16 * m, 16 * (ks0 + kk), a);
-      as_op(a);
-#pragma unroll
-      for (int jp = 0; jp < DP; ++jp) {
-        uint32_t bb[4];
-        frag_b_kn(hs, S::SV, 16 * (DP * half + jp), 16 * kk, bb);
-        mma16<E>(acc[2 * jp], a, bb[0], bb[1]);
-        mma16<E>(acc[2 * jp + 1], a, bb[2], bb[3]);
-      }
-    }
-  };
-  if constexpr (S::kHPieces) {
-    // Pieces 0 and 1 in flight; piece p + 1 is refilled into slot (p + 1) % 2 once every warp has
-    // passed the barrier of piece p (so is done with piece p - 1, that slot's last reader); after
-    // the last piece, slot 0 takes v_new_lo. The k-steps in the same order as with h whole.
-    constexpr int kNP = kD / S::kHPieceRows, kKS = S::kHPieceRows / 16;
-    load_h_piece(0);
-    load_h_piece(1);
+  // The block's V halves, one after the other (kHPieces: two; v_new of the second loaded into
+  // v_new's rows once every warp is done with the first's o; otherwise one).
 #pragma unroll 1
-    for (int p = 0; p < kNP; ++p) {
-      if (p == 0)
-        cp_async_wait<1>();
-      else
-        cp_async_wait<0>();
-      __syncthreads();
-      if (p >= 1 && p + 1 < kNP) load_h_piece(p + 1);
-      if (p == kNP - 1 && vn_lo) load_vn_lo();  // (slot 0's last piece, kNP - 2, read before this barrier)
-      add_q_times_h(sm.k + (p % 2) * S::kSlotElems, kKS * p, std::integral_constant<int, kKS>{});
+  for (int vh = vh0; vh < vh0 + S::kBlockHalves; ++vh) {
+    if (vh > vh0) {
+      const char* const vimg =
+          reinterpret_cast<const char*>(b.v_new + fwd_v_image(gc, hv, slice_of(vh), HV, kD)) + sw128(pr, pc % 8);
+#pragma unroll
+      for (int j = 0; j < C / kRows; ++j) {
+        const int i = pr + kRows * j;
+        cp_async16(&sm.vn[i * S::SV + 8 * pc], vimg + j * kRows * 128, i < len ? 16 : 0);
+      }
+      cp_async_commit();
     }
-  } else {
-    add_q_times_h(sm.h, 0, std::integral_constant<int, kD / 16>{});
-  }
-  const float e0 = __expf(float(Gi0)) * rq0, e1 = __expf(float(Gi1)) * rq1;
+
+    float acc[2 * DP][4];
 #pragma unroll
-  for (int nt = 0; nt < 2 * DP; ++nt) {
-    acc[nt][0] *= e0;
-    acc[nt][1] *= e0;
-    acc[nt][2] *= e1;
-    acc[nt][3] *= e1;
-  }
-  // + P v (k-steps past the diagonal block are zero): P's hi part, and its lo part where with_lo
-  // (each B fragment taken by hi then lo).
-  auto add_p_times = [&](const E* v, bool with_lo) {
+    for (int nt = 0; nt < 2 * DP; ++nt)
 #pragma unroll
-    for (int ks = 0; ks < C / 16; ++ks) {
-      if (ks > m) break;
-      uint32_t a[4], al[4];
-      frag_a(sm.P, S::SP, 16 * m, 16 * ks, a);
-      if (with_lo) frag_a(sm.Plo, S::SP, 16 * m, 16 * ks, al);
+      for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
+    // q h_c over k-steps ks0 .. ks0 + kSteps - 1 of the block's h columns, h's row 16 ks0 at hs's row 0.
+    auto add_q_times_h = [&](const E* hs, int ks0, auto steps) {
+      constexpr int kSteps = decltype(steps)::value;
 #pragma unroll
-      for (int jp = 0; jp < DP; ++jp) {
-        uint32_t bb[4];
-        frag_b_kn(v, S::SV, 16 * (DP * half + jp), 16 * ks, bb);
-        mma16<E>(acc[2 * jp], a, bb[0], bb[1]);
-        mma16<E>(acc[2 * jp + 1], a, bb[2], bb[3]);
-        if (with_lo) {
-          mma16<E>(acc[2 * jp], al, bb[0], bb[1]);
-          mma16<E>(acc[2 * jp + 1], al, bb[2], bb[3]);
+      for (int kk = 0; kk < kSteps; ++kk) {
+        uint32_t a[4];
+        frag_a(sm.q, S::SK, 16 * m, 16 * (ks0 + kk), a);
+        as_op(a);
+#pragma unroll
+        for (int jp = 0; jp < DP; ++jp) {
+          uint32_t bb[4];
+          frag_b_kn(hs, S::SV, 16 * (DP * half + jp), 16 * kk, bb);
+          mma16<E>(acc[2 * jp], a, bb[0], bb[1]);
+          mma16<E>(acc[2 * jp + 1], a, bb[2], bb[3]);
         }
       }
-    }
-  };
-  add_p_times(sm.vn, true);  // P v_new
-  if (vn_lo) {               // + P_hi v_new_lo (block-uniform branch)
-    cp_async_wait<0>();
-    __syncthreads();
-    add_p_times(sm.k, false);
-    __syncthreads();  // every warp's reads of v_new_lo done: k's rows become o's staging
-  }
-  // o leaves through shared memory in 16-byte pieces: stmatrix into k's rows (dead since P).
-  const int r0 = 16 * m, c0 = 16 * DP * half;
-  EI* stage = reinterpret_cast<EI*>(sm.k);  // (o in the inputs' dtype)
-  stage_acc(stage, S::SV, r0, c0, acc, b.scale);
-  __syncwarp();
-  stage_rows_out<EI, 16 * DP>(stage, S::SV, r0, c0, len - r0, [&](int i, int c, uint4 x) {
-    EI* dst = o + (t0 + r0 + i) * o_st + hv * o_sh + kDV * vh + c0 + c;  // [T, HV, kD]
-    if (rows16) {
-      st_global16(dst, x);
+    };
+    if constexpr (S::kHPieces) {
+      // Pieces 0 and 1 in flight; piece p + 1 is refilled into slot (p + 1) % 2 once every warp has
+      // passed the barrier of piece p (so is done with piece p - 1, that slot's last reader); after
+      // the last piece, slot 0 takes v_new_lo. The k-steps in the same order as with h whole.
+      constexpr int kNP = kD / S::kHPieceRows, kKS = S::kHPieceRows / 16;
+      load_h_piece(vh, 0);
+      load_h_piece(vh, 1);
+#pragma unroll 1
+      for (int p = 0; p < kNP; ++p) {
+        if (p == 0)
+          cp_async_wait<1>();
+        else
+          cp_async_wait<0>();
+        __syncthreads();
+        if (p >= 1 && p + 1 < kNP) load_h_piece(vh, p + 1);
+        if (p == kNP - 1 && vn_lo) load_vn_lo(vh);  // (slot 0's last piece, kNP - 2, read before this barrier)
+        add_q_times_h(sm.k + (p % 2) * S::kSlotElems, kKS * p, std::integral_constant<int, kKS>{});
+      }
     } else {
-      const EI* e = reinterpret_cast<const EI*>(&x);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) dst[j] = e[j];
+      add_q_times_h(sm.h, 0, std::integral_constant<int, kD / 16>{});
     }
-  });
+    const float e0 = __expf(float(Gi0)) * rq0, e1 = __expf(float(Gi1)) * rq1;
+#pragma unroll
+    for (int nt = 0; nt < 2 * DP; ++nt) {
+      acc[nt][0] *= e0;
+      acc[nt][1] *= e0;
+      acc[nt][2] *= e1;
+      acc[nt][3] *= e1;
+    }
+    // + P v (k-steps past the diagonal block are zero): P's hi part, and its lo part where with_lo
+    // (each B fragment taken by hi then lo).
+    auto add_p_times = [&](const E* v, bool with_lo) {
+#pragma unroll
+      for (int ks = 0; ks < C / 16; ++ks) {
+        if (ks > m) break;
+        uint32_t a[4], al[4];
+        frag_a(sm.P, S::SP, 16 * m, 16 * ks, a);
+        if (with_lo) frag_a(sm.Plo, S::SP, 16 * m, 16 * ks, al);
+#pragma unroll
+        for (int jp = 0; jp < DP; ++jp) {
+          uint32_t bb[4];
+          frag_b_kn(v, S::SV, 16 * (DP * half + jp), 16 * ks, bb);
+          mma16<E>(acc[2 * jp], a, bb[0], bb[1]);
+          mma16<E>(acc[2 * jp + 1], a, bb[2], bb[3]);
+          if (with_lo) {
+            mma16<E>(acc[2 * jp], al, bb[0], bb[1]);
+            mma16<E>(acc[2 * jp + 1], al, bb[2], bb[3]);
+          }
+        }
+      }
+    };
+    add_p_times(sm.vn, true);  // P v_new
+    if (vn_lo) {               // + P_hi v_new_lo (block-uniform branch)
+      cp_async_wait<0>();
+      __syncthreads();
+      add_p_times(sm.k, false);
+      __syncthreads();  // every warp's reads of v_new_lo done: k's rows become o's staging
+    }
+    // o leaves through shared memory in 16-byte pieces: stmatrix into k's rows (dead since P).
+    const int r0 = 16 * m, c0 = 16 * DP * half;
+    EI* stage = reinterpret_cast<EI*>(sm.k);  // (o in the inputs' dtype)
+    stage_acc(stage, S::SV, r0, c0, acc, b.scale);
+    __syncwarp();
+    stage_rows_out<EI, 16 * DP>(stage, S::SV, r0, c0, len - r0, [&](int i, int c, uint4 x) {
+      EI* dst = o + (t0 + r0 + i) * o_st + hv * o_sh + kDV * vh + c0 + c;  // [T, HV, kD]
+      if (rows16) {
+        st_global16(dst, x);
+      } else {
+        const EI* e = reinterpret_cast<const EI*>(&x);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) dst[j] = e[j];
+      }
+    });
+    if (vh + 1 < vh0 + S::kBlockHalves) __syncthreads();  // o's staging and v_new read: both rewritten next
+  }
 }
 
-// One block per (chunk, value head, kDV columns of V).
+// One block per (chunk, value head) and kGridHalves (1) of V's kDV-column halves.
 template <typename E, typename EI, int NW, int kD>
 void launch(const FastBufs<E, EI>& b, const ForwardArgs& f, cudaStream_t s, bool rows16) {
   static_assert(sizeof(OSmem<E, kD>) <= 227 * 1024, "one block's shared memory (sm_90's opt-in limit)");
   const size_t smem = sizeof(OSmem<E, kD>);
-  const unsigned blocks = grid_1d(b.pl.max_chunks * b.HV * (kD / kDV), 1);
+  const unsigned blocks = grid_1d(b.pl.max_chunks * b.HV * OSmem<E, kD>::kGridHalves, 1);
   auto k = chunk_fwd_o_kernel<E, EI, NW, kD>;
   allow_smem(k, smem);
   k<<<blocks, NW * 32, smem, s>>>(b, static_cast<EI*>(f.o.data), f.o.stride_token, f.o.stride_head, rows16);

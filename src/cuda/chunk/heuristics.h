@@ -113,13 +113,16 @@ inline SequenceChunks sequence_chunks(const Problem& p) {
 // the chain work of all parts but the last, so the chain's latency shrinks by about parts / 2),
 // with at least 3 parts of at least 8 chunks (a part's fixed cost: loading and storing its state,
 // the ring's fill) and at most 16 parts (the scan over the parts is serial), or exactly 2 parts
-// of at least 32 chunks where only 2 fit.
+// of at least 32 chunks where only 2 fit. K = V = 256: one sequence in 2 parts at most (no scan:
+// its M_p, 256 KB, fits no block's shared memory; in a batch a sequence could span more parts than
+// two), its summary pass on 2 ring stages (a 256-wide stage is ~60 KB).
 inline void choose_split(const Problem& p, const DeviceProps& dev, ChunkForwardConfig& cfg) {
   const int64_t blocks = p.num_seqs * p.num_v_heads * (p.head_v / 64);  // chain blocks without a split
-  if (p.num_seqs <= 0 || blocks <= 0) return;
+  if (p.num_seqs <= 0 || blocks <= 0 || (p.head_v == 256 && p.num_seqs != 1)) return;
+  const int64_t max_parts = p.head_v == 256 ? 2 : 16;
   const int64_t parts_fit = dev.sms / blocks;
   if (parts_fit < 2) return;
-  const int64_t parts = parts_fit < 16 ? parts_fit : 16;
+  const int64_t parts = parts_fit < max_parts ? parts_fit : max_parts;
   const int64_t avg_chunks = average_chunks(p);
   int64_t q = (avg_chunks + parts - 1) / parts;
   int64_t first = 0;
@@ -155,7 +158,7 @@ inline void choose_split(const Problem& p, const DeviceProps& dev, ChunkForwardC
       static_cast<int>(split_parts_of(max_chunks, cfg.split_chunks_per_part, INT32_MAX, cfg.split_first_part_chunks));
   // The summary pass's live blocks: part 0's chains (S_1) and two per middle part (M_p, B_p).
   const int64_t summary_blocks = blocks * (2 * cfg.split_max_parts - 3);
-  cfg.split_summary_stages = summary_blocks <= dev.sms ? 4 : 2;
+  cfg.split_summary_stages = summary_blocks <= dev.sms && p.head_v != 256 ? 4 : 2;
   // The scan (3+ parts): the narrowest column slices that still fit one block per SM; its steps
   // are serial, each 128 x cols x 128 fma per block (H200, 16 columns instead of 32: tp8-1x32k's
   // scan 135 -> 61 us, 14 steps).
@@ -175,8 +178,11 @@ inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const Devic
   const SequenceChunks lengths = several_waves ? sequence_chunks(p) : SequenceChunks{};
   cfg.longest_first = p.num_seqs > 1 && several_waves && (lengths.longest < 0 || lengths.longest != lengths.shortest);
   // K = V = 256: the storing chain (two chain warpgroups a block, one per half of K) and fwd_o
-  // only: the split's summary pass and scan are 128 wide, and o fused would need both halves of h.
-  if (p.head_v == 256) return cfg;
+  // only (o fused would need both halves of h), split in two parts at most (choose_split).
+  if (p.head_v == 256) {
+    choose_split(p, dev, cfg);
+    return cfg;
+  }
   // (The chain storing h and v_new for fwd_o runs only in several waves, below: where its blocks
   // fit one wave, o is fused. Its 2 stages, 107.5 KB, let two blocks share an SM, each hiding the
   // other's latency.)

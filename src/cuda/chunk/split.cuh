@@ -1,6 +1,7 @@
 // Exact splitting of long sequences across SMs (SPEC section 3: "each chunk is an affine map of
 // the state"). Chosen by the chunk forward's heuristics when the (sequence, value head) chains
-// would leave most SMs idle (the wgmma chain: K = V = 64 and 128).
+// would leave most SMs idle (the wgmma chain: K = V = 64 and 128; K = V = 256 in two parts of one
+// sequence at most, with no scan: its M_p, 256 x 256 fp32, would fit no block's shared memory).
 //
 // A sequence of `count` chunks is cut into a first part of Q0 = first_part_chunks chunks and
 // parts of Q = chunks_per_part after it (the last part shorter): part p >= 1 covers its chunks
