@@ -18,9 +18,8 @@
 // Both: every dtype for q/k/v/o, q/k and o in other dtypes than v (Problem::qk_dtype, o_dtype; not
 // for the stage operations), gates in float32 or the input dtype, both state layouts, state
 // pools in float32, float16 and bfloat16 (Problem::state_dtype; fp32 arithmetic, one rounding on
-// write: src/cpu/common.h; CUDA: the decode kernels natively, the exact stages natively, the
-// tensor-core forward through an fp32 copy of the rows in its workspace,
-// src/cuda/chunk/state_copy.cu), every operation.
+// write: src/cpu/common.h; CUDA: the decode kernels, the exact stages and the tensor-core forward
+// natively), every operation.
 #pragma once
 
 #include "gdn/gdn.h"

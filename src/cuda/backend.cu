@@ -6,7 +6,6 @@
 // exact stage kernels (each tensor read or written in its own dtype; the work is fp32).
 #include "backend.h"
 #include "cuda/chunk/fwd_fast.cuh"
-#include "cuda/chunk/state_copy.cuh"
 #include "cuda/stages/l2norm.cuh"
 #include "cuda/stages/stages.cuh"
 
@@ -170,42 +169,7 @@ Exec workspace_after(const Exec& exec, size_t used) {
   return rest;
 }
 
-// The tensor-core forward on a bf16 / fp16 pool: through a dense fp32 copy of the rows at the
-// front of the workspace (state_copy.cuh). Sequence n reads and writes row n of the copy. The
-// checkpoints go to the caller's pool directly (the kernels round them on write: they need no
-// copy), so the problem keeps the caller's state_dtype (fast_forward's contract, fwd_fast.cuh).
-void fast_forward_copied_states(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg) {
-  const Problem& p = f.problem;
-  const cudaStream_t s = stream_of(exec);
-  const size_t copy = state_copy_bytes(p);
-  float* dense = static_cast<float*>(exec.workspace);  // [N, HV, K, V], the pools' layout
-  StateRef dense_ref;
-  dense_ref.data = dense;
-  dense_ref.num_slots = p.num_seqs;
-  dense_ref.row_stride = int64_t(p.num_v_heads) * p.head_k * p.head_v;
-  ForwardArgs g = f;
-  if (f.initial_state.data) {
-    gather_states(p, f.initial_state, dense, s);
-    g.initial_state = dense_ref;
-  }
-  if (f.final_state.data) g.final_state = dense_ref;
-  fast_forward(g, workspace_after(exec, copy), cfg);
-  if (f.final_state.data) scatter_states(p, dense, f.final_state, s);
-}
-
-// The tensor-core forward of a problem fast_path_supported takes in place (16-bit pools through
-// their fp32 copy).
-size_t fast_ws(const Problem& p, const ChunkForwardConfig& cfg) {
-  return state_copy_bytes(p) + fast_workspace_size(p, cfg);
-}
-void fast_forward_any(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg) {
-  if (needs_state_copy(f.problem))
-    fast_forward_copied_states(f, exec, cfg);
-  else
-    fast_forward(f, exec, cfg);
-}
-
-// The copies' workspace (copies_problem's dtype), then the inner forward's (fast_ws of
+// The copies' workspace (copies_problem's dtype), then the inner forward's (fast_workspace_size of
 // copies_problem). A null pointer: that tensor is read or written in place.
 struct Copies {
   void *q, *k, *v, *o;  // [T, H, K], [T, H, K], [T, HV, V], [T, HV, V]
@@ -248,7 +212,7 @@ void copies_forward(const ForwardArgs& f, const Exec& exec, const ChunkForwardCo
     h.v = ConstTensor{w.v, int64_t(HV) * V, V};
   }
   if (w.o) h.o = MutTensor{w.o, int64_t(HV) * V, V};
-  fast_forward_any(h, workspace_after(exec, used), cfg);
+  fast_forward(h, workspace_after(exec, used), cfg);
   if (w.o)
     convert_rows(e, o_dtype_of(p), w.o, int64_t(HV) * V, V, f.o.data, f.o.stride_token, f.o.stride_head, T, HV, V,
                  false, s);
@@ -266,12 +230,12 @@ ForwardPlan plan_forward(const Problem& p) {
   if (takes_fast_path(p)) {
     fp.path = ForwardPath::kFast;
     fp.cfg = chunk_forward_heuristics(p, device_props());
-    fp.workspace = fast_ws(p, fp.cfg);
+    fp.workspace = fast_workspace_size(p, fp.cfg);
   } else if (takes_copies(p)) {
     const Problem h = copies_problem(p);
     fp.path = ForwardPath::kCopies;
     fp.cfg = chunk_forward_heuristics(h, device_props());
-    fp.workspace = copies_ws(p, nullptr, nullptr) + fast_ws(h, fp.cfg);
+    fp.workspace = copies_ws(p, nullptr, nullptr) + fast_workspace_size(h, fp.cfg);
   } else {
     fp.workspace = exact_ws(p, nullptr, nullptr, nullptr);
   }
@@ -296,7 +260,7 @@ void chunk_gated_delta_rule(const ForwardArgs& f, const Exec& exec) {
     throw Error("chunk_gated_delta_rule: exec.workspace must hold chunk_gated_delta_rule_workspace_size() bytes");
   switch (fp.path) {
     case ForwardPath::kFast:
-      return fast_forward_any(f, exec, fp.cfg);
+      return fast_forward(f, exec, fp.cfg);
     case ForwardPath::kCopies:
       return copies_forward(f, exec, fp.cfg);
     case ForwardPath::kExact:

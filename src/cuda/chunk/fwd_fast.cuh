@@ -46,9 +46,9 @@ struct PhaseEvents {
 
 // The forward with the choices of `cfg` (chunk_forward_heuristics', or a tool's explicit config;
 // a config the kernels cannot run throws gdn::Error). Phase events are recorded when given.
-// f.initial_state and f.final_state are fp32 rows whatever f.problem.state_dtype says (backend.cu
-// copies a 16-bit pool's rows around this call: state_copy.cuh); f.checkpoints are stored in
-// f.problem.state_dtype (cuda/core/checkpoints.cuh).
+// f.initial_state, f.final_state and f.checkpoints are pools of f.problem.state_dtype (fp32, fp16
+// or bf16): the chain reads its initial row and writes its final row and checkpoints in it
+// (cuda/core/checkpoints.cuh).
 void fast_forward(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg,
                   const PhaseEvents* phases = nullptr);
 

@@ -243,24 +243,39 @@ __global__ void __launch_bounds__(chain_threads(kMode, kDK), kMode == ChainMode:
   constexpr int kSt = kDH / 2;  // the accumulator's floats a thread: m64n128 (m64n64 at K = V = 64)
   float st[kSt];
   {
-    const float* base = nullptr;
+    // The row: the caller's pool row (element type ck.dtype: converted here) or an fp32 part state.
+    const void* src = nullptr;
+    int64_t src_off = 0;
+    DType src_dt = DType::kFloat32;
     bool base_kmajor = kmajor;
     int base_d = kDK;  // its row length
     if (part == 0 && cut < 0) {
       const int64_t r = state_row(init, seq);
-      if (r >= 0) base = static_cast<const float*>(init.data) + state_offset(init, r, hv, HV, DDK);
+      if (r >= 0) src = init.data, src_off = state_offset(init, r, hv, HV, DDK), src_dt = ck.dtype;
     } else if (!kSummary) {
       // S_p comes from the summary pass (and the scan). Launched as a programmatic dependent of
       // the summary pass (no scan), this kernel's part 0 blocks run beside it; the others wait
       // here for it to complete. (A no-op when launched in stream order.)
       pdl_wait();
-      base = sp.part_state + ((seq * sp.max_parts + part) * HV + hv) * DD;
+      src = sp.part_state, src_off = ((seq * sp.max_parts + part) * HV + hv) * DD;
       base_kmajor = true;
       base_d = kW;
     }
+    // A 16-bit row is read as raw halfwords and widened (bf16: the high half of an fp32; fp16:
+    // converted), one loop for every type: a loop per type spilled the fused chain at 240 registers.
+    const bool wide = src_dt == DType::kFloat32, bf16 = src_dt == DType::kBFloat16;
+    const float* row32 = src && wide ? static_cast<const float*>(src) + src_off : nullptr;
+    const unsigned short* row16 = src && !wide ? static_cast<const unsigned short*>(src) + src_off : nullptr;
     for_each_state_elem<kDH / 8>(v0 + 16 * warp + g, t, [&](int i, int kk, int vv) {
       kk += kk0;
-      float x = base ? base[base_kmajor ? int64_t(kk) * base_d + vv : int64_t(vv) * base_d + kk] : 0.f;
+      const int64_t e = base_kmajor ? int64_t(kk) * base_d + vv : int64_t(vv) * base_d + kk;
+      float x = 0.f;
+      if (row32) {
+        x = row32[e];
+      } else if (row16) {
+        const unsigned short h = row16[e];
+        x = bf16 ? __uint_as_float(static_cast<unsigned>(h) << 16) : __half2float(__ushort_as_half(h));
+      }
       if (transition) x = kk == vv && !negligible ? 1.f : 0.f;
       st[i] = x;
     });
@@ -649,7 +664,11 @@ __global__ void __launch_bounds__(chain_threads(kMode, kDK), kMode == ChainMode:
   } else {
     block_sync(0, nch & 1);  // last_part_flag, set before the loop, seen by every thread (of the chain)
     const int64_t r = last_part_flag ? state_row(fin, seq_shared) : -1;
-    if (r >= 0) base = static_cast<float*>(fin.data) + state_offset(fin, r, hv, HV, DDK);
+    // The caller's row in its element type, rounded once (this thread's first element e0).
+    if (r >= 0)
+      store_chain_state_as<kDK, kDH>(ck.dtype, fin.data,
+                                     state_elem(fin, r, hv, HV, kDK, kDK, kmajor, kk0 + 2 * t, v0 + 16 * warp + g),
+                                     kmajor, st);
   }
   if (base)
     for_each_state_elem<kDH / 8>(v0 + 16 * warp + g, t, [&](int i, int kk, int vv) {

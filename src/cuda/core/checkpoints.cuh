@@ -1,11 +1,10 @@
 // Prefill checkpoints on the CUDA forward (Checkpoints in gdn.h; the slot map is
 // common/checkpoint_slots.h, shared with validation and the CPU backend). Every chain kernel
-// (stages.cu's fwd_h, fwd_h_mma.cu, fwd_h_wgmma.cuh) carries a sequence's fp32 state on chip across
-// its chunks; after the update of a chunk that ends on a stored boundary it writes the state it
-// holds to the boundary's pool row the way it writes the final state: the same fp32 values,
-// rounded once into the pool's dtype (store_dt: the rounding of scatter_states and of the exact
-// path's final-state store). So a row is bitwise the final state of a call on the prefix that runs
-// the same chain.
+// (stages.cu's fwd_h, fwd_h_wgmma.cuh) carries a sequence's fp32 state on chip across its chunks;
+// after the update of a chunk that ends on a stored boundary it writes the state it holds to the
+// boundary's pool row the way it writes the final state: the same fp32 values, rounded once into
+// the pool's dtype (store_chain_state_as below; the exact path's store_dt). So a row is bitwise the
+// final state of a call on the prefix that runs the same chain.
 #pragma once
 
 #include "common/checkpoint_slots.h"
@@ -15,12 +14,12 @@ namespace gdn {
 namespace cuda {
 
 // What the tensor-core chain kernels need to store checkpoints: the caller's Checkpoints and the
-// pool's element type. Their initial and final states are fp32 rows (a 16-bit pool is copied
-// around them: state_copy.cuh); the checkpoints go to the caller's pool directly, rounded on write,
-// so they need neither workspace nor a copy.
+// pools' element type, which their initial and final states share (Problem::state_dtype: every
+// pool of a call): the chain reads its initial row and writes its final row and checkpoints in it
+// directly, converted on read and rounded once on write, with neither workspace nor a copy.
 struct CheckpointOut {
   Checkpoints ck;                 // ck.pool.data null: none
-  DType dtype = DType::kFloat32;  // the pool's element type (Problem::state_dtype)
+  DType dtype = DType::kFloat32;  // the pools' element type (Problem::state_dtype)
 };
 
 // A forward call's checkpoints. Its problem's state_dtype is the caller's pool type, also where
@@ -70,16 +69,24 @@ __device__ __forceinline__ void store_chain_state(TS* p, bool kmajor, const floa
   }
 }
 
-// The same into the checkpoint pool in its element type; e0: the offset of this thread's element.
+// The same into a pool `data` of element type dt (fp32, fp16 or bf16); e0: the offset of this
+// thread's element.
+template <int D, int kRows = D>
+__device__ __forceinline__ void store_chain_state_as(DType dt, void* data, int64_t e0, bool kmajor,
+                                                     const float (&st)[kRows / 2]) {
+  if (dt == DType::kFloat32)
+    store_chain_state<D, kRows>(static_cast<float*>(data) + e0, kmajor, st);
+  else if (dt == DType::kFloat16)
+    store_chain_state<D, kRows>(static_cast<__half*>(data) + e0, kmajor, st);
+  else
+    store_chain_state<D, kRows>(static_cast<__nv_bfloat16*>(data) + e0, kmajor, st);
+}
+
+// The same into the checkpoint pool.
 template <int D, int kRows = D>
 __device__ __forceinline__ void store_chain_checkpoint(const CheckpointOut& out, int64_t e0, bool kmajor,
                                                        const float (&st)[kRows / 2]) {
-  if (out.dtype == DType::kFloat32)
-    store_chain_state<D, kRows>(static_cast<float*>(out.ck.pool.data) + e0, kmajor, st);
-  else if (out.dtype == DType::kFloat16)
-    store_chain_state<D, kRows>(static_cast<__half*>(out.ck.pool.data) + e0, kmajor, st);
-  else
-    store_chain_state<D, kRows>(static_cast<__nv_bfloat16*>(out.ck.pool.data) + e0, kmajor, st);
+  store_chain_state_as<D, kRows>(out.dtype, out.ck.pool.data, e0, kmajor, st);
 }
 
 }  // namespace cuda
