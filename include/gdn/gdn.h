@@ -186,9 +186,9 @@ struct Problem {
   // Unset: dtype. o is rounded once, to this dtype, when it is written.
   std::optional<DType> o_dtype;
   // Element type of the state pools (initial, final and token states): see
-  // capabilities(backend).state_dtypes. Here rather than in StateRef because the workspace depends
-  // on it (the CUDA tensor-core forward runs bf16 / fp16 pools through an fp32 copy of the rows in
-  // its workspace) and one call has one state type.
+  // capabilities(backend).state_dtypes. Here rather than in StateRef because one call has one
+  // state type, which picks its kernels (the CUDA tensor-core forward reads and writes bf16 / fp16
+  // pool rows in place, converted on read and rounded once on write).
   DType state_dtype = DType::kFloat32;
 };
 // The dtype of q and k: problem.qk_dtype, or problem.dtype when it is unset.

@@ -2,13 +2,14 @@
 //   o_i = scale (exp(G_i) q_i^T h_c + sum_{j <= i} (q_i . k_j) exp(G_i - G_j) v_new_j)
 // with l2norm, q_i and k_j are the raw rows and their inverse norms rq_i (computed here) and
 // rk_j (the prep kernel's) scale the products in fp32.
-// K = V = kD, 128 or 256 (the chain's store mode): one block writes 128 columns of o, all of V at
-// 128, one V half at 256 (h's [256][256] alone would take 128 KB of shared memory); there each of a
-// head's two blocks forms P = q k^T (and q's norms) over all 256 columns of K itself: the
-// redundancy buys the halves' independence. At 256, h's [256][128] (68 KB) passes through k's rows
-// (dead once P is formed) in four 64-row pieces, two at a time, so that a block takes 103 KB and two
-// share an SM: one block's loads run under the other's products (with h whole, 170 KB, one block a
-// SM loaded, then multiplied, alone: the o phase ran at ~55% of the memory's rate).
+// K = V = kD, 128 or 256 (the chain's store mode): one block per (chunk, value head) writes o in
+// 128-column halves of V, all of V at 128, both halves one after the other at 256 (h's [256][256]
+// alone would take 128 KB of shared memory), with P = q k^T and q's norms formed once over all 256
+// columns of K (session 43: one block per half formed them twice, o 15% slower). At 256, each
+// half's h [256][128] (68 KB) passes through k's rows (dead once P is formed) in four 64-row
+// pieces, two at a time, so that a block takes 103 KB and two share an SM: one block's loads run
+// under the other's products (with h whole, 170 KB, one block a SM loaded, then multiplied, alone:
+// the o phase ran at ~55% of the memory's rate).
 // Three mma products per block (q k^T, q h_c, P v_new), operands of type E (the input dtype, bf16
 // or fp16) in shared memory; P is split into hi + lo parts (two passes) so that only h and v_new
 // carry a rounding to E (q and k are the inputs' exact values). o is written in E. With fp16 operands

@@ -22,8 +22,8 @@ struct CheckpointOut {
   DType dtype = DType::kFloat32;  // the pools' element type (Problem::state_dtype)
 };
 
-// A forward call's checkpoints. Its problem's state_dtype is the caller's pool type, also where
-// fast_forward runs on fp32 copies of 16-bit initial and final rows (backend.cu).
+// A forward call's checkpoints. Its problem's state_dtype is the caller's pool type (the initial
+// and final rows' too: the chain reads and writes them in place).
 inline CheckpointOut checkpoint_out(const ForwardArgs& f) {
   return CheckpointOut{f.checkpoints, f.problem.state_dtype};
 }
