@@ -93,3 +93,18 @@ def test_precision_emulation_adaptive():
     zero_exact, zero_bf16, normal_exact, normal_bf16 = errs
     assert zero_exact < 2e-5 and 1e-3 < zero_bf16 < 6e-3, r.stdout
     assert normal_exact == normal_bf16 and 1e-3 < normal_bf16 < 6e-3, r.stdout
+
+
+def test_sass_load_chains_flags_loads_into_one_register(tmp_path):
+    """scripts/sass_load_chains.py on a synthetic listing: the kernel whose loads all land in one
+    register (each waited for before the next) is reported, the one with distinct registers not."""
+    lines = ["\t\tFunction : chained_kernel"]
+    lines += [f"        /*{16 * i:04x}*/                   LDG.E.U16 R20, desc[UR4][R{22 + 2 * i}.64] ;" for i in range(10)]
+    lines += ["\t\tFunction : pipelined_kernel"]
+    lines += [f"        /*{16 * i:04x}*/                   LDG.E R{30 + i}, desc[UR4][R2.64+0x{128 * i:x}] ;" for i in range(10)]
+    sass = tmp_path / "k.sass"
+    sass.write_text("\n".join(lines) + "\n")
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "sass_load_chains.py"), str(sass)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines() == ["chained_kernel: 10 LDG, 10 into R20"]
