@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Session 44's first call (prepared in session 43; ~9 min; carry .deps .whl .peers): (1) the
 # check tool's timings of the state-pool rows after `dca8275` (the chain's prologue loads, one loop
-# per pool type: 256x64 with an fp32 pool not timed since), (2) test_gpu_large with room to finish
+# per pool type: 256x64 with an fp32 pool not timed since), also V-major (/vstate, /bf16vstate:
+# the serving engines' layout, never timed; its loads and stores step 2 elements along a row where
+# K-major's step 8 along a row, so it may trail K-major), (2) test_gpu_large with room to finish
 # (session 43's 100 s stopped it), (3) the thin margins against FlashQLA: bench_gpu.py's model-gate
 # rows (model-4x8k and model-tp4-1x32k never measured against a peer) and 64x256 / 256x64.
 set -u
@@ -13,7 +15,7 @@ R=$OUT/summary.txt
 bash scripts/device.sh build,pybuild >$OUT/device_build.txt 2>&1
 grep -E 'build:|pip' "$OUT/device_build.txt" | tail -2 | tee -a $R
 B=$(bin_of new)
-for c in 256x64 256x64/bf16state 64x256 64x256/bf16state 8x1k/bf16state 1x32k/bf16state; do
+for c in 256x64 256x64/bf16state 256x64/vstate 256x64/bf16vstate 64x256 64x256/bf16state 64x256/bf16vstate 1x32k/bf16vstate; do
   echo "$c $(timeout 40 $B --bench --no-check --profile --case $c 2>&1 | grep -E '^bench |phases' | tr '\n' ' ')" | tee -a $R
 done
 ab_gpu_suites 'CUDA*' 150 test_gpu_large

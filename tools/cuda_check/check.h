@@ -140,7 +140,9 @@ enum class PrefillVariant {
   kD64,
   kD256,  // K = V = 256: the storing chain with two chain warpgroups, fwd_o by V halves
   kCut,
-  kBf16State  // the states in a bf16 pool (an engine's 16-bit cache), read and written in place
+  kBf16State,  // the states in a bf16 pool (an engine's 16-bit cache), read and written in place
+  kVState,     // the states V-major ([slots, HV, V, K]: vLLM's and SGLang's pools)
+  kBf16VState  // both: a bf16 V-major pool, the serving engines' 16-bit cache as they lay it out
 };
 // One 16 KB exchange through distributed shared memory in a cluster pair, against a block-local
 // one (dsmem_bench.cu; --dsmem).

@@ -29,7 +29,7 @@ const char* kUsage =
     "  --profile    with --bench: also the phases of the tensor-core forward (plan, pack, prep, h, o)\n"
     "  --case NAME  with --bench: time that prefill case only (e.g. under ncu); NAME/seq, NAME/fused,\n"
     "               NAME/serial, NAME/ckpt, NAME/split2, NAME/nohost, NAME/fp16, NAME/fp32, NAME/bf16ops,\n"
-    "               NAME/d64, NAME/d256, NAME/cutNN, NAME/bf16state: its\n"
+    "               NAME/d64, NAME/d256, NAME/cutNN, NAME/bf16state, NAME/vstate, NAME/bf16vstate: its\n"
     "               A/B rows\n"
     "               (/seq: o by fwd_o after the chain; /fused: o in the chain by its second warpgroup;\n"
     "               /serial: by its one warpgroup after each chunk's chain; /ckpt: a checkpoint every 16\n"
@@ -37,7 +37,7 @@ const char* kUsage =
     "               of cu_seqlens; /fp16, /fp32: q, k, v and o in that dtype; /bf16ops: bf16 operands\n"
     "               where the library takes fp16 ones for bf16 inputs; /d64, /d256: K = V = 64, 256;\n"
     "               /cutNN: part 0 of a two-part split at NN% of the chunks; /bf16state: the states in\n"
-    "               a bf16 pool, read and written in place)\n"
+    "               a bf16 pool, read and written in place; /vstate: a V-major pool; /bf16vstate: both)\n"
     "  --json FILE  with --bench: the timings as a JSON array\n"
     "  --dsmem      only: time a 16 KB exchange between the two CTAs of a cluster (dsmem_bench.cu)\n";
 
@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
   const std::string seq_suffix = "/seq", fused_suffix = "/fused", serial_suffix = "/serial", ckpt_suffix = "/ckpt",
                     split2_suffix = "/split2", nohost_suffix = "/nohost", fp16_suffix = "/fp16", fp32_suffix = "/fp32",
                     bf16ops_suffix = "/bf16ops", d64_suffix = "/d64", d256_suffix = "/d256",
-                    bf16state_suffix = "/bf16state";
+                    bf16state_suffix = "/bf16state", vstate_suffix = "/vstate", bf16vstate_suffix = "/bf16vstate";
   auto base_name = [](const std::string& label) { return label.substr(0, label.find('/')); };
   if (!only_case.empty() && find_case(base_name(only_case)) == prefill.end())
     return usage_error("--case " + only_case + ": no such prefill case (tools/cases.h)");
@@ -182,6 +182,11 @@ int main(int argc, char** argv) {
         // The library's choices with the states in a bf16 pool (asked for by name only).
         if (only_case == c.name + bf16state_suffix)
           check::bench_prefill(c, c.name + bf16state_suffix, check::PrefillVariant::kBf16State, bo);
+        // The same V-major (the serving engines' layout), fp32 or bf16 (asked for by name only).
+        if (only_case == c.name + vstate_suffix)
+          check::bench_prefill(c, c.name + vstate_suffix, check::PrefillVariant::kVState, bo);
+        if (only_case == c.name + bf16vstate_suffix)
+          check::bench_prefill(c, c.name + bf16vstate_suffix, check::PrefillVariant::kBf16VState, bo);
       }
     }
     if (only_case.empty())

@@ -170,8 +170,12 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   in.p.cu_seqlens_host = variant == PrefillVariant::kNoHostLengths ? nullptr : cu.data();
   in.p.cu_seqlens_type = IndexType::kInt64;
   const int64_t state_elems = N * HV * D * D;
-  // (/bf16state: the states in a bf16 pool, as an engine's 16-bit cache holds them.)
-  if (variant == PrefillVariant::kBf16State) in.p.state_dtype = DType::kBFloat16;
+  // (/bf16state: the states in a bf16 pool, as an engine's 16-bit cache holds them; /vstate: V-major,
+  // as vLLM and SGLang lay their pools out; /bf16vstate: both.)
+  if (variant == PrefillVariant::kBf16State || variant == PrefillVariant::kBf16VState)
+    in.p.state_dtype = DType::kBFloat16;
+  if (variant == PrefillVariant::kVState || variant == PrefillVariant::kBf16VState)
+    in.p.state_layout = StateLayout::kVMajor;
   void* S = upload(randn(rng, nd, state_elems, 0.1f), in.p.state_dtype, 1, state_elems, state_elems);
   ForwardArgs f = in.args({S, N, nullptr, nullptr, IndexType::kInt32});
   // kCheckpoints: a boundary every 16 chunks, stored into a dense fp32 buffer [N, M, HV, K, V]
