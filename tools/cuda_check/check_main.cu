@@ -84,10 +84,21 @@ int main(int argc, char** argv) {
     return std::find_if(prefill.begin(), prefill.end(), [&](const tools::PrefillCase& c) { return c.name == name; });
   };
   // --case NAME or NAME/<variant> (the A/B rows).
-  const std::string seq_suffix = "/seq", fused_suffix = "/fused", serial_suffix = "/serial", ckpt_suffix = "/ckpt",
-                    split2_suffix = "/split2", nohost_suffix = "/nohost", fp16_suffix = "/fp16", fp32_suffix = "/fp32",
-                    bf16ops_suffix = "/bf16ops", d64_suffix = "/d64", d256_suffix = "/d256",
-                    bf16state_suffix = "/bf16state", vstate_suffix = "/vstate", bf16vstate_suffix = "/bf16vstate";
+  const std::string seq_suffix = "/seq", fused_suffix = "/fused", ckpt_suffix = "/ckpt";
+  // The variants timed when asked for by name only (NAME/<suffix>; kUsage says what each does).
+  using PV = check::PrefillVariant;
+  const std::pair<const char*, PV> by_name_only[] = {{seq_suffix.c_str(), PV::kOAfter},
+                                                     {"/serial", PV::kFusedSerial},
+                                                     {"/split2", PV::kSplit2},
+                                                     {"/nohost", PV::kNoHostLengths},
+                                                     {"/fp16", PV::kFp16},
+                                                     {"/fp32", PV::kFp32},
+                                                     {"/bf16ops", PV::kBf16Operands},
+                                                     {"/d64", PV::kD64},
+                                                     {"/d256", PV::kD256},
+                                                     {"/bf16state", PV::kBf16State},
+                                                     {"/vstate", PV::kVState},
+                                                     {"/bf16vstate", PV::kBf16VState}};
   auto base_name = [](const std::string& label) { return label.substr(0, label.find('/')); };
   if (!only_case.empty() && find_case(base_name(only_case)) == prefill.end())
     return usage_error("--case " + only_case + ": no such prefill case (tools/cases.h)");
@@ -142,8 +153,6 @@ int main(int argc, char** argv) {
           check::bench_prefill(*c, c->name + seq_suffix, check::PrefillVariant::kOAfter, bo);
       }
       for (const tools::PrefillCase& c : prefill) {
-        if (only_case == c.name + seq_suffix)
-          check::bench_prefill(c, c.name + seq_suffix, check::PrefillVariant::kOAfter, bo);
         if (timed(c.name)) check::bench_prefill(c, c.name, check::PrefillVariant::kDefault, bo);
         if (timed(c.name + fused_suffix))  // o computed in the chain (cfg.fuse_o), beside the default
           check::bench_prefill(c, c.name + fused_suffix, check::PrefillVariant::kFusedO, bo);
@@ -151,42 +160,16 @@ int main(int argc, char** argv) {
         // and on the split + fused path.
         if ((c.name == "1x32k" || c.name == "tp4-1x32k") && timed(c.name + ckpt_suffix))
           check::bench_prefill(c, c.name + ckpt_suffix, check::PrefillVariant::kCheckpoints, bo);
-        // o in the chain's serial form (asked for by name only; the default where the heuristics
-        // take it).
-        if (only_case == c.name + serial_suffix)
-          check::bench_prefill(c, c.name + serial_suffix, check::PrefillVariant::kFusedSerial, bo);
-        // The split into 2 parts (asked for by name only).
-        if (only_case == c.name + split2_suffix)
-          check::bench_prefill(c, c.name + split2_suffix, check::PrefillVariant::kSplit2, bo);
-        // The library's choices without the host copy of cu_seqlens (asked for by name only).
-        if (only_case == c.name + nohost_suffix)
-          check::bench_prefill(c, c.name + nohost_suffix, check::PrefillVariant::kNoHostLengths, bo);
-        // The library's choices on fp16 or fp32 inputs (asked for by name only).
-        if (only_case == c.name + fp16_suffix)
-          check::bench_prefill(c, c.name + fp16_suffix, check::PrefillVariant::kFp16, bo);
-        if (only_case == c.name + fp32_suffix)
-          check::bench_prefill(c, c.name + fp32_suffix, check::PrefillVariant::kFp32, bo);
-        // The library's choices with bf16 operands where they take fp16 ones (asked for by name only).
-        if (only_case == c.name + bf16ops_suffix)
-          check::bench_prefill(c, c.name + bf16ops_suffix, check::PrefillVariant::kBf16Operands, bo);
+        // The by-name variants: the serial fused chain (the default where the heuristics take it),
+        // the split into 2 parts, no host copy of cu_seqlens, fp16 / fp32 inputs, bf16 operands
+        // where the library takes fp16 ones, K = V = 64 / 256, bf16 and V-major state pools.
+        for (const auto& [suffix, variant] : by_name_only)
+          if (only_case == c.name + suffix) check::bench_prefill(c, only_case, variant, bo);
         // Part 0 of a two-part split at NN% (asked for by name only: NAME/cutNN).
         if (only_case.rfind(c.name + "/cut", 0) == 0 && only_case.size() > c.name.size() + 4) {
           bo.cut_percent = std::atoi(only_case.c_str() + c.name.size() + 4);
           check::bench_prefill(c, only_case, check::PrefillVariant::kCut, bo);
         }
-        // K = V = 64 or 256, the library's choices (asked for by name only).
-        if (only_case == c.name + d64_suffix)
-          check::bench_prefill(c, c.name + d64_suffix, check::PrefillVariant::kD64, bo);
-        if (only_case == c.name + d256_suffix)
-          check::bench_prefill(c, c.name + d256_suffix, check::PrefillVariant::kD256, bo);
-        // The library's choices with the states in a bf16 pool (asked for by name only).
-        if (only_case == c.name + bf16state_suffix)
-          check::bench_prefill(c, c.name + bf16state_suffix, check::PrefillVariant::kBf16State, bo);
-        // The same V-major (the serving engines' layout), fp32 or bf16 (asked for by name only).
-        if (only_case == c.name + vstate_suffix)
-          check::bench_prefill(c, c.name + vstate_suffix, check::PrefillVariant::kVState, bo);
-        if (only_case == c.name + bf16vstate_suffix)
-          check::bench_prefill(c, c.name + bf16vstate_suffix, check::PrefillVariant::kBf16VState, bo);
       }
     }
     if (only_case.empty())

@@ -69,10 +69,10 @@ constexpr int kBV = 64;         // V slice per block (the wgmma M)
 enum class ChainMode { kStoreBulk, kSummary, kFusedO, kFusedSerial };
 
 // A chain block's threads (three warpgroups with o fused beside the chain, two chain warpgroups at
-// K = V = 256, else one) and the width of its k ring and h staging (K = V = 64 padded to kD):
-// the kernel's launch bounds and shared memory, and its launch.
+// K = V = 256, else one): the kernel's launch bounds and its launch. (Its width: chain_width,
+// fwd_fast.cuh.)
 constexpr int chain_threads(ChainMode m, int dk) { return m == ChainMode::kFusedO ? 384 : dk > kD ? 256 : 128; }
-constexpr int chain_width(int dk) { return dk > kD ? dk : kD; }
+static_assert(chain_width(64) == kD && chain_width(kD) == kD, "K = V = 64 runs padded to the chain's kD");
 
 // kFusedO's additions: the q ring beside w and k, the h_lo staging (the operands' hi + lo parts:
 // kHiLoOperands, chain_precise.cuh), and the o staging (kChainOStride-element rows).

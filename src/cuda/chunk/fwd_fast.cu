@@ -11,7 +11,6 @@ template <typename E, typename EI>
 size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBufs<E, EI>* b, SplitBufs* sp,
              char** plan_mem) {
   const int64_t T = p.num_tokens, HV = p.num_v_heads, H = p.num_qk_heads, D = p.head_k;
-  constexpr int64_t W = 128;  // the chain's width (chain_layout.cuh's kD; D = 64 padded to it)
   const int64_t mc = chunk_bound(T, p.num_seqs);
   Carver c(base);
   char* pm = c.take<char>(plan_bytes(T, p.num_seqs));
@@ -20,8 +19,8 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
   double* Gt = c.take<double>(T * HV);
   float2* eg = c.take<float2>(T * HV);
   float* rk = c.take<float>(T * H);
-  E* w = c.take<E>(mc * kChunkSize * HV * W);  // A_s's images (fwd_a_image: 2 x 64 columns)
-  E* u = c.take<E>(T * HV * D);                // a copy of v, in EI
+  E* w = c.take<E>(fwd_a_image(mc, 0, HV));  // A_s's images (fwd_a_image: [mc, HV, 2, 64, 64])
+  E* u = c.take<E>(T * HV * D);              // a copy of v, in EI
   // The per-chunk hand-off to fwd_o (none when the chain computes o itself): one 64-row image per
   // chunk and slice (fwd_v_image), v_new's lo part the same (weakly decaying chunks' only), h.
   const bool to_fwd_o = !cfg.fuse_o;
@@ -29,8 +28,8 @@ size_t carve(const Problem& p, const ChunkForwardConfig& cfg, void* base, FastBu
   E* v_new_lo = c.take<E>(to_fwd_o ? mc * kChunkSize * HV * D : 0);
   E* h = c.take<E>(to_fwd_o ? mc * HV * D * D : 0);
   // The split's part states and summaries (split.cuh): [N, P_max, HV, PW, PW] fp32 each (PW: the
-  // chain's width, chain_layout.cuh's chain_width: K = V = 256's own).
-  const int64_t PW = D > W ? D : W;
+  // chain's width).
+  const int64_t PW = chain_width(static_cast<int>(D));
   const int64_t part_elems = cfg.split_chunks_per_part > 0 ? p.num_seqs * cfg.split_max_parts * HV * PW * PW : 0;
   float* part_state = c.take<float>(part_elems);
   float* summary_b = c.take<float>(part_elems);

@@ -33,6 +33,9 @@ namespace cuda {
 // The head sizes K = V of the tensor-core forward (its kernels' kDK: 64 padded to 128, 128, 256 on
 // two chain warpgroups); fast_path_supported and kkt_solve's launcher ask here.
 constexpr bool tensor_core_head(int64_t d) { return d == 64 || d == 128 || d == 256; }
+// The wgmma chain's width for head size dk (its k ring, h staging and the split's part states;
+// K = V = 64 padded to 128): the kernel's shared memory (chain_layout.cuh) and the workspace.
+constexpr int chain_width(int dk) { return dk > 128 ? dk : 128; }
 bool fast_path_supported(const Problem& p);
 // Workspace of a fast forward run with `cfg` (the split's buffers depend on it).
 size_t fast_workspace_size(const Problem& p, const ChunkForwardConfig& cfg);
