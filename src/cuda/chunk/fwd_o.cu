@@ -292,6 +292,20 @@ __global__ void __launch_bounds__(NW * 32)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
     // q h_c over k-steps ks0 .. ks0 + kSteps - 1 of the block's h columns, h's row 16 ks0 at hs's row 0.
+    // acc += a (and al, unless null) times this thread's DP column pairs of B's 16 rows from k0.
+    auto add_a_times = [&](const uint32_t* a, const uint32_t* al, const E* b, int k0) {
+#pragma unroll
+      for (int jp = 0; jp < DP; ++jp) {
+        uint32_t bb[4];
+        frag_b_kn(b, S::SV, 16 * (DP * half + jp), k0, bb);
+        mma16<E>(acc[2 * jp], a, bb[0], bb[1]);
+        mma16<E>(acc[2 * jp + 1], a, bb[2], bb[3]);
+        if (al) {
+          mma16<E>(acc[2 * jp], al, bb[0], bb[1]);
+          mma16<E>(acc[2 * jp + 1], al, bb[2], bb[3]);
+        }
+      }
+    };
     auto add_q_times_h = [&](const E* hs, int ks0, auto steps) {
       constexpr int kSteps = decltype(steps)::value;
 #pragma unroll
@@ -299,13 +313,7 @@ __global__ void __launch_bounds__(NW * 32)
         uint32_t a[4];
         frag_a(sm.q, S::SK, 16 * m, 16 * (ks0 + kk), a);
         as_op(a);
-#pragma unroll
-        for (int jp = 0; jp < DP; ++jp) {
-          uint32_t bb[4];
-          frag_b_kn(hs, S::SV, 16 * (DP * half + jp), 16 * kk, bb);
-          mma16<E>(acc[2 * jp], a, bb[0], bb[1]);
-          mma16<E>(acc[2 * jp + 1], a, bb[2], bb[3]);
-        }
+        add_a_times(a, nullptr, hs, 16 * kk);
       }
     };
     if constexpr (S::kHPieces) {
@@ -346,17 +354,7 @@ __global__ void __launch_bounds__(NW * 32)
         uint32_t a[4], al[4];
         frag_a(sm.P, S::SP, 16 * m, 16 * ks, a);
         if (with_lo) frag_a(sm.Plo, S::SP, 16 * m, 16 * ks, al);
-#pragma unroll
-        for (int jp = 0; jp < DP; ++jp) {
-          uint32_t bb[4];
-          frag_b_kn(v, S::SV, 16 * (DP * half + jp), 16 * ks, bb);
-          mma16<E>(acc[2 * jp], a, bb[0], bb[1]);
-          mma16<E>(acc[2 * jp + 1], a, bb[2], bb[3]);
-          if (with_lo) {
-            mma16<E>(acc[2 * jp], al, bb[0], bb[1]);
-            mma16<E>(acc[2 * jp + 1], al, bb[2], bb[3]);
-          }
-        }
+        add_a_times(a, with_lo ? al : nullptr, v, 16 * ks);
       }
     };
     add_p_times(sm.vn, true);  // P v_new
