@@ -145,6 +145,58 @@ __device__ __forceinline__ void for_each_state_elem(int vv0, int t, F&& f) {
       for (int e = 0; e < 2; ++e) f(4 * j + 2 * hh + e, 8 * j + 2 * t + e, vv0 + 8 * hh);
 }
 
+// A 16-bit state element widened exactly (bf16: an fp32's high half).
+__device__ __forceinline__ float widen_state16(unsigned short h, bool bf16) {
+  return bf16 ? __uint_as_float(static_cast<unsigned>(h) << 16) : __half2float(__ushort_as_half(h));
+}
+
+// The state slice's registers from a state row: element (kk, vv) at row[kk d + vv] (K-major) or
+// row[vv d + kk] (V-major), row = src + off elements of type dt (fp32, fp16 or bf16); src null:
+// zero. kk0: this thread's first row of S (its warpgroup's first + 2 t), vv0 as for_each_state_elem's;
+// kJ its 8-row groups. One loop per case with no branch inside: a branch around each load made every
+// 16-bit load wait for the one before it (256x64 with a bf16 pool: the chain 2.3x its fp32 time,
+// session 43). A V-major row holds each thread's pairs (kk, kk + 1) side by side: one load a pair
+// where the pair is aligned (every row of an unpadded pool; kk0 is even).
+template <int kJ>
+__device__ __forceinline__ void load_chain_state(float (&st)[4 * kJ], const void* src, int64_t off, DType dt,
+                                                 bool kmajor, int d, int kk0, int vv0) {
+  const int64_t sk = kmajor ? d : 1, sv = kmajor ? 1 : d;  // element (kk, vv): kk sk + vv sv
+  const int64_t e0 = kk0 * sk + vv0 * sv;                  // this thread's first
+  const bool bf16 = dt == DType::kBFloat16;
+  const unsigned pair_bytes = dt == DType::kFloat32 ? 8u : 4u;
+  const bool pairs =
+      src != nullptr && !kmajor && (reinterpret_cast<uintptr_t>(src) + (off + e0) * (pair_bytes / 2)) % pair_bytes == 0;
+  if (src == nullptr) {
+#pragma unroll
+    for (int i = 0; i < 4 * kJ; ++i) st[i] = 0.f;
+  } else if (pairs && dt == DType::kFloat32) {
+    const float2* row = reinterpret_cast<const float2*>(static_cast<const float*>(src) + off + e0);
+#pragma unroll
+    for (int j = 0; j < kJ; ++j)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const float2 x = row[(8 * j + 8 * hh * sv) / 2];
+        st[4 * j + 2 * hh] = x.x, st[4 * j + 2 * hh + 1] = x.y;
+      }
+  } else if (pairs) {
+    const unsigned* row = reinterpret_cast<const unsigned*>(static_cast<const unsigned short*>(src) + off + e0);
+#pragma unroll
+    for (int j = 0; j < kJ; ++j)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const unsigned w = row[(8 * j + 8 * hh * sv) / 2];
+        st[4 * j + 2 * hh] = widen_state16(static_cast<unsigned short>(w & 0xffffu), bf16);
+        st[4 * j + 2 * hh + 1] = widen_state16(static_cast<unsigned short>(w >> 16), bf16);
+      }
+  } else if (dt == DType::kFloat32) {
+    const float* row = static_cast<const float*>(src) + off + e0;
+    for_each_state_elem<kJ>(0, 0, [&](int i, int kk, int vv) { st[i] = row[kk * sk + vv * sv]; });
+  } else {
+    const unsigned short* row = static_cast<const unsigned short*>(src) + off + e0;
+    for_each_state_elem<kJ>(0, 0, [&](int i, int kk, int vv) { st[i] = widen_state16(row[kk * sk + vv * sv], bf16); });
+  }
+}
+
 // E(S^T) as the A fragments of w h (ha[4 ks + q]: kk in [16 ks, 16 ks + 16)) and, kStageH, into
 // the h staging at hs ([kk][vv], transposed by stmatrix; lrow, lch: this lane's row and 16-byte
 // chunk of a 16 x 16 tile); kStageLo and with_lo: also the residual S^T - E(S^T) into the h_lo

@@ -261,25 +261,7 @@ __global__ void __launch_bounds__(chain_threads(kMode, kDK), kMode == ChainMode:
       base_kmajor = true;
       base_d = kW;
     }
-    // A 16-bit row is read as raw halfwords and widened (bf16: the high half of an fp32; fp16:
-    // converted). A loop per type with no branch inside: a branch around each load made every
-    // 16-bit load wait for the one before it (256x64 with a bf16 pool: the chain 2.3x its fp32 time).
-    const int64_t sk = base_kmajor ? base_d : 1, sv = base_kmajor ? 1 : base_d;  // element (kk, vv): kk sk + vv sv
-    const int64_t e0 = (kk0 + 2 * t) * sk + (v0 + 16 * warp + g) * sv;           // this thread's first
-    if (src == nullptr) {
-#pragma unroll
-      for (int i = 0; i < kSt; ++i) st[i] = 0.f;
-    } else if (src_dt == DType::kFloat32) {
-      const float* row = static_cast<const float*>(src) + src_off + e0;
-      for_each_state_elem<kDH / 8>(0, 0, [&](int i, int kk, int vv) { st[i] = row[kk * sk + vv * sv]; });
-    } else {
-      const unsigned short* row = static_cast<const unsigned short*>(src) + src_off + e0;
-      const bool bf16 = src_dt == DType::kBFloat16;
-      for_each_state_elem<kDH / 8>(0, 0, [&](int i, int kk, int vv) {
-        const unsigned short h = row[kk * sk + vv * sv];
-        st[i] = bf16 ? __uint_as_float(static_cast<unsigned>(h) << 16) : __half2float(__ushort_as_half(h));
-      });
-    }
+    load_chain_state<kDH / 8>(st, src, src_off, src_dt, base_kmajor, base_d, kk0 + 2 * t, v0 + 16 * warp + g);
     if (transition)
       for_each_state_elem<kDH / 8>(v0 + 16 * warp + g, t,
                                    [&](int i, int kk, int vv) { st[i] = kk + kk0 == vv && !negligible ? 1.f : 0.f; });

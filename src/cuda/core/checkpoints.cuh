@@ -59,6 +59,17 @@ __device__ __forceinline__ void store_chain_state(TS* p, bool kmajor, const floa
       for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
         for (int e = 0; e < 2; ++e) p[(8 * j + e) * D + 8 * hh] = from_f<TS>(st[4 * j + 2 * hh + e]);
+  } else if (reinterpret_cast<uintptr_t>(p) % (2 * sizeof(TS)) == 0) {
+    // V-major: this thread's pairs (kk, kk + 1) side by side, one store a pair where aligned.
+    struct alignas(2 * sizeof(TS)) Pair {
+      TS lo, hi;
+    };
+#pragma unroll
+    for (int j = 0; j < kRows / 8; ++j)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+        *reinterpret_cast<Pair*>(p + 8 * hh * D + 8 * j) =
+            Pair{from_f<TS>(st[4 * j + 2 * hh]), from_f<TS>(st[4 * j + 2 * hh + 1])};
   } else {
 #pragma unroll
     for (int j = 0; j < kRows / 8; ++j)
