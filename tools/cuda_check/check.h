@@ -107,6 +107,7 @@ struct BenchOptions {
   FILE* json = nullptr;  // one object per timing, comma-separated
   bool first = true;     // no comma before the next object
   int cut_percent = 0;   // PrefillVariant::kCut: part 0's share of a two-part split, in percent
+  int parts = 0;         // PrefillVariant::kParts: the parts of the average sequence
 };
 // One prefill case of bench/cases.txt (its heads, gates and lengths; K = V = 128, bf16); `label`
 // names it in the output. The variant: the library's choices, or the same with o by fwd_o after
@@ -125,7 +126,9 @@ struct BenchOptions {
 // choices with part 0 of a two-part
 // split (one sequence) at NN% of the chunks instead of the heuristics' 71% ("NAME/cutNN": where
 // the history before the middle is not negligible, part 1 starts after the summary pass over
-// part 0; the device's even cut otherwise, as always).
+// part 0; the device's even cut otherwise, as always), or the exact split into NN equal parts of
+// the average sequence's chunks, o fused ("NAME/partsNN": the part count against the summary
+// pass's waves where the history is not negligible, a model's slow heads).
 enum class PrefillVariant {
   kDefault,
   kOAfter,
@@ -140,6 +143,7 @@ enum class PrefillVariant {
   kD64,
   kD256,  // K = V = 256: the storing chain with two chain warpgroups, fwd_o by V halves
   kCut,
+  kParts,
   kBf16State,  // the states in a bf16 pool (an engine's 16-bit cache), read and written in place
   kVState,     // the states V-major ([slots, HV, V, K]: vLLM's and SGLang's pools)
   kBf16VState  // both: a bf16 V-major pool, the serving engines' 16-bit cache as they lay it out

@@ -29,14 +29,16 @@ const char* kUsage =
     "  --profile    with --bench: also the phases of the tensor-core forward (plan, pack, prep, h, o)\n"
     "  --case NAME  with --bench: time that prefill case only (e.g. under ncu); NAME/seq, NAME/fused,\n"
     "               NAME/serial, NAME/ckpt, NAME/split2, NAME/nohost, NAME/fp16, NAME/fp32, NAME/bf16ops,\n"
-    "               NAME/d64, NAME/d256, NAME/cutNN, NAME/bf16state, NAME/vstate, NAME/bf16vstate: its\n"
+    "               NAME/d64, NAME/d256, NAME/cutNN, NAME/partsNN, NAME/bf16state, NAME/vstate,\n"
+    "               NAME/bf16vstate: its\n"
     "               A/B rows\n"
     "               (/seq: o by fwd_o after the chain; /fused: o in the chain by its second warpgroup;\n"
     "               /serial: by its one warpgroup after each chunk's chain; /ckpt: a checkpoint every 16\n"
     "               chunks; /split2: the exact split into 2 parts, o fused; /nohost: without the host copy\n"
     "               of cu_seqlens; /fp16, /fp32: q, k, v and o in that dtype; /bf16ops: bf16 operands\n"
     "               where the library takes fp16 ones for bf16 inputs; /d64, /d256: K = V = 64, 256;\n"
-    "               /cutNN: part 0 of a two-part split at NN% of the chunks; /bf16state: the states in\n"
+    "               /cutNN: part 0 of a two-part split at NN% of the chunks; /partsNN: the exact split\n"
+    "               into NN equal parts, o fused; /bf16state: the states in\n"
     "               a bf16 pool, read and written in place; /vstate: a V-major pool; /bf16vstate: both)\n"
     "  --json FILE  with --bench: the timings as a JSON array\n"
     "  --dsmem      only: time a 16 KB exchange between the two CTAs of a cluster (dsmem_bench.cu)\n";
@@ -169,6 +171,11 @@ int main(int argc, char** argv) {
         if (only_case.rfind(c.name + "/cut", 0) == 0 && only_case.size() > c.name.size() + 4) {
           bo.cut_percent = std::atoi(only_case.c_str() + c.name.size() + 4);
           check::bench_prefill(c, only_case, check::PrefillVariant::kCut, bo);
+        }
+        // The exact split into NN equal parts (by name only: NAME/partsNN).
+        if (only_case.rfind(c.name + "/parts", 0) == 0 && only_case.size() > c.name.size() + 6) {
+          bo.parts = std::atoi(only_case.c_str() + c.name.size() + 6);
+          check::bench_prefill(c, only_case, check::PrefillVariant::kParts, bo);
         }
       }
     }

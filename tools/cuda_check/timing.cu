@@ -194,7 +194,8 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   // (The variants that change the config below; the others only change the inputs.)
   const bool explicit_cfg = variant == PrefillVariant::kOAfter || variant == PrefillVariant::kFusedO ||
                             variant == PrefillVariant::kFusedSerial || variant == PrefillVariant::kSplit2 ||
-                            variant == PrefillVariant::kCut || variant == PrefillVariant::kBf16Operands;
+                            variant == PrefillVariant::kCut || variant == PrefillVariant::kParts ||
+                            variant == PrefillVariant::kBf16Operands;
   if (variant == PrefillVariant::kOAfter || variant == PrefillVariant::kFusedO ||
       variant == PrefillVariant::kFusedSerial) {
     cfg.fuse_o = variant != PrefillVariant::kOAfter;  // (/seq: fwd_o after the chain)
@@ -222,6 +223,20 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
     const int64_t first = (n * o.cut_percent + 99) / 100;
     cfg.split_first_part_chunks = static_cast<int>(first);
     cfg.split_chunks_per_part = static_cast<int>(n - first);
+  }
+  if (variant == PrefillVariant::kParts) {  // (heuristics.h, set_split_parts: the config of q-chunk parts)
+    const int64_t n = cuda::average_chunks(in.p);
+    if (o.parts < 2 || o.parts > n || in.p.head_v == 256) {
+      std::printf("bench %-8s skipped: parts outside 2 .. the average sequence's chunks, or K = V = 256\n",
+                  label.c_str());
+      cudaFree(S);
+      cudaFree(cu_d);
+      return;
+    }
+    cfg.split_even_first_chunks = 0;
+    cuda::set_split_parts(in.p, cuda::device_props(), cfg, (n + o.parts - 1) / o.parts, 0);
+    cfg.fuse_o = true;
+    cfg.fuse_o_serial = false;
   }
   if (variant == PrefillVariant::kBf16Operands) cfg.fp16_operands = false;
   const size_t wsz = std::max(cuda::chunk_gated_delta_rule_workspace_size(in.p, 0),

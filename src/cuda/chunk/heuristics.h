@@ -109,6 +109,28 @@ inline SequenceChunks sequence_chunks(const Problem& p) {
   return sc;
 }
 
+// The split's config for parts of q chunks after a first part of `first` (0: q), the rest of it
+// derived: the parts the grids cover, the summary pass's ring stages, the scan's column slices.
+// (choose_split below; the check tool's NAME/partsNN variant.)
+inline void set_split_parts(const Problem& p, const DeviceProps& dev, ChunkForwardConfig& cfg, int64_t q,
+                            int64_t first) {
+  const int64_t blocks = p.num_seqs * p.num_v_heads * (p.head_v / 64);  // chain blocks without a split
+  // Any one sequence has at most ceil(T / 64) chunks.
+  const int64_t max_chunks = (p.num_tokens + kChunkSize - 1) / kChunkSize;
+  cfg.split_chunks_per_part = static_cast<int>(q);
+  cfg.split_first_part_chunks = static_cast<int>(first);
+  cfg.split_max_parts =
+      static_cast<int>(split_parts_of(max_chunks, cfg.split_chunks_per_part, INT32_MAX, cfg.split_first_part_chunks));
+  // The summary pass's live blocks: part 0's chains (S_1) and two per middle part (M_p, B_p).
+  const int64_t summary_blocks = blocks * (2 * cfg.split_max_parts - 3);
+  cfg.split_summary_stages = summary_blocks <= dev.sms && p.head_v != 256 ? 4 : 2;
+  // The scan (3+ parts): the narrowest column slices that still fit one block per SM; its steps
+  // are serial, each 128 x cols x 128 fma per block (H200, 16 columns instead of 32: tp8-1x32k's
+  // scan 135 -> 61 us, 14 steps).
+  const int64_t chains = p.num_seqs * p.num_v_heads;
+  cfg.split_scan_cols = chains * (p.head_v / 8) <= dev.sms ? 8 : chains * (p.head_v / 16) <= dev.sms ? 16 : 32;
+}
+
 // The split: worth it when the (sequence, head) chains leave SMs idle (the summary pass doubles
 // the chain work of all parts but the last, so the chain's latency shrinks by about parts / 2),
 // with at least 3 parts of at least 8 chunks (a part's fixed cost: loading and storing its state,
@@ -150,20 +172,7 @@ inline void choose_split(const Problem& p, const DeviceProps& dev, ChunkForwardC
     if (q < 8) q = 8;
     if (avg_chunks < 3 * q) return;  // fewer than 3 parts: the summary pass would cost what it saves
   }
-  // Any one sequence has at most ceil(T / 64) chunks.
-  const int64_t max_chunks = (p.num_tokens + kChunkSize - 1) / kChunkSize;
-  cfg.split_chunks_per_part = static_cast<int>(q);
-  cfg.split_first_part_chunks = static_cast<int>(first);
-  cfg.split_max_parts =
-      static_cast<int>(split_parts_of(max_chunks, cfg.split_chunks_per_part, INT32_MAX, cfg.split_first_part_chunks));
-  // The summary pass's live blocks: part 0's chains (S_1) and two per middle part (M_p, B_p).
-  const int64_t summary_blocks = blocks * (2 * cfg.split_max_parts - 3);
-  cfg.split_summary_stages = summary_blocks <= dev.sms && p.head_v != 256 ? 4 : 2;
-  // The scan (3+ parts): the narrowest column slices that still fit one block per SM; its steps
-  // are serial, each 128 x cols x 128 fma per block (H200, 16 columns instead of 32: tp8-1x32k's
-  // scan 135 -> 61 us, 14 steps).
-  const int64_t chains = p.num_seqs * p.num_v_heads;
-  cfg.split_scan_cols = chains * (p.head_v / 8) <= dev.sms ? 8 : chains * (p.head_v / 16) <= dev.sms ? 16 : 32;
+  set_split_parts(p, dev, cfg, q, first);
 }
 
 inline ChunkForwardConfig chunk_forward_heuristics(const Problem& p, const DeviceProps& dev) {
