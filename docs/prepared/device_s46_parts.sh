@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Session 45's prepared sweep for session 46 (~3 min; carry .deps): the exact split's part count
+# (check tool NAME/partsNN: NN equal parts, o fused, the rest of the config as choose_split derives
+# it) where gdn trails FlashQLA: the model gates (session 45, H100: model-tp4-1x32k 0.385 ms against
+# FlashQLA's 0.350, model-1x32k 1.114 / 1.114; their slow heads keep M_p, so the summary pass runs
+# every middle part in full: tp4's 8 parts put 16 x 13 = 208 summary blocks on 132 SMs, two waves
+# of 64 chunks). FlashQLA cuts such a sequence into ~16-chunk segments (PEERS.md). The defaults
+# (tp4 8 parts, tp8 16, HV = 32 2) are timed beside; the SPEC's gates (tp4-1x32k, tp8-1x32k) show
+# what more parts cost where the history is negligible. A heuristics change follows only if one
+# part count wins on both gate kinds (the host cannot see the gates).
+set -u
+OUT=${OUT:-/tmp/gdn-out}
+export GDN_COMMIT=$1
+: "${GDN_BUDGET_S:=240}"
+source docs/prepared/ab_lib.sh
+R=$OUT/summary.txt
+bash scripts/device.sh build >$OUT/device_build.txt 2>&1
+grep -E 'build:' "$OUT/device_build.txt" | tail -1 | tee -a $R
+B=$(bin_of new)
+for c in model-tp4-1x32k model-tp4-1x32k/parts4 model-tp4-1x32k/parts12 model-tp4-1x32k/parts16 \
+  model-tp4-1x32k/parts24 model-tp4-1x32k/parts32 tp4-1x32k tp4-1x32k/parts12 tp4-1x32k/parts16 \
+  tp4-1x32k/parts24 tp4-1x32k/parts32 tp8-1x32k tp8-1x32k/parts24 tp8-1x32k/parts32 \
+  model-1x32k model-1x32k/parts3 model-1x32k/parts4 1x32k/parts3 1x32k/parts4; do
+  [[ $(left) -gt 10 ]] || break
+  echo "$c $(timeout 20 $B --bench --no-check --profile --case $c 2>&1 | grep -E '^bench |phases' | tr '\n' ' ')" |
+    tee -a $OUT/parts.log | cut -c1-150
+done
+rm -f $OUT/build.log
+echo "[$SECONDS s] done" | tee -a $R
