@@ -24,7 +24,8 @@ kernel, beta = sigmoid(randn), g = logsigmoid(randn) ("normal") or 0 ("zero"), S
         [--set W=hilo,vs=hilo ...]     (each --set one variant; none: the main variants)
         [--adaptive A]                 (the variants only on chunks whose decay G_last > -A)
     [--strong NAME=MODE,...]       (with --adaptive: the other chunks' roundings, e.g. P=bf16)
-    --gates: zero, normal, or xF (the normal gates times F, e.g. x0.1); a suffix +resets adds the
+    --gates: zero, normal, xF (the normal gates times F, e.g. x0.1) or modelH (value head H of 32 of
+        Qwen3-Next's gate, tools/cases.h model_gate: the bench's model-* cases); a suffix +resets adds the
         check tool's extremes (g = -1e4 every 89 tokens, beta 0 / 2 every 83 / 79)
     [--rule last|tail]                 (with --adaptive: which chunks take the lo parts, emulate())
     [--base bf16|fp16]                 (the roundings --set leaves alone; fp16: the fp16 kernels)
@@ -76,6 +77,16 @@ def partner(x, mode):
     return x.astype(np.float16).astype(np.float32) if mode == "fp16" else x
 
 
+def model_gate(x, head, heads):
+    """tools/cases.h model_gate: -exp(A_log) softplus(a + dt_bias) at the initialization's ranges,
+    spread over the value heads (per-token decays at a = 0 from 1e-3 to 1.35 by head)."""
+    hx = head + 0.5
+    A = 16.0 * hx / heads
+    dt = 1e-3 * 100.0 ** ((hx * 0.6180339887498949) % 1.0)
+    z = x + dt + np.log(-np.expm1(-dt))
+    return -A * np.where(z > 20.0, z, np.log1p(np.exp(np.minimum(z, 20.0))))
+
+
 def make_inputs(T, gates, seed):
     rng = np.random.default_rng(seed)
     q, k, v = (bf16(rng.standard_normal((T, n)).astype(np.float32)) for n in (K, K, V))
@@ -86,6 +97,8 @@ def make_inputs(T, gates, seed):
     g = np.zeros(T, np.float32) if gates == "zero" else (-np.log1p(np.exp(-x))).astype(np.float32)
     if gates.startswith("x"):  # "x0.1": the normal gates times 0.1
         g = (float(gates[1:]) * -np.log1p(np.exp(-x))).astype(np.float32)
+    if gates.startswith("model"):  # "model7": value head 7 of 32 of Qwen3-Next's gate (tools/cases.h)
+        g = model_gate(x, int(gates[5:]), 32).astype(np.float32)
     if resets:  # the check tool's extremes (tools/cuda_check/run_case.cu), for one head
         t = np.arange(T)
         g[t % 97 == 5] = 0
