@@ -7,7 +7,9 @@
 # of 64 chunks). FlashQLA cuts such a sequence into ~16-chunk segments (PEERS.md). The defaults
 # (tp4 8 parts, tp8 16, HV = 32 2) are timed beside; the SPEC's gates (tp4-1x32k, tp8-1x32k) show
 # what more parts cost where the history is negligible. A heuristics change follows only if one
-# part count wins on both gate kinds (the host cannot see the gates).
+# part count wins on both gate kinds (the host cannot see the gates). The phases split h into the
+# summary pass (sum), the scan and the chain (h) where there are 3+ parts (`--profile`, new in
+# session 45): how the part count moves each.
 set -u
 OUT=${OUT:-/tmp/gdn-out}
 export GDN_COMMIT=$1

@@ -134,7 +134,7 @@ void print_phases(const std::string& label, const ForwardArgs& f, const Exec& ex
       ph[i].push_back(m);
     }
   }
-  const char* names[kPhases] = {"plan", "pack", "prep", "h", "o"};
+  const char* names[kPhases] = {"plan", "pack", "prep", "sum", "scan", "h", "o"};
   std::printf("  phases %-8s", label.c_str());
   for (int i = 0; i < kPhases; ++i) {
     std::sort(ph[i].begin(), ph[i].end());

@@ -173,15 +173,24 @@ void run(const ForwardArgs& f, const Exec& exec, const ChunkForwardConfig& cfg, 
   // The exact split: summaries, the scan (3+ parts), then the chains per part; with at most 2
   // parts the chains' part 0 runs beside the summary pass (split.cuh).
   const bool split = sp.chunks_per_part > 0, scan = split && sp.max_parts > 2;
+  // (Phase events: the summary pass's and the scan's own with a scan; with 2 parts no event may sit
+  // between the summary pass and its programmatic dependent, the chain, so h holds both.)
+  const bool own_phases = !split || scan;
+  if (!own_phases) {
+    mark(phases, 4, s);
+    mark(phases, 5, s);
+  }
   if (split) launch_fwd_h_wgmma_summary(b, sp, f, cfg, s);
+  if (own_phases) mark(phases, 4, s);
   if (scan) launch_split_scan(b.pl, sp, p.num_seqs, b.HV, D, cfg.split_scan_cols, s);
+  if (own_phases) mark(phases, 5, s);
   launch_fwd_h_wgmma(b, sp, f, cfg, s, split && !scan);  // with cfg.fuse_o: o too
-  mark(phases, 4, s);
+  mark(phases, 6, s);
   // (fwd_o with fp16 operands for bf16 inputs: GDN_FP16_OPERANDS_D128 only; K = V = 64 fuses o.)
   if constexpr (std::is_same<E, EI>::value || kFp16OperandsD128) {
     if (!cfg.fuse_o) launch_fwd_o(b, f, s);
   }
-  mark(phases, 5, s);
+  mark(phases, 7, s);
 }
 
 }  // namespace

@@ -41,9 +41,11 @@ bool fast_path_supported(const Problem& p);
 size_t fast_workspace_size(const Problem& p, const ChunkForwardConfig& cfg);
 
 // Phase timing for the device check: fast_forward records at[0] before the plan and at[i + 1]
-// after phase i (plan, q/k copies of unaligned rows, prep, h, o).
+// after phase i (plan, q/k copies of unaligned rows, prep, the split's summary pass and scan, h,
+// o). The summary pass and the scan are phases of their own only with a scan (3+ parts); with 2
+// parts the chain runs beside the summary pass (its programmatic dependent), and h holds both.
 struct PhaseEvents {
-  static constexpr int kCount = 6;
+  static constexpr int kCount = 8;
   cudaEvent_t at[kCount];
 };
 
