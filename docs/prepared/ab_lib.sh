@@ -1,6 +1,11 @@
 # The pieces every prepared device script shares (sourced: `source docs/prepared/ab_lib.sh` after
-# `export GDN_COMMIT=$1`). Sides: base, v1, v2, ... (.ab's revisions, scripts/ab_base.sh) and new (this
-# tree); each side's check binary is bin_of <side>. Results go to $OUT (summary.txt, ab.log).
+# the script's default of GDN_BUDGET_S, its arguments in place: $1, the commit sent). Sides: base,
+# v1, v2, ... (.ab's revisions, scripts/ab_base.sh) and new (this tree); each side's check binary is
+# bin_of <side>. Results go to $OUT (summary.txt = $R, ab.log).
+set -u
+OUT=${OUT:-/tmp/gdn-out}
+export GDN_COMMIT=${1:-${GDN_COMMIT:-unknown}}
+R=$OUT/summary.txt
 
 # This tree and .ab's revisions built (scripts/device.sh's build and ab steps, no timing).
 ab_build() {

@@ -3,12 +3,8 @@
 # case list (SPEC's cases, the TP slices, g = 0, the model gates, the short and mixed cases) side by
 # side with fla 0.6 and FlashQLA 0.1.3 on one tree (last measured in full at `9b7ac61`, session 37;
 # the A/B gains since are not in that table). No decode or serving rows (their last numbers stand).
-set -u
-OUT=${OUT:-/tmp/gdn-out}
-export GDN_COMMIT=$1
 : "${GDN_BUDGET_S:=560}"
-source docs/prepared/ab_lib.sh
-R=$OUT/summary.txt
+source docs/prepared/ab_lib.sh  # (set -u; OUT, GDN_COMMIT = $1, R)
 bash scripts/device.sh build,pybuild >$OUT/device_build.txt 2>&1
 grep -E 'build:|pip' "$OUT/device_build.txt" | tail -2 | tee -a $R
 GDN_BENCH_ARGS="--no-decode --no-serving" GDN_BENCH_BUDGET=$(($(left) - 90)) \

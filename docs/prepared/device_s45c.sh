@@ -8,12 +8,8 @@
 # state, after the loop), which leaves the chain loop 17 instructions shorter than 809bdba's.
 # Sides: base = 809bdba (before the pairs), v1 = main (the pairs), new = main + the patch.
 # Expected: new at v1's V-major times, at base's or better on the others; lines bitwise base's.
-set -u
-OUT=${OUT:-/tmp/gdn-out}
-export GDN_COMMIT=$1
 : "${GDN_BUDGET_S:=240}"
-source docs/prepared/ab_lib.sh
-R=$OUT/summary.txt
+source docs/prepared/ab_lib.sh  # (set -u; OUT, GDN_COMMIT = $1, R)
 apply_prepared_patch docs/prepared/s45_vpairs_final_only.patch src/cuda/core/checkpoints.cuh 'kVPairs' | tee -a $R
 grep -q kVPairs src/cuda/core/checkpoints.cuh || exit 1
 GDN_AB_CASES=none bash scripts/device.sh build,ab >$OUT/device.txt 2>&1
@@ -28,13 +24,7 @@ for side in v1 new; do
     echo "$side: lines bitwise base's ($(grep -cE '^(ok|FAIL)' /tmp/v_$side.log))" | tee -a $R ||
     echo "$side: lines DIFFER" | tee -a $R
 done
-for round in 1 2; do
-  for c in 1x32k/bf16vstate 256x64/bf16state 256x64/bf16vstate 1x32k 256x64/vstate; do
-    for side in "${SIDES[@]}"; do
-      [[ $(left) -gt 8 ]] || break 3
-      echo "$side $c $(timeout 20 "$(bin_of $side)" --bench --no-check --profile --case $c 2>&1 | grep -E '^bench |phases' | tr '\n' ' ')" | tee -a $OUT/ab.log | cut -c1-120
-    done
-  done
-done
+OK=("${SIDES[@]}")
+AB_PHASES=1 ab_time $((GDN_BUDGET_S - 8)) 1x32k/bf16vstate 256x64/bf16state 256x64/bf16vstate 1x32k 256x64/vstate
 ab_table
 echo "[$SECONDS s] done" | tee -a $R

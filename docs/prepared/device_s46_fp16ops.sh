@@ -7,12 +7,8 @@
 # -8.6%). The host cannot see the gates, so this pays only if the model rows gain more than the
 # SPEC rows lose, or if a later change makes the ring's q / k conversion cheap. One build with the
 # option: NAME takes fp16 operands, NAME/bf16ops the default's (`base` below), two rounds.
-set -u
-OUT=${OUT:-/tmp/gdn-out}
-export GDN_COMMIT=$1
 : "${GDN_BUDGET_S:=300}"
-source docs/prepared/ab_lib.sh
-R=$OUT/summary.txt
+source docs/prepared/ab_lib.sh  # (set -u; OUT, GDN_COMMIT = $1, R)
 cmake -S . -B /tmp/b16 -DGDN_CUDA=ON -DGDN_BUILD_TESTS=OFF -DGDN_BUILD_TOOLS=ON -DCMAKE_BUILD_TYPE=Release \
   -DGDN_FP16_OPERANDS_D128=ON >$OUT/device_build.txt 2>&1 &&
   cmake --build /tmp/b16 -j"$(nproc)" --target gdn_cuda_check >>$OUT/device_build.txt 2>&1

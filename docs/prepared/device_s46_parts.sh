@@ -10,12 +10,8 @@
 # part count wins on both gate kinds (the host cannot see the gates). The phases split h into the
 # summary pass (sum), the scan and the chain (h) where there are 3+ parts (`--profile`, new in
 # session 45): how the part count moves each.
-set -u
-OUT=${OUT:-/tmp/gdn-out}
-export GDN_COMMIT=$1
 : "${GDN_BUDGET_S:=240}"
-source docs/prepared/ab_lib.sh
-R=$OUT/summary.txt
+source docs/prepared/ab_lib.sh  # (set -u; OUT, GDN_COMMIT = $1, R)
 bash scripts/device.sh build >$OUT/device_build.txt 2>&1
 grep -E 'build:' "$OUT/device_build.txt" | tail -1 | tee -a $R
 B=$(bin_of new)

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "backend.h"
 #include "cases.h"
@@ -102,6 +103,12 @@ int main(int argc, char** argv) {
                                                      {"/vstate", PV::kVState},
                                                      {"/bf16vstate", PV::kBf16VState}};
   auto base_name = [](const std::string& label) { return label.substr(0, label.find('/')); };
+  // NN of --case NAME<prefix>NN, or nothing when only_case is not of that form.
+  auto numbered = [&](const std::string& name, const char* prefix) -> std::optional<int> {
+    const std::string head = name + prefix;
+    if (only_case.rfind(head, 0) != 0 || only_case.size() <= head.size()) return std::nullopt;
+    return std::atoi(only_case.c_str() + head.size());
+  };
   if (!only_case.empty() && find_case(base_name(only_case)) == prefill.end())
     return usage_error("--case " + only_case + ": no such prefill case (tools/cases.h)");
   auto timed = [&](const std::string& label) { return only_case.empty() || only_case == label; };
@@ -167,14 +174,14 @@ int main(int argc, char** argv) {
         // where the library takes fp16 ones, K = V = 64 / 256, bf16 and V-major state pools.
         for (const auto& [suffix, variant] : by_name_only)
           if (only_case == c.name + suffix) check::bench_prefill(c, only_case, variant, bo);
-        // Part 0 of a two-part split at NN% (asked for by name only: NAME/cutNN).
-        if (only_case.rfind(c.name + "/cut", 0) == 0 && only_case.size() > c.name.size() + 4) {
-          bo.cut_percent = std::atoi(only_case.c_str() + c.name.size() + 4);
+        // Part 0 of a two-part split at NN% (NAME/cutNN), the exact split into NN equal parts
+        // (NAME/partsNN); by name only.
+        if (const std::optional<int> pct = numbered(c.name, "/cut")) {
+          bo.cut_percent = *pct;
           check::bench_prefill(c, only_case, check::PrefillVariant::kCut, bo);
         }
-        // The exact split into NN equal parts (by name only: NAME/partsNN).
-        if (only_case.rfind(c.name + "/parts", 0) == 0 && only_case.size() > c.name.size() + 6) {
-          bo.parts = std::atoi(only_case.c_str() + c.name.size() + 6);
+        if (const std::optional<int> parts = numbered(c.name, "/parts")) {
+          bo.parts = *parts;
           check::bench_prefill(c, only_case, check::PrefillVariant::kParts, bo);
         }
       }

@@ -211,14 +211,15 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
     cfg.fuse_o = true;
     cfg.fuse_o_serial = false;
   }
+  // A variant this case cannot run: its line says why, and nothing is timed.
+  auto skipped = [&](const char* why) {
+    std::printf("bench %-8s skipped: %s\n", label.c_str(), why);
+    cudaFree(S);
+    cudaFree(cu_d);
+  };
   if (variant == PrefillVariant::kCut) {  // (heuristics.h, choose_split: two parts of one sequence)
-    if (cfg.split_max_parts != 2 || cfg.split_first_part_chunks <= 0 || o.cut_percent <= 0 || o.cut_percent >= 100) {
-      std::printf("bench %-8s skipped: no two-part split of one sequence here, or a cut outside 1 .. 99%%\n",
-                  label.c_str());
-      cudaFree(S);
-      cudaFree(cu_d);
-      return;
-    }
+    if (cfg.split_max_parts != 2 || cfg.split_first_part_chunks <= 0 || o.cut_percent <= 0 || o.cut_percent >= 100)
+      return skipped("no two-part split of one sequence here, or a cut outside 1 .. 99%");
     const int64_t n = cuda::average_chunks(in.p);
     const int64_t first = (n * o.cut_percent + 99) / 100;
     cfg.split_first_part_chunks = static_cast<int>(first);
@@ -226,13 +227,8 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   }
   if (variant == PrefillVariant::kParts) {  // (heuristics.h, set_split_parts: the config of q-chunk parts)
     const int64_t n = cuda::average_chunks(in.p);
-    if (o.parts < 2 || o.parts > n || in.p.head_v == 256) {
-      std::printf("bench %-8s skipped: parts outside 2 .. the average sequence's chunks, or K = V = 256\n",
-                  label.c_str());
-      cudaFree(S);
-      cudaFree(cu_d);
-      return;
-    }
+    if (o.parts < 2 || o.parts > n || in.p.head_v == 256)
+      return skipped("parts outside 2 .. the average sequence's chunks, or K = V = 256");
     cfg.split_even_first_chunks = 0;
     cuda::set_split_parts(in.p, cuda::device_props(), cfg, (n + o.parts - 1) / o.parts, 0);
     cfg.fuse_o = true;
