@@ -9,7 +9,9 @@
 # what more parts cost where the history is negligible. A heuristics change follows only if one
 # part count wins on both gate kinds (the host cannot see the gates). The phases split h into the
 # summary pass (sum), the scan and the chain (h) where there are 3+ parts (`--profile`, new in
-# session 45): how the part count moves each.
+# session 45): how the part count moves each. Last (session 46): model-4x8k (no split: 256 blocks
+# in two waves, any SM with a slow head's block runs two) on the serial chain (two blocks an SM)
+# and with o unfused, against 4x8k's.
 : "${GDN_BUDGET_S:=240}"
 source docs/prepared/ab_lib.sh  # (set -u; OUT, GDN_COMMIT = $1, R)
 bash scripts/device.sh build >$OUT/device_build.txt 2>&1
@@ -18,7 +20,8 @@ B=$(bin_of new)
 for c in model-tp4-1x32k model-tp4-1x32k/parts4 model-tp4-1x32k/parts12 model-tp4-1x32k/parts16 \
   model-tp4-1x32k/parts24 model-tp4-1x32k/parts32 tp4-1x32k tp4-1x32k/parts12 tp4-1x32k/parts16 \
   tp4-1x32k/parts24 tp4-1x32k/parts32 tp8-1x32k tp8-1x32k/parts24 tp8-1x32k/parts32 \
-  model-1x32k model-1x32k/parts3 model-1x32k/parts4 1x32k/parts3 1x32k/parts4; do
+  model-1x32k model-1x32k/parts3 model-1x32k/parts4 1x32k/parts3 1x32k/parts4 \
+  model-4x8k model-4x8k/serial model-4x8k/seq 4x8k 4x8k/serial; do
   [[ $(left) -gt 10 ]] || break
   echo "$c $(timeout 20 $B --bench --no-check --profile --case $c 2>&1 | grep -E '^bench |phases' | tr '\n' ' ')" |
     tee -a $OUT/parts.log | cut -c1-150
