@@ -73,7 +73,10 @@ std::vector<double> decode(const uint8_t* bytes, size_t count, DType dtype);
 std::vector<double> round_to(const std::vector<double>& x, DType dtype);  // encode + decode
 
 // kMixedExtreme: logsigmoid gates with one token in ten at -1e4 (a reset inside a chunk).
-enum class GateKind { kLogSigmoid, kZero, kVeryNegative, kMixedExtreme };
+// kModel: Qwen3-Next's gates (tools/model_gate.h), per-head decays from ~1e-3 to ~1.35 a token:
+// in one call some heads' history fades within a few chunks and others' lasts hundreds (the
+// CUDA split keeps M_p for some heads and finds it negligible for others).
+enum class GateKind { kLogSigmoid, kZero, kVeryNegative, kMixedExtreme, kModel };
 enum class BetaKind { kSigmoid, kZero, kTwo, kMixed };
 
 struct Case {

@@ -8,6 +8,7 @@
 
 #include "common/host_dtype.h"
 #include "harness.h"
+#include "model_gate.h"  // tools/: GateKind::kModel
 
 namespace gdn {
 namespace test {
@@ -64,7 +65,10 @@ Inputs make_inputs(const Case& c, std::mt19937_64& rng) {
     }
     const double x = nd(rng);
     const double logsigmoid = -std::log1p(std::exp(-x));
-    g[i] = c.gate == GateKind::kZero ? 0.0 : c.gate == GateKind::kVeryNegative ? -1e4 : logsigmoid * c.gate_factor;
+    g[i] = c.gate == GateKind::kZero           ? 0.0
+           : c.gate == GateKind::kVeryNegative ? -1e4
+           : c.gate == GateKind::kModel ? tools::model_gate(x, static_cast<int64_t>(i % c.HV), c.HV) * c.gate_factor
+                                        : logsigmoid * c.gate_factor;
     if (c.gate == GateKind::kMixedExtreme && pick(rng) == 0 && nd(rng) > 1.0) g[i] = -1e4;
     const double sig = 1.0 / (1.0 + std::exp(-nd(rng)));
     switch (c.beta) {

@@ -419,6 +419,32 @@ std::vector<Case> forward_cases() {
     c.initial_state = false;
     c.lens = {3000};
   });
+  // Qwen3-Next's gates (GateKind::kModel): heads whose history fades within a few chunks beside
+  // heads whose history lasts the whole sequence, in one call. The TP4 slice (4 / 8 heads) on one
+  // sequence cuts into 8 parts of 8 chunks, where the fast heads find M_p negligible (heads 1, 4,
+  // 7 fade by e^-64 within 2-4 chunks) and the slow ones keep it (head 0 needs ~150 chunks); two
+  // ragged sequences into a V-major pool (5 and 4 parts of 14 chunks, each ending mid-chunk); 32
+  // value heads in two parts (part 1 at the 71% cut: some heads' history reaches the middle).
+  add([](Case& c) {
+    c.H = 4, c.HV = 8, c.K = c.V = 128;
+    c.dtype = DType::kBFloat16;
+    c.gate = GateKind::kModel;
+    c.lens = {4000};
+  });
+  add([](Case& c) {
+    c.H = 4, c.HV = 8, c.K = c.V = 128;
+    c.dtype = DType::kBFloat16;
+    c.gate = GateKind::kModel;
+    c.pool = true;
+    c.layout = StateLayout::kVMajor;
+    c.lens = {4000, 3000};
+  });
+  add([](Case& c) {
+    c.H = 16, c.HV = 32, c.K = c.V = 128;
+    c.dtype = DType::kBFloat16;
+    c.gate = GateKind::kModel;
+    c.lens = {4200};
+  });
   // Without l2norm no chunk's transition is bounded (split.cuh's negligible history needs unit
   // keys): every summary runs in full even on decaying gates; with beta = 0 or 2 among the draws
   // (the bounds' edges) it still cuts.

@@ -91,6 +91,15 @@ TEST(Heuristics, SplitOnlyWhenChainsLeaveSMsIdle) {
   EXPECT_EQ(6, parts_of(two8, 8000));  // parts sized by the average sequence
   EXPECT_EQ(3, parts_of(two8, 3000));
   EXPECT_EQ(16, two8.split_scan_cols);  // 16 chains: 8 scan blocks each
+  // test_forward's model-gate cases: the TP4 slice on one sequence in 8 parts of 8 chunks (a
+  // scan), two ragged sequences in 5 and 4 parts of 14.
+  const auto tp4_4000 = cuda::chunk_forward_heuristics(problem(4, 8, 4000, 1), h200());
+  EXPECT_EQ(8, tp4_4000.split_chunks_per_part);
+  EXPECT_EQ(8, parts_of(tp4_4000, 4000));
+  const auto tp4_two = cuda::chunk_forward_heuristics(problem(4, 8, 7000, 2), h200());
+  EXPECT_EQ(14, tp4_two.split_chunks_per_part);
+  EXPECT_EQ(5, parts_of(tp4_two, 4000));
+  EXPECT_EQ(4, parts_of(tp4_two, 3000));
 }
 
 // K = V = 256 runs the storing chain (two chain warpgroups a block) and fwd_o only: no fused o, no

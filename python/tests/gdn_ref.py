@@ -71,7 +71,7 @@ def model_gate_params(hv: int):
     """The "model" gates' per-head (A, dt_bias), hv value heads: g = -A softplus(x + dt_bias) for a
     token's random draw x. Qwen3-Next's gate with its initialization's ranges (A ~ U(0, 16), dt ~
     logU(1e-3, 0.1), dt_bias = softplus^-1(dt)), spread deterministically over the heads: the same
-    formula as tools/cases.h's model_gate (the CLI and the CUDA check)."""
+    formula as tools/model_gate.h's model_gate (the CLI, the CUDA check, the C++ tests' GateKind::kModel)."""
     A, bias = [], []
     for h in range(hv):
         hx = h + 0.5

@@ -39,7 +39,7 @@ def test_model_gates_span_a_models_decays():
     A, bias = model_gate_params(32)
     decay = sorted(a * math.log1p(math.exp(b)) for a, b in zip(A, bias))
     assert decay[0] < 2e-3 and decay[-1] > 1.0 and decay[len(decay) // 2] < 0.1
-    # The values tests/test_cases.cpp checks for tools/cases.h's model_gate (the same formula).
+    # The values tests/test_cases.cpp checks for tools/model_gate.h's model_gate (the same formula).
     for h, x, g in ((0, 0.0, -0.0010374662975845823), (17, 1.5, -1.565097529905131), (31, -2.0, -0.018469456358129188)):
         assert -A[h] * math.log1p(math.exp(x + bias[h])) == pytest.approx(g, rel=1e-12)
 
