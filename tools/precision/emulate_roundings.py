@@ -29,6 +29,7 @@ kernel, beta = sigmoid(randn), g = logsigmoid(randn) ("normal") or 0 ("zero"), S
         check tool's extremes (g = -1e4 every 89 tokens, beta 0 / 2 every 83 / 79)
     [--rule last|tail]                 (with --adaptive: which chunks take the lo parts, emulate())
     [--base bf16|fp16]                 (the roundings --set leaves alone; fp16: the fp16 kernels)
+    [--tiers "1:W=hilo,vs=hilo,h_o=hilo;32:W=hilo"]  (lo passes by tier of G_last; --strong: all tiers)
     [--dim 128|64] [--form a_last|wy]  (the head size; the chain's form: D = 128's, or D = 64's)
 Session 16's table (T = 4096 and 32768): docs/perf.md.
 """
@@ -109,7 +110,8 @@ def make_inputs(T, gates, seed):
     return q, k, v, g, beta, S0
 
 
-def emulate(q, k, v, g, beta, S0, modes, adaptive=None, rule="last", base="bf16", form="a_last", strong=None):
+def emulate(q, k, v, g, beta, S0, modes, adaptive=None, rule="last", base="bf16", form="a_last", strong=None,
+            tiers=None):
     """modes apply to every chunk, or with `adaptive` = a only to chunks whose decay G_last > -a
     (the others as the kernels: all bf16). rule "last" is the kernels': h_o's lo part only where
     the chunk before was such a chunk too (the h_lo staging exists only then; before session 26
@@ -117,7 +119,10 @@ def emulate(q, k, v, g, beta, S0, modes, adaptive=None, rule="last", base="bf16"
     (docs/prepared/s27_precise_resets.patch): the chunk's state is also weakly decayed where its
     last quarter decays by less than e^-4 (G_last - G_{3n/4} > -4: a reset early in the chunk),
     and W's and h_o's lo parts are also taken where the chunk before was such a chunk and this one
-    starts weakly decaying (G_0 > -a: rows before a late reset see the whole state)."""
+    starts weakly decaying (G_0 > -a: rows before a late reset see the whole state).
+    `tiers` [(a, modes), ...] (a ascending; instead of modes / adaptive): a chunk takes the first
+    tier's modes whose G_last > -a, none past the last; h_o's lo part only after a chunk that took
+    vs's (the kernels stage h_lo after a precise-state chunk)."""
     m0 = dict.fromkeys(ROUNDINGS, base)  # the kernels' roundings: bf16, or fp16 for fp16 inputs
     m0["P"] = "hilo" if base == "bf16" else "hilo16"  # (the o warpgroup splits P into hi + lo parts)
     m1 = dict(m0)
@@ -140,6 +145,15 @@ def emulate(q, k, v, g, beta, S0, modes, adaptive=None, rule="last", base="bf16"
         kr, qr, vv, b, rk, rq = k[sl], q[sl], v[sl], beta[sl], rk_all[sl], rq_all[sl]
         G = np.cumsum(g[sl], dtype=f32)
         m = m1 if adaptive is None or G[-1] > -adaptive else m0
+        if tiers is not None:
+            m = dict(m0)
+            for a, tier_modes in tiers:  # (rule tail: also where the last quarter decays by less than a / 4)
+                if G[-1] > -a or (rule == "tail" and G[-1] - G[(3 * n) // 4] > -a / 4):
+                    m.update(tier_modes)
+                    break
+            if not prev:
+                m["h_o"] = m0["h_o"]
+            prev = m["vs"] != m0["vs"]
         if adaptive is not None:
             weak = G[-1] > -adaptive or (rule == "tail" and G[-1] - G[(3 * n) // 4] > -4)
             m = dict(m1 if weak else m0)
@@ -190,6 +204,8 @@ def main():
                     help="the roundings not named by --set (fp16: the fp16 kernels)")
     ap.add_argument("--strong", default="", help="with --adaptive: NAME=MODE[,...] for the chunks that decay "
                     "strongly (default: the kernels' roundings), e.g. P=bf16")
+    ap.add_argument("--tiers", default="", help="A1:NAME=MODE,...;A2:NAME=MODE,... (A ascending): a chunk "
+                    "takes the first tier whose G_last > -A (the --strong modes under every tier); replaces --set")
     ap.add_argument("--dim", type=int, default=128, help="K = V (128 or 64)")
     ap.add_argument("--form", default="a_last", choices=["a_last", "wy"],
                     help="a_last: D = 128's chain (A applied last); wy: D = 64's (u - w h)")
@@ -199,6 +215,11 @@ def main():
     variants = MAIN_VARIANTS
     if args.set:
         variants = {s: dict(kv.split("=") for kv in s.split(",")) for s in args.set}
+    tiers = None
+    if args.tiers:
+        tiers = [(float(t.split(":")[0]), dict(kv.split("=") for kv in t.split(":")[1].split(",")))
+                 for t in args.tiers.split(";")]
+        variants = {"tiers " + args.tiers: {}}
     for gates in args.gates.split(","):
         q, k, v, g, beta, S0 = make_inputs(args.tokens, gates, args.seed)
         o_ref, S_ref = gdn_ref.recurrence(q[:, None], k[:, None], v[:, None], g[:, None], beta[:, None],
@@ -206,7 +227,8 @@ def main():
         print(f"T = {args.tokens}, gates {gates}")
         for name, modes in variants.items():
             strong = dict(kv.split("=") for kv in args.strong.split(",")) if args.strong else None
-            o, S = emulate(q, k, v, g, beta, S0, modes, args.adaptive, args.rule, args.base, args.form, strong)
+            o, S = emulate(q, k, v, g, beta, S0, modes, args.adaptive, args.rule, args.base, args.form, strong,
+                           tiers)
             print(f"  {name:28s} err_o {gdn_ref.rel_err(o, o_ref[:, 0]):.3e}  "
                   f"err_state {gdn_ref.rel_err(S, S_ref[0, 0]):.3e}", flush=True)
 
