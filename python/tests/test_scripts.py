@@ -95,6 +95,27 @@ def test_precision_emulation_adaptive():
     assert normal_exact == normal_bf16 and 1e-3 < normal_bf16 < 6e-3, r.stdout
 
 
+def test_precision_emulation_tiers():
+    """emulate_roundings.py --tiers: a chunk takes the first tier whose decay G_last > -A. One tier
+    reproduces --adaptive with the same modes to the digit; g = 0 chunks take the first tier
+    (exact: the fp32 model's error), the normal gates' chunks (G_last ~ -50) the second one's."""
+    pytest.importorskip("numpy")
+    exact = "h_U=fp32,h_o=fp32,W=fp32,vs=fp32,vnew_o=fp32,o=fp32,P=fp32"
+    script = os.path.join(ROOT, "tools", "precision", "emulate_roundings.py")
+
+    def errs(*args):
+        r = subprocess.run([sys.executable, script, "--tokens", "256", "--gates", "zero,normal", *args],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return [float(line.split("err_o")[1].split()[0]) for line in r.stdout.splitlines() if "err_o" in line]
+
+    assert errs("--tiers", "32:W=hilo,vs=hilo,h_o=hilo") == errs("--adaptive", "32", "--set", "W=hilo,vs=hilo,h_o=hilo")
+    zero_first, normal_first = errs("--tiers", f"1:{exact};100:W=bf16")
+    zero_second, normal_second = errs("--tiers", f"1:W=bf16;100:{exact}")
+    assert zero_first < 2e-5 and normal_second < 2e-5
+    assert zero_second > 1e-3 and normal_first > 1e-3
+
+
 def test_sass_load_chains_flags_loads_into_one_register(tmp_path):
     """scripts/sass_load_chains.py on a synthetic listing: the kernel whose loads all land in one
     register (each waited for before the next) is reported, the one with distinct registers not."""
