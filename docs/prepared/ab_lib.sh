@@ -49,6 +49,18 @@ ab_smoke() {
   echo "[$SECONDS s] smoke passed: ${OK[*]}"
 }
 
+# This tree's check (bin_of new) on each case with --profile, one line a case into $OUT/LOG (and
+# its first 150 characters on stdout), while more than MARGIN seconds of the budget are left.
+profile_cases() {
+  local margin=$1 log=$2 c
+  shift 2
+  for c in "$@"; do
+    [[ $(left) -gt $margin ]] || break
+    echo "$c $(timeout 20 "$(bin_of new)" --bench --no-check --profile --case "$c" 2>&1 | grep -E '^bench |phases' | tr '\n' ' ')" |
+      tee -a "$OUT/$log" | cut -c1-150
+  done
+}
+
 has_side() { [[ " ${OK[*]} " == *" $1 "* ]]; }
 
 # Two rounds over the cases, the sides of OK in turn, into $OUT/ab.log; stops once $SECONDS passes

@@ -16,15 +16,10 @@
 source docs/prepared/ab_lib.sh  # (set -u; OUT, GDN_COMMIT = $1, R)
 bash scripts/device.sh build >$OUT/device_build.txt 2>&1
 grep -E 'build:' "$OUT/device_build.txt" | tail -1 | tee -a $R
-B=$(bin_of new)
-for c in model-tp4-1x32k model-tp4-1x32k/parts4 model-tp4-1x32k/parts12 model-tp4-1x32k/parts16 \
+profile_cases 10 parts.log model-tp4-1x32k model-tp4-1x32k/parts4 model-tp4-1x32k/parts12 model-tp4-1x32k/parts16 \
   model-tp4-1x32k/parts24 model-tp4-1x32k/parts32 tp4-1x32k tp4-1x32k/parts12 tp4-1x32k/parts16 \
   tp4-1x32k/parts24 tp4-1x32k/parts32 tp8-1x32k tp8-1x32k/parts24 tp8-1x32k/parts32 \
   model-1x32k model-1x32k/parts3 model-1x32k/parts4 1x32k/parts3 1x32k/parts4 \
-  model-4x8k model-4x8k/serial model-4x8k/seq 4x8k 4x8k/serial; do
-  [[ $(left) -gt 10 ]] || break
-  echo "$c $(timeout 20 $B --bench --no-check --profile --case $c 2>&1 | grep -E '^bench |phases' | tr '\n' ' ')" |
-    tee -a $OUT/parts.log | cut -c1-150
-done
+  model-4x8k model-4x8k/serial model-4x8k/seq 4x8k 4x8k/serial
 rm -f $OUT/build.log
 echo "[$SECONDS s] done" | tee -a $R

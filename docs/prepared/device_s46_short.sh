@@ -6,13 +6,8 @@
 source docs/prepared/ab_lib.sh  # (set -u; OUT, GDN_COMMIT = $1, R)
 bash scripts/device.sh build >$OUT/device_build.txt 2>&1
 grep -E 'build:' "$OUT/device_build.txt" | tail -1 | tee -a $R
-B=$(bin_of new)
-for c in model-tp4-1x32k model-tp4-1x32k/parts16 model-tp4-1x32k/parts12 tp4-1x32k tp4-1x32k/parts16 \
-  model-4x8k model-4x8k/serial 4x8k; do
-  [[ $(left) -gt 45 ]] || break
-  echo "$c $(timeout 20 $B --bench --no-check --profile --case $c 2>&1 | grep -E '^bench |phases' | tr '\n' ' ')" |
-    tee -a $OUT/parts.log | cut -c1-150
-done
+profile_cases 45 parts.log model-tp4-1x32k model-tp4-1x32k/parts16 model-tp4-1x32k/parts12 tp4-1x32k tp4-1x32k/parts16 \
+  model-4x8k model-4x8k/serial 4x8k
 timeout 40 build-device/tests/test_forward --gdn_gpu_suite --gtest_filter='CUDA*_g4*' >/tmp/tf.log 2>&1
 echo "test_forward (model gates, CUDA) rc=$? $(grep -E '^\[  (PASSED|FAILED)' /tmp/tf.log | tr '\n' ' ')" | tee -a $R
 grep -E 'Failure|Expected|err' /tmp/tf.log | head -6 | tee -a $R
