@@ -16,7 +16,8 @@ deleted: D = 64 now runs the a_last form on the wgmma chain): w and u stored in 
     v_new = u - w h  (h = E(S): h_U)
 and the rest as above.
 Each named rounding can be "bf16" (as the kernels), "hilo" (a second bf16 part: the cost of one
-more product), "fp16", "hilo16" (fp16 hi + lo parts) or "fp32" (none). The reference is the float64 recurrence of the tests
+more product), "fp16", "fp16col" (fp16 after a power-of-two scale per column: v_new's operand
+with bf16's range), "hilo16" (fp16 hi + lo parts) or "fp32" (none). The reference is the float64 recurrence of the tests
 (python/tests/gdn_ref.py). Inputs as bench/bench_gpu.py's: bf16 randn q, k, v, l2norm in the
 kernel, beta = sigmoid(randn), g = logsigmoid(randn) ("normal") or 0 ("zero"), S0 = 0.1 randn.
 
@@ -62,6 +63,11 @@ def rnd(x, mode):
         return x
     if mode == "fp16":
         return x.astype(np.float16).astype(np.float32)
+    if mode == "fp16col":  # fp16 after a power-of-two scale per column (its largest |x| to [2^14, 2^15))
+        big = np.max(np.abs(x), axis=0, keepdims=True)
+        e = np.where(big > 0, np.floor(np.log2(np.where(big > 0, big, 1))), 0)
+        s = np.exp2(14 - e).astype(np.float32)
+        return ((x * s).astype(np.float16).astype(np.float32) / s).astype(np.float32)
     hi = bf16(x)
     if mode == "bf16":
         return hi
@@ -70,7 +76,7 @@ def rnd(x, mode):
     if mode == "hilo16":  # fp16 hi + lo parts (the fp16 kernels' lo passes)
         h16 = x.astype(np.float16).astype(np.float32)
         return h16 + (x - h16).astype(np.float16).astype(np.float32)
-    raise ValueError(f"rounding mode {mode!r}: bf16, hilo, fp16, hilo16 or fp32")
+    raise ValueError(f"rounding mode {mode!r}: bf16, hilo, fp16, fp16col, hilo16 or fp32")
 
 
 def partner(x, mode):
