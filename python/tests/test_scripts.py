@@ -116,6 +116,30 @@ def test_precision_emulation_tiers():
     assert zero_second > 1e-3 and normal_first > 1e-3
 
 
+def test_precision_emulation_fp16col_keeps_range():
+    """emulate_roundings.py's "fp16col" (v_new's fp16 operand after a power-of-two scale per
+    column): the rounding of a column does not depend on its magnitude (bf16 inputs' range:
+    1e30 stays finite, where plain fp16 overflows), and each column is scaled on its own."""
+    np = pytest.importorskip("numpy")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "emulate_roundings", os.path.join(ROOT, "tools", "precision", "emulate_roundings.py"))
+    em = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(em)
+    x = np.random.default_rng(0).standard_normal((64, 8)).astype(np.float32)
+    base = em.rnd(x, "fp16col")
+    assert np.any(base != x) and np.max(np.abs(base - x) / np.abs(x)) < 2 ** -10  # rounded, to fp16's 11 bits
+    big = x * np.float32(2.0 ** 100)  # ~1.3e30
+    assert np.array_equal(em.rnd(big, "fp16col"), base * np.float32(2.0 ** 100))
+    with np.errstate(over="ignore"):
+        assert not np.all(np.isfinite(em.rnd(big, "fp16")))
+    mixed = x.copy()
+    mixed[:, 0] *= np.float32(2.0 ** -40)  # one column far smaller: rounded at its own scale
+    assert np.array_equal(em.rnd(mixed, "fp16col")[:, 1:], base[:, 1:])
+    assert np.array_equal(em.rnd(mixed, "fp16col")[:, 0], base[:, 0] * np.float32(2.0 ** -40))
+
+
 def test_sass_load_chains_flags_loads_into_one_register(tmp_path):
     """scripts/sass_load_chains.py on a synthetic listing: the kernel whose loads all land in one
     register (each waited for before the next) is reported, the one with distinct registers not."""
