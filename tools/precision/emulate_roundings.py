@@ -26,7 +26,7 @@ kernel, beta = sigmoid(randn), g = logsigmoid(randn) ("normal") or 0 ("zero"), S
         [--adaptive A]                 (the variants only on chunks whose decay G_last > -A)
     [--strong NAME=MODE,...]       (with --adaptive: the other chunks' roundings, e.g. P=bf16)
     --gates: zero, normal, xF (the normal gates times F, e.g. x0.1) or modelH (value head H of 32 of
-        Qwen3-Next's gate, tools/cases.h model_gate: the bench's model-* cases); a suffix +resets adds the
+        Qwen3-Next's gate, tools/model_gate.h: the bench's model-* cases); a suffix +resets adds the
         check tool's extremes (g = -1e4 every 89 tokens, beta 0 / 2 every 83 / 79)
     [--rule last|tail]                 (with --adaptive: which chunks take the lo parts, emulate())
     [--base bf16|fp16]                 (the roundings --set leaves alone; fp16: the fp16 kernels)
@@ -84,16 +84,6 @@ def partner(x, mode):
     return x.astype(np.float16).astype(np.float32) if mode == "fp16" else x
 
 
-def model_gate(x, head, heads):
-    """tools/cases.h model_gate: -exp(A_log) softplus(a + dt_bias) at the initialization's ranges,
-    spread over the value heads (per-token decays at a = 0 from 1e-3 to 1.35 by head)."""
-    hx = head + 0.5
-    A = 16.0 * hx / heads
-    dt = 1e-3 * 100.0 ** ((hx * 0.6180339887498949) % 1.0)
-    z = x + dt + np.log(-np.expm1(-dt))
-    return -A * np.where(z > 20.0, z, np.log1p(np.exp(np.minimum(z, 20.0))))
-
-
 def make_inputs(T, gates, seed):
     rng = np.random.default_rng(seed)
     q, k, v = (bf16(rng.standard_normal((T, n)).astype(np.float32)) for n in (K, K, V))
@@ -104,8 +94,10 @@ def make_inputs(T, gates, seed):
     g = np.zeros(T, np.float32) if gates == "zero" else (-np.log1p(np.exp(-x))).astype(np.float32)
     if gates.startswith("x"):  # "x0.1": the normal gates times 0.1
         g = (float(gates[1:]) * -np.log1p(np.exp(-x))).astype(np.float32)
-    if gates.startswith("model"):  # "model7": value head 7 of 32 of Qwen3-Next's gate (tools/cases.h)
-        g = model_gate(x, int(gates[5:]), 32).astype(np.float32)
+    if gates.startswith("model"):  # "model7": value head 7 of 32 of Qwen3-Next's gate (tools/model_gate.h)
+        A, bias = gdn_ref.model_gate_params(32)
+        z = x + bias[int(gates[5:])]
+        g = (-A[int(gates[5:])] * np.where(z > 20.0, z, np.log1p(np.exp(np.minimum(z, 20.0))))).astype(np.float32)
     if resets:  # the check tool's extremes (tools/cuda_check/run_case.cu), for one head
         t = np.arange(T)
         g[t % 97 == 5] = 0
@@ -150,7 +142,7 @@ def emulate(q, k, v, g, beta, S0, modes, adaptive=None, rule="last", base="bf16"
         n = sl.stop - sl.start
         kr, qr, vv, b, rk, rq = k[sl], q[sl], v[sl], beta[sl], rk_all[sl], rq_all[sl]
         G = np.cumsum(g[sl], dtype=f32)
-        m = m1 if adaptive is None or G[-1] > -adaptive else m0
+        m = m1  # (every chunk, unless tiers or adaptive choose below)
         if tiers is not None:
             m = dict(m0)
             for a, tier_modes in tiers:  # (rule tail: also where the last quarter decays by less than a / 4)
@@ -160,7 +152,7 @@ def emulate(q, k, v, g, beta, S0, modes, adaptive=None, rule="last", base="bf16"
             if not prev:
                 m["h_o"] = m0["h_o"]
             prev = m["vs"] != m0["vs"]
-        if adaptive is not None:
+        elif adaptive is not None:
             weak = G[-1] > -adaptive or (rule == "tail" and G[-1] - G[(3 * n) // 4] > -4)
             m = dict(m1 if weak else m0)
             if rule == "tail" and not weak and prev and G[0] > -adaptive:
@@ -211,7 +203,7 @@ def main():
     ap.add_argument("--strong", default="", help="with --adaptive: NAME=MODE[,...] for the chunks that decay "
                     "strongly (default: the kernels' roundings), e.g. P=bf16")
     ap.add_argument("--tiers", default="", help="A1:NAME=MODE,...;A2:NAME=MODE,... (A ascending): a chunk "
-                    "takes the first tier whose G_last > -A (the --strong modes under every tier); replaces --set")
+                    "takes the first tier whose G_last > -A (the --strong modes under every tier); replaces --set and --adaptive")
     ap.add_argument("--dim", type=int, default=128, help="K = V (128 or 64)")
     ap.add_argument("--form", default="a_last", choices=["a_last", "wy"],
                     help="a_last: D = 128's chain (A applied last); wy: D = 64's (u - w h)")
