@@ -652,9 +652,9 @@ __global__ void __launch_bounds__(chain_threads(kMode, kDK), kMode == ChainMode:
     const int64_t r = last_part_flag ? state_row(fin, seq_shared) : -1;
     // The caller's row in its element type, rounded once (this thread's first element e0).
     if (r >= 0)
-      store_chain_state_as<kDK, kDH>(ck.dtype, fin.data,
-                                     state_elem(fin, r, hv, HV, kDK, kDK, kmajor, kk0 + 2 * t, v0 + 16 * warp + g),
-                                     kmajor, st);
+      store_chain_state_as<kDK, kDH, true>(
+          ck.dtype, fin.data, state_elem(fin, r, hv, HV, kDK, kDK, kmajor, kk0 + 2 * t, v0 + 16 * warp + g), kmajor,
+          st);
   }
   if (base)
     for_each_state_elem<kDH / 8>(v0 + 16 * warp + g, t, [&](int i, int kk, int vv) {

@@ -49,8 +49,11 @@ __device__ __forceinline__ int64_t state_elem(const StateRef& s, int64_t r, int 
 // V-major, rounded once to TS; p: this thread's element (2 t, v0 + 16 warp + g). Every store at a
 // constant offset from p: no address registers in a chain loop that runs at 255. D = 64: the
 // m64n64 state's 32 floats (j < 8). kRows: the rows kk the registers hold (D = 256: each chain
-// warpgroup's 128-row half, p at its first row).
-template <int D, int kRows = D, typename TS>
+// warpgroup's 128-row half, p at its first row). kVPairs: V-major rows by element pairs where
+// aligned (one 2-element store a pair); only for the final state, stored after the chain loop:
+// inside it (the checkpoints) the pairs' path made ptxas reschedule the loop (+184 instructions;
+// H200, session 47: 1x32k/bf16vstate 0.734 -> 0.698 ms with the pairs at the final store alone).
+template <int D, int kRows = D, bool kVPairs = false, typename TS>
 __device__ __forceinline__ void store_chain_state(TS* p, bool kmajor, const float (&st)[kRows / 2]) {
   if (kmajor) {
 #pragma unroll
@@ -59,7 +62,7 @@ __device__ __forceinline__ void store_chain_state(TS* p, bool kmajor, const floa
       for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
         for (int e = 0; e < 2; ++e) p[(8 * j + e) * D + 8 * hh] = from_f<TS>(st[4 * j + 2 * hh + e]);
-  } else if (reinterpret_cast<uintptr_t>(p) % (2 * sizeof(TS)) == 0) {
+  } else if (kVPairs && reinterpret_cast<uintptr_t>(p) % (2 * sizeof(TS)) == 0) {
     // V-major: this thread's pairs (kk, kk + 1) side by side, one store a pair where aligned.
     struct alignas(2 * sizeof(TS)) Pair {
       TS lo, hi;
@@ -82,15 +85,15 @@ __device__ __forceinline__ void store_chain_state(TS* p, bool kmajor, const floa
 
 // The same into a pool `data` of element type dt (fp32, fp16 or bf16); e0: the offset of this
 // thread's element.
-template <int D, int kRows = D>
+template <int D, int kRows = D, bool kVPairs = false>
 __device__ __forceinline__ void store_chain_state_as(DType dt, void* data, int64_t e0, bool kmajor,
                                                      const float (&st)[kRows / 2]) {
   if (dt == DType::kFloat32)
-    store_chain_state<D, kRows>(static_cast<float*>(data) + e0, kmajor, st);
+    store_chain_state<D, kRows, kVPairs>(static_cast<float*>(data) + e0, kmajor, st);
   else if (dt == DType::kFloat16)
-    store_chain_state<D, kRows>(static_cast<__half*>(data) + e0, kmajor, st);
+    store_chain_state<D, kRows, kVPairs>(static_cast<__half*>(data) + e0, kmajor, st);
   else
-    store_chain_state<D, kRows>(static_cast<__nv_bfloat16*>(data) + e0, kmajor, st);
+    store_chain_state<D, kRows, kVPairs>(static_cast<__nv_bfloat16*>(data) + e0, kmajor, st);
 }
 
 // The same into the checkpoint pool.
