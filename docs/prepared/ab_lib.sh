@@ -102,32 +102,42 @@ for c in cases:
 PY
 }
 
-# The quick check of each side given (/tmp/q_<side>.log, all of them in $OUT/quick_all.log), then the
-# FAIL count of each and every line whose err_o moved from one side to the next.
-ab_quick() {
-  local side
-  for side in "$@"; do has_side "$side" && timeout 100 "$(bin_of "$side")" --quick > "/tmp/q_$side.log" 2>&1; done
-  for side in "$@"; do echo "== $side"; cat "/tmp/q_$side.log" 2>/dev/null; done > "$OUT/quick_all.log"
+# The correctness cases named ONLY (--only; "" for the whole quick set) of each side given (LIMIT s
+# each; /tmp/q_<side>.log, all of them in $OUT/lines_all.log), then the FAIL count of each and every
+# line whose err_o or err_state moved from one side to the next (err_state unmoved where a change
+# touches o alone).
+ab_lines() {
+  local only=$1 limit=$2 side
+  shift 2
+  for side in "$@"; do
+    has_side "$side" || continue
+    if [[ -n $only ]]; then
+      timeout "$limit" "$(bin_of "$side")" --quick --only "$only" > "/tmp/q_$side.log" 2>&1
+    else
+      timeout "$limit" "$(bin_of "$side")" --quick > "/tmp/q_$side.log" 2>&1
+    fi
+  done
+  for side in "$@"; do echo "== $side"; cat "/tmp/q_$side.log" 2>/dev/null; done > "$OUT/lines_all.log"
   python3 - "$@" <<'PY' | tee -a "$OUT/summary.txt"
 import re, sys
 def read(side):
     d = {}
     try:
         for line in open(f"/tmp/q_{side}.log"):
-            m = re.match(r"(ok|FAIL)\s+(.*?)\s+T=.*?err_o=([\d.e+-]+)", line)
-            if m: d[m.group(2)] = (m.group(1), float(m.group(3)))
+            m = re.match(r"(ok|FAIL)\s+(.*?)\s+T=.*?err_o=([\d.e+-]+)(?:.*?err_state=([\d.e+-]+))?", line)
+            if m: d[m.group(2)] = (m.group(1), float(m.group(3)), m.group(4))
     except OSError:
         pass
     return d
 sides = sys.argv[1:]
 ds = [read(s) for s in sides]
 for name, d in zip(sides, ds):
-    print(f"quick {name}: {sum(x[0] == 'FAIL' for x in d.values())} FAIL of {len(d)} lines with err_o")
-print(f"lines whose err_o moved ({' -> '.join(sides)}):")
+    print(f"lines {name}: {sum(x[0] == 'FAIL' for x in d.values())} FAIL of {len(d)} lines with err_o")
+print(f"lines whose err_o or err_state moved ({' -> '.join(sides)}):")
 for k in ds[-1]:
     vals = [d.get(k) for d in ds]
-    if None not in vals and len({x[1] for x in vals}) > 1:
-        print(f"  {k:40s} " + " -> ".join(f"{x[0]} {x[1]:.3e}" for x in vals))
+    if None not in vals and len({x[1:] for x in vals}) > 1:
+        print(f"  {k:36s} " + " -> ".join(f"{x[0]} {x[1]:.3e} / {x[2]}" for x in vals))
 PY
 }
 

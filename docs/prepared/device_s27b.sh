@@ -26,5 +26,5 @@ SIDES=(base v1 v2 v3 new)
 ab_smoke 8x1k 1x32k
 ab_time 400 1x32k 4x8k 8x1k 64x256 tp4-1x32k
 ab_table v1/base v3/v2 new/v2  # st2 / base, solP / v2, noP / v2
-ab_quick base v1  # st2 is a real variant: its err_o lines as base's
+ab_lines "" 100 base v1  # st2 is a real variant: its err_o lines as base's
 ab_sanitize v1 synccheck fused 580
