@@ -28,6 +28,17 @@ apply_prepared_patch() {
   fi
 }
 
+# A prepared patch (apply_prepared_patch's PATCH FILE MARKER) in this tree, then scripts/device.sh's
+# STEPS (default build,ab: this tree and .ab's revisions built, no timing); the script stops
+# where the patch is not in the tree.
+ab_patch_build() {
+  local patch=$1 file=$2 marker=$3 steps=${4:-build,ab}
+  apply_prepared_patch "$patch" "$file" "$marker" | tee -a "$R"
+  grep -q "$marker" "$file" || exit 1
+  GDN_AB_CASES=none bash scripts/device.sh "$steps" >"$OUT/device.txt" 2>&1
+  grep -E 'build:|ab:' "$OUT/device.txt" | tail -2 | tee -a "$R"
+}
+
 # Seconds left of the call's budget, GDN_BUDGET_S (a script sets its default before sourcing this).
 left() { echo $((GDN_BUDGET_S - SECONDS)); }
 

@@ -11,10 +11,7 @@
 # (fp16 operands at D = 128 measured -11% there: no lo passes at all), the SPEC rows as v1.
 : "${GDN_BUDGET_S:=560}"
 source docs/prepared/ab_lib.sh  # (set -u; OUT, GDN_COMMIT = $1, R)
-apply_prepared_patch docs/prepared/s47_pv_fp16_tiers.patch src/cuda/chunk/chain_precise.cuh 'state_tiers' | tee -a $R
-grep -q state_tiers src/cuda/chunk/chain_precise.cuh || exit 1
-GDN_AB_CASES=none bash scripts/device.sh build,ab >$OUT/device.txt 2>&1
-grep -E 'build:|ab:' "$OUT/device.txt" | tail -2 | tee -a $R
+ab_patch_build docs/prepared/s47_pv_fp16_tiers.patch src/cuda/chunk/chain_precise.cuh 'state_tiers'
 SIDES=(base v1 new)
 ab_smoke 1x4k 256x64 | tee -a $R
 # Correctness: every bf16 / fp16 line at K = V = 128 (fused, serial, split, pools, resets).

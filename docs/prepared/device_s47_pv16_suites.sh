@@ -6,10 +6,7 @@
 # synccheck on the fused, serial and split bf16 cases. Land the patch only if all pass.
 : "${GDN_BUDGET_S:=560}"
 source docs/prepared/ab_lib.sh  # (set -u; OUT, GDN_COMMIT = $1, R)
-apply_prepared_patch docs/prepared/s47_pv_fp16_tiers.patch src/cuda/chunk/chain_precise.cuh 'state_tiers' | tee -a $R
-grep -q state_tiers src/cuda/chunk/chain_precise.cuh || exit 1
-bash scripts/device.sh build >$OUT/device_build.txt 2>&1
-grep -E 'build:' "$OUT/device_build.txt" | tail -1 | tee -a $R
+ab_patch_build docs/prepared/s47_pv_fp16_tiers.patch src/cuda/chunk/chain_precise.cuh 'state_tiers' build
 SIDES=(new)
 OK=(new)
 ab_gpu_suites 'CUDA*:CrossBackend*' 200 test_forward test_checkpoints test_head_sizes

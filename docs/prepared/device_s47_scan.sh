@@ -9,10 +9,7 @@
 # perf.md, next steps); the split lines bitwise base's (the same sums in the same order).
 : "${GDN_BUDGET_S:=240}"
 source docs/prepared/ab_lib.sh  # (set -u; OUT, GDN_COMMIT = $1, R)
-apply_prepared_patch docs/prepared/s47_scan_b_ring.patch src/cuda/chunk/split_scan.cu 'kBRing' | tee -a $R
-grep -q kBRing src/cuda/chunk/split_scan.cu || exit 1
-GDN_AB_CASES=none bash scripts/device.sh build,ab >$OUT/device.txt 2>&1
-grep -E 'build:|ab:' "$OUT/device.txt" | tail -2 | tee -a $R
+ab_patch_build docs/prepared/s47_scan_b_ring.patch src/cuda/chunk/split_scan.cu 'kBRing'
 SIDES=(base new)
 ab_smoke tp8-1x32k | tee -a $R
 ab_lines "split" 40 "${OK[@]}"  # (expected: no line moved)
