@@ -24,6 +24,8 @@
 # .peers/qla-site.tar.xz: FlashQLA 0.1.3 with tilelang, apache-tvm-ffi, z3-solver and
 #   torch-c-dlpack-ext unpacked from their wheels into one folder (site-packages layout), for the
 #   benchmark's FlashQLA column.
+# .peers/tl_cache.tar.xz (optional): TileLang's kernel cache from an earlier bench step's
+#   $OUT/tl_cache.tar.xz, so that FlashQLA's kernels need not compile again.
 set -u -o pipefail
 OUT=${OUT:-/tmp/gdn-out}
 mkdir -p "$OUT"
@@ -138,13 +140,24 @@ if has bench; then
     mkdir -p /tmp/qla-site && tar -xJf .peers/qla-site.tar.xz -C /tmp/qla-site &&
       BENCH_PATH=/tmp/qla-site${BENCH_PATH:+:$BENCH_PATH}
   fi
+  # FlashQLA's kernels compile per shape (TileLang: 3-30 s each, most of a table call in session
+  # 47). Its kernel cache travels: a call's $OUT/tl_cache.tar.xz, copied into .peers/ by hand, is
+  # unpacked before the next call's run (an H100's and an H200's are both sm_90a; a stale entry is
+  # compiled again), and the cache after the run is packed into $OUT for the call after.
+  TL_CACHE=/tmp/tilelang-cache
+  mkdir -p "$TL_CACHE"
+  [[ -f .peers/tl_cache.tar.xz ]] && tar -xJf .peers/tl_cache.tar.xz -C "$TL_CACHE"
   # GDN_BENCH_ARGS: more options for bench_gpu.py, e.g. "--no-decode --no-serving" (the prefill's three
   # columns alone: with FlashQLA compiling per shape they take ~280 s) or "--cases tp8-1x32k,g0-1x32k".
   # shellcheck disable=SC2086
-  PYTHONPATH=$BENCH_PATH timeout ${GDN_BENCH_TIMEOUT:-300} python3 bench/bench_gpu.py --json "$OUT/h200.json" \
-    --time-budget ${GDN_BENCH_BUDGET:-240} ${GDN_BENCH_ARGS:-} >"$OUT/bench.log" 2>&1
+  TILELANG_CACHE_DIR=$TL_CACHE PYTHONPATH=$BENCH_PATH timeout ${GDN_BENCH_TIMEOUT:-300} python3 bench/bench_gpu.py \
+    --json "$OUT/h200.json" --time-budget ${GDN_BENCH_BUDGET:-240} ${GDN_BENCH_ARGS:-} >"$OUT/bench.log" 2>&1
   tail -32 "$OUT/bench.log"
   note "bench: $([[ -f $OUT/h200.json ]] && echo 'wrote h200.json' || echo 'no h200.json')"
+  if [[ -n $(ls -A "$TL_CACHE") ]]; then
+    tar -cJf "$OUT/tl_cache.tar.xz" -C "$TL_CACHE" . 2>/dev/null
+    note "tilelang cache: $(du -h "$OUT/tl_cache.tar.xz" | cut -f1) in \$OUT/tl_cache.tar.xz (<= 16 MB comes back; carry it in .peers/)"
+  fi
 fi
 
 # --- 5. compute-sanitizer on small cases of every kernel -------------------------------------------
