@@ -114,9 +114,7 @@ struct BenchOptions {
 // the chain ("NAME/seq"), or with o computed in the chain ("NAME/fused": by its second warpgroup;
 // "NAME/serial": by its one warpgroup after each chunk's chain, cfg.fuse_o_serial), or the
 // library's choices storing a prefill checkpoint every 16 chunks (a dense fp32 buffer: "NAME/ckpt"),
-// or the exact split into two equal parts of the average sequence's chunks with o fused ("NAME/split2": one long
-// sequence at H = 16, HV = 32 fills 128 SMs that way; the heuristics make part 0 the longer there,
-// since it runs beside the summary pass), or the library's choices without the host copy of
+// or the library's choices without the host copy of
 // cu_seqlens ("NAME/nohost": a caller that passes none; the heuristics then cannot know the lengths
 // equal, and the chain takes the sequences longest first), or the library's choices on q, k, v and o
 // in fp16 or fp32 ("NAME/fp16", "NAME/fp32": fp32 runs the tensor cores on fp16 copies), or the
@@ -135,7 +133,6 @@ enum class PrefillVariant {
   kFusedO,
   kFusedSerial,
   kCheckpoints,
-  kSplit2,
   kNoHostLengths,
   kFp16,
   kFp32,

@@ -35,7 +35,7 @@ const char* kUsage =
     "               NAME/bf16vstate: its A/B rows\n"
     "               (/seq: o by fwd_o after the chain; /fused: o in the chain by its second warpgroup;\n"
     "               /serial: by its one warpgroup after each chunk's chain; /ckpt: a checkpoint every 16\n"
-    "               chunks; /split2: the exact split into 2 parts, o fused; /nohost: without the host copy\n"
+    "               chunks; /split2: /parts2 (below); /nohost: without the host copy\n"
     "               of cu_seqlens; /fp16, /fp32: q, k, v and o in that dtype; /bf16ops: bf16 operands\n"
     "               where the library takes fp16 ones for bf16 inputs; /d64, /d256: K = V = 64, 256;\n"
     "               /cutNN: part 0 of a two-part split at NN% of the chunks; /partsNN: the exact split\n"
@@ -92,7 +92,6 @@ int main(int argc, char** argv) {
   using PV = check::PrefillVariant;
   const std::pair<const char*, PV> by_name_only[] = {{seq_suffix.c_str(), PV::kOAfter},
                                                      {"/serial", PV::kFusedSerial},
-                                                     {"/split2", PV::kSplit2},
                                                      {"/nohost", PV::kNoHostLengths},
                                                      {"/fp16", PV::kFp16},
                                                      {"/fp32", PV::kFp32},
@@ -182,6 +181,10 @@ int main(int argc, char** argv) {
         }
         if (const std::optional<int> parts = numbered(c.name, "/parts")) {
           bo.parts = *parts;
+          check::bench_prefill(c, only_case, check::PrefillVariant::kParts, bo);
+        }
+        if (only_case == c.name + "/split2") {  // (the older scripts' name of /parts2)
+          bo.parts = 2;
           check::bench_prefill(c, only_case, check::PrefillVariant::kParts, bo);
         }
       }

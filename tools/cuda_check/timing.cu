@@ -193,23 +193,12 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   cuda::ChunkForwardConfig cfg = cuda::chunk_forward_heuristics(in.p, cuda::device_props());
   // (The variants that change the config below; the others only change the inputs.)
   const bool explicit_cfg = variant == PrefillVariant::kOAfter || variant == PrefillVariant::kFusedO ||
-                            variant == PrefillVariant::kFusedSerial || variant == PrefillVariant::kSplit2 ||
-                            variant == PrefillVariant::kCut || variant == PrefillVariant::kParts ||
-                            variant == PrefillVariant::kBf16Operands;
+                            variant == PrefillVariant::kFusedSerial || variant == PrefillVariant::kCut ||
+                            variant == PrefillVariant::kParts || variant == PrefillVariant::kBf16Operands;
   if (variant == PrefillVariant::kOAfter || variant == PrefillVariant::kFusedO ||
       variant == PrefillVariant::kFusedSerial) {
     cfg.fuse_o = variant != PrefillVariant::kOAfter;  // (/seq: fwd_o after the chain)
     cfg.fuse_o_serial = variant == PrefillVariant::kFusedSerial;
-  }
-  if (variant == PrefillVariant::kSplit2) {
-    const int64_t max_chunks = (T + kChunkSize - 1) / kChunkSize;
-    cfg.split_chunks_per_part = static_cast<int>((cuda::average_chunks(in.p) + 1) / 2);
-    cfg.split_first_part_chunks = 0;  // equal parts (the heuristics' first part is longer)
-    cfg.split_even_first_chunks = 0;
-    cfg.split_max_parts = static_cast<int>((max_chunks + cfg.split_chunks_per_part - 1) / cfg.split_chunks_per_part);
-    cfg.split_summary_stages = 4;
-    cfg.fuse_o = true;
-    cfg.fuse_o_serial = false;
   }
   // A variant this case cannot run: its line says why, and nothing is timed.
   auto skipped = [&](const char* why) {
