@@ -40,7 +40,7 @@ std::string Case::name() const {
      << (serving ? "_serving" : "") << (threads ? "_threads" + std::to_string(threads) : "")
      << (state_dtype != DType::kFloat32 ? std::string("_state") + dtype_name(state_dtype) : "")
      << (row_pad ? "_rowpad" + std::to_string(row_pad) : "")
-     << (v_scale >= 1.0 && v_scale != 1.0 ? "_vscale" + std::to_string(static_cast<int64_t>(v_scale)) : "")
+     << (v_scale > 1.0 ? "_vscale" + std::to_string(static_cast<int64_t>(v_scale)) : "")
      << (v_scale < 1.0 ? "_vscale1em" + std::to_string(static_cast<int>(std::lround(-std::log10(v_scale)))) : "");
   return os.str();
 }
