@@ -9,7 +9,7 @@
 : "${GDN_BUDGET_S:=570}"
 source docs/prepared/ab_lib.sh  # (set -u; OUT, GDN_COMMIT = $1, R)
 ab_patch_build docs/prepared/s47_pv_fp16_tiers.patch src/cuda/chunk/chain_precise.cuh 'state_tiers'
-SIDES=(base v1 new)
+SIDES=(${GDN_SIDES:-base v1 new})  # (GDN_SIDES="base new" with .ab holding main alone: the short form)
 ab_smoke 1x4k 256x64 | tee -a $R
 ab_lines "fast bf16 128,fast fp16 128,ckpt bf16 128" 40 "${OK[@]}"
 echo "[$SECONDS s] lines done" | tee -a $R
