@@ -152,17 +152,35 @@ for k in ds[-1]:
 PY
 }
 
-# The CUDA suites of this tree's tests given (test_forward ...; FILTER: their gtest filter, e.g.
-# 'CUDA*:Heuristics*', TIMEOUT s each): each one's PASSED / FAILED lines and its first failures
-# into summary.txt.
+# One CUDA suite of this tree's tests (FILTER: its gtest filter, e.g. 'CUDA*:Heuristics*'; LIMIT s)
+# into /tmp/TEST.log, its exit status as the log's last line.
+ab_run_suite() {
+  timeout "$2" "build-device/tests/$3" --gdn_gpu_suite --gtest_filter="$1" > "/tmp/$3.log" 2>&1
+  echo "rc=$?" >> "/tmp/$3.log"
+}
+
+# Each suite's exit status, PASSED / FAILED lines and first failures (ab_run_suite's logs) into
+# summary.txt.
+ab_suite_report() {
+  local t
+  for t in "$@"; do
+    echo "$t $(tail -1 "/tmp/$t.log") $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]+ test' "/tmp/$t.log" | tr '\n' ' ' | cut -c1-120)" | tee -a "$OUT/summary.txt"
+    grep -E '^\[  FAILED  \] [A-Z]' "/tmp/$t.log" | head -6 | cut -c1-150 | tee -a "$OUT/summary.txt"
+  done
+}
+
+# The suites given (test_forward ...), FILTER and LIMIT s each, one after another, each reported.
 ab_gpu_suites() {
   local filter=$1 limit=$2 t
   shift 2
-  for t in "$@"; do
-    timeout "$limit" "build-device/tests/$t" --gdn_gpu_suite --gtest_filter="$filter" > "/tmp/$t.log" 2>&1
-    echo "$t rc=$? $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]+ test' "/tmp/$t.log" | tr '\n' ' ' | cut -c1-120)" | tee -a "$OUT/summary.txt"
-    grep -E '^\[  FAILED  \] [A-Z]' "/tmp/$t.log" | head -6 | cut -c1-150 | tee -a "$OUT/summary.txt"
-  done
+  for t in "$@"; do ab_run_suite "$filter" "$limit" "$t"; ab_suite_report "$t"; done
+}
+
+# The same, all at once in the background (they only check; `wait`, then ab_suite_report).
+ab_gpu_suites_started() {
+  local filter=$1 limit=$2 t
+  shift 2
+  for t in "$@"; do ab_run_suite "$filter" "$limit" "$t" & done
 }
 
 # compute-sanitizer TOOL on the quick cases named ONLY of SIDE, if it passed its smoke run and more

@@ -18,17 +18,11 @@ AB_PHASES=1 ab_time $((GDN_BUDGET_S - 230)) 1x32k 4x8k model-4x8k 256x64 model-t
   64x256 model-1x32k 1x128k
 ab_table v1/new
 # The suites at once (they only check), the sanitizers beside them.
-SUITE_S=$(($(left) - 20))
-for t in test_forward test_checkpoints test_head_sizes test_gpu_large; do
-  (timeout "$SUITE_S" "build-device/tests/$t" --gdn_gpu_suite --gtest_filter='CUDA*:CrossBackend*' >"/tmp/$t.log" 2>&1
-   echo "rc=$?" >>"/tmp/$t.log") &
-done
+SUITES=(test_forward test_checkpoints test_head_sizes test_gpu_large)
+ab_gpu_suites_started 'CUDA*:CrossBackend*' $(($(left) - 20)) "${SUITES[@]}"
 OK=(new)
 ONLY="bf16 128 gates x2 fused,bf16 128 140 seqs,bf16 128 split 4 parts,ckpt bf16 128 split"
 for tool in racecheck memcheck; do ab_sanitize new $tool "$ONLY" $((GDN_BUDGET_S - 25)); done
 wait
-for t in test_forward test_checkpoints test_head_sizes test_gpu_large; do
-  echo "$t $(tail -1 /tmp/$t.log) $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]+ test' "/tmp/$t.log" | tr '\n' ' ' | cut -c1-120)" | tee -a $R
-  grep -E '^\[  FAILED  \] [A-Z]' "/tmp/$t.log" | head -6 | cut -c1-150 | tee -a $R
-done
+ab_suite_report "${SUITES[@]}"
 echo "[$SECONDS s] done" | tee -a $R

@@ -12,11 +12,9 @@ ab_lines "fast bf16 128" 25 "${OK[@]}"
 echo "[$SECONDS s] lines done" | tee -a $R
 ab_time $((GDN_BUDGET_S - 120)) 1x32k 4x8k model-4x8k 256x64 model-tp4-1x32k 1x128k
 ab_table
-(timeout $(($(left) - 10)) build-device/tests/test_forward --gdn_gpu_suite --gtest_filter='CUDA*' >/tmp/tf.log 2>&1
- echo "rc=$?" >>/tmp/tf.log) &
+ab_gpu_suites_started 'CUDA*' $(($(left) - 10)) test_forward
 OK=(new)
 ab_sanitize new racecheck "bf16 128 gates x2 fused,bf16 128 140 seqs,bf16 128 split 4 parts" $((GDN_BUDGET_S - 12))
 wait
-echo "test_forward $(tail -1 /tmp/tf.log) $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]+ test' /tmp/tf.log | tr '\n' ' ')" | tee -a $R
-grep -E '^\[  FAILED  \] [A-Z]' /tmp/tf.log | head -6 | cut -c1-150 | tee -a $R
+ab_suite_report test_forward
 echo "[$SECONDS s] done" | tee -a $R

@@ -169,7 +169,7 @@ int main(int argc, char** argv) {
         if ((c.name == "1x32k" || c.name == "tp4-1x32k") && timed(c.name + ckpt_suffix))
           check::bench_prefill(c, c.name + ckpt_suffix, check::PrefillVariant::kCheckpoints, bo);
         // The by-name variants: the serial fused chain (the default where the heuristics take it),
-        // the split into 2 parts, no host copy of cu_seqlens, fp16 / fp32 inputs, bf16 operands
+        // no host copy of cu_seqlens, fp16 / fp32 inputs, bf16 operands
         // where the library takes fp16 ones, K = V = 64 / 256, bf16 and V-major state pools.
         for (const auto& [suffix, variant] : by_name_only)
           if (only_case == c.name + suffix) check::bench_prefill(c, only_case, variant, bo);
