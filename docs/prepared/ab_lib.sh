@@ -46,7 +46,9 @@ bin_of() {
   if [[ $1 == new ]]; then echo build-device/tools/cuda_check/gdn_cuda_check; else echo "/tmp/ab-$1/build/tools/cuda_check/gdn_cuda_check"; fi
 }
 
-# OK = the sides of SIDES whose check runs each case given (20 s each: a barrier mistake hangs).
+# OK = the sides of SIDES whose check runs each case given (20 s each: a barrier mistake hangs);
+# its lines go to stdout and $R. Call it bare, never in a pipe: a pipe runs it in a subshell, and OK
+# set there is lost (session 49: `ab_smoke ... | tee -a $R` left OK empty, so no line or timing ran).
 ab_smoke() {
   OK=()
   local side c good
@@ -55,9 +57,9 @@ ab_smoke() {
     for c in "$@"; do
       timeout 20 "$(bin_of "$side")" --bench --no-check --case "$c" > "/tmp/smoke_$side.log" 2>&1 || { good=0; break; }
     done
-    if [[ $good == 1 ]]; then OK+=("$side"); else echo "[$SECONDS s] smoke $side FAILED on $c:"; tail -3 "/tmp/smoke_$side.log"; fi
+    if [[ $good == 1 ]]; then OK+=("$side"); else { echo "[$SECONDS s] smoke $side FAILED on $c:"; tail -3 "/tmp/smoke_$side.log"; } | tee -a "$R"; fi
   done
-  echo "[$SECONDS s] smoke passed: ${OK[*]}"
+  echo "[$SECONDS s] smoke passed: ${OK[*]}" | tee -a "$R"
 }
 
 # This tree's check (bin_of new) on each case with --profile, one line a case into $OUT/LOG (and
@@ -103,12 +105,12 @@ for line in open(sys.argv[1]):
         if w[0] not in sides: sides.append(w[0])
         if w[1] not in cases: cases.append(w[1])
 pairs = [p.split("/") for p in sys.argv[2:]]
-print(f"{'case':13s}" + "".join(f" {s:>8s}" for s in sides) + "".join(f" {'base/' + s:>9s}" for s in sides[1:]) +
+print(f"{'case':13s}" + "".join(f" {s:>8s}" for s in sides) + "".join(f" {'base/' + s:>9s}" for s in sides[1:])
       "".join(f" {a + '/' + b:>9s}" for a, b in pairs))
 for c in cases:
     ms = {s: sum(t[(c, s)]) / len(t[(c, s)]) for s in sides if t[(c, s)]}
     r = lambda a, b: f" {ms[a] / ms[b]:9.3f}" if a in ms and b in ms else f" {'-':>9s}"
-    print(f"{c:13s}" + "".join(f" {ms.get(s, 0):8.3f}" for s in sides) + "".join(r("base", s) for s in sides[1:]) +
+    print(f"{c:13s}" + "".join(f" {ms.get(s, 0):8.3f}" for s in sides) + "".join(r("base", s) for s in sides[1:])
           "".join(r(a, b) for a, b in pairs))
 PY
 }

@@ -1,8 +1,9 @@
-# Session 49: s49_scan_tf32.patch's index mapping checked at the desk (no GPU): each lane's A / B
-# elements as the kernel loads them (the k index permuted within 32 columns, S_p transposed and split
-# into tf32 hi + lo), the mma.m16n8k8 fragment layout, the accumulators by pass kind and k parity;
-# the result against M S + B in fp64 for (kCols, d) = (8, 128), (16, 64), (32, 128). Printed:
-# ~7e-8 relative (this emulation sums each mma in fp64), and rows past d never written.
+# Session 49: the tensor-core scan's index mapping (split_scan.cu, landed in session 49 from
+# s49_scan_tf32.patch) checked at the desk before its device run: each lane's A / B elements as the
+# kernel loads them (the k index permuted within 32 columns, S_p transposed and split into tf32
+# hi + lo), the mma.m16n8k8 fragment layout, the accumulators by pass kind and k parity; the result
+# against M S + B in fp64 for (kCols, d) = (8, 128), (16, 64), (32, 128). Printed: ~7e-8 relative
+# (this emulation sums each mma in fp64), and rows past d never written.
 import numpy as np
 def tf32(x):
     b = x.astype(np.float32).view(np.uint32).astype(np.uint64)

@@ -125,8 +125,8 @@ inline void set_split_parts(const Problem& p, const DeviceProps& dev, ChunkForwa
   const int64_t summary_blocks = blocks * (2 * cfg.split_max_parts - 3);
   cfg.split_summary_stages = summary_blocks <= dev.sms && p.head_v != 256 ? 4 : 2;
   // The scan (3+ parts): the narrowest column slices that still fit one block per SM; its steps
-  // are serial, each 128 x cols x 128 fma per block (H200, 16 columns instead of 32: tp8-1x32k's
-  // scan 135 -> 61 us, 14 steps).
+  // are serial, each 128 x cols x 128 multiply-adds per block (H200, fp32 fma then, 16 columns
+  // instead of 32: tp8-1x32k's scan 135 -> 61 us, 14 steps; tf32 mma since session 49).
   const int64_t chains = p.num_seqs * p.num_v_heads;
   cfg.split_scan_cols = chains * (p.head_v / 8) <= dev.sms ? 8 : chains * (p.head_v / 16) <= dev.sms ? 16 : 32;
 }

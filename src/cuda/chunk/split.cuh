@@ -19,8 +19,9 @@
 //      S_1) is the chain from zero over the suffix only. The result moves by at most e^-64 times the state dropped
 //      (an absolute error under fp32's rounding of any state of comparable size); a NaN or an
 //      inf in the dropped history's inputs no longer reaches later parts.
-//   2. scan (split_scan.cu): S_{p+1} = M_p S_p + B_p in fp32, sequential over the parts (B_p alone
-//      where M_p is negligible).
+//   2. scan (split_scan.cu): S_{p+1} = M_p S_p + B_p in fp32 (the product on the tensor cores in
+//      three tf32 passes, ~2^-21 relative), sequential over the parts (B_p alone where M_p is
+//      negligible).
 //   3. the chain kernel as without the split, one block per (part, head, slice), each part from
 //      its exact initial state S_p; h, v_new per chunk and, from the last part, the final state.
 //      Without a scan (2 parts at most) it is a programmatic dependent of the summary pass: its

@@ -1,5 +1,6 @@
 // Warp-level tensor-core instructions (sm_80+, fine on sm_90a): ldmatrix, stmatrix and
-// mma.sync m16n8k16 (bf16 or fp16 in, fp32 accumulate). Addresses are shared-state-space (smem_u32).
+// mma.sync m16n8k16 (bf16 or fp16 in, fp32 accumulate) and m16n8k8 (tf32 in). Addresses are shared-state-space
+// (smem_u32).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -65,6 +66,23 @@ __device__ __forceinline__ void mma16(float* d, const uint32_t* a, uint32_t b0, 
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 #undef GDN_MMA_M16N8K16
+
+// x rounded to tf32 (10 significand bits, to nearest; the low 13 bits of the result are zero), as
+// the fp32 bit pattern that the tf32 mma reads.
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+  uint32_t y;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(y) : "f"(x));
+  return y;
+}
+// D = A(16x8 tf32, row) * B(8x8 tf32, col) + D (fp32): a[0] (g, t), a[1] (g + 8, t), a[2] (g, t + 4),
+// a[3] (g + 8, t + 4); b0 (t, g), b1 (t + 4, g); d as mma16's (g = lane / 4, t = lane % 4).
+__device__ __forceinline__ void mma_tf32(float* d, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
 
 }  // namespace cuda
 }  // namespace gdn
