@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(kThreads) chunk_split_scan_kernel(Plan pl, Spl
     const float* bs = b_slot(p);
     // M_p S_p on the tensor cores in three tf32 passes (hi hi into `hh`; lo hi and hi lo into
     // `cross`: the lo lo term is below fp32's precision), each split by the k step's parity so that
-    // no chain of dependent mma is longer than d / 16. The k index is permuted within each 32
+    // no chain of dependent mma is longer than d / 8 (hi hi's d / 16). The k index is permuted within each 32
     // columns (the sum does not depend on its order but for rounding, the same for every kCols): the
     // mma's k rows t and t + 4 of step s are columns 8 t + s and 8 t + 4 + s, so that each thread's
     // A and B elements of four steps are two float4 reads a row.
