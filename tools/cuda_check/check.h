@@ -108,6 +108,7 @@ struct BenchOptions {
   bool first = true;     // no comma before the next object
   int cut_percent = 0;   // PrefillVariant::kCut: part 0's share of a two-part split, in percent
   int parts = 0;         // PrefillVariant::kParts: the parts of the average sequence
+  int scan_cols = 0;     // NAME.../scanNN: the split scan's column slices (8, 16 or 32) forced, any variant
 };
 // One prefill case of bench/cases.txt (its heads, gates and lengths; K = V = 128, bf16); `label`
 // names it in the output. The variant: the library's choices, or the same with o by fwd_o after

@@ -40,7 +40,8 @@ const char* kUsage =
     "               where the library takes fp16 ones for bf16 inputs; /d64, /d256: K = V = 64, 256;\n"
     "               /cutNN: part 0 of a two-part split at NN% of the chunks; /partsNN: the exact split\n"
     "               into NN equal parts, o fused; /bf16state: the states in\n"
-    "               a bf16 pool, read and written in place; /vstate: a V-major pool; /bf16vstate: both)\n"
+    "               a bf16 pool, read and written in place; /vstate: a V-major pool; /bf16vstate: both;\n"
+    "               any of them then /scanNN: the split scan's column slices forced to NN, 8, 16 or 32)\n"
     "  --json FILE  with --bench: the timings as a JSON array\n"
     "  --dsmem      only: time a 16 KB exchange between the two CTAs of a cluster (dsmem_bench.cu)\n";
 
@@ -108,6 +109,11 @@ int main(int argc, char** argv) {
     if (only_case.rfind(head, 0) != 0 || only_case.size() <= head.size()) return std::nullopt;
     return std::atoi(only_case.c_str() + head.size());
   };
+  // --case LABEL/scanNN: LABEL (any of the above) with the split scan's column slices forced to NN.
+  if (const size_t at = only_case.rfind("/scan"); at != std::string::npos && at + 5 < only_case.size()) {
+    bo.scan_cols = std::atoi(only_case.c_str() + at + 5);
+    only_case.resize(at);
+  }
   if (!only_case.empty() && find_case(base_name(only_case)) == prefill.end())
     return usage_error("--case " + only_case + ": no such prefill case (tools/cases.h)");
   auto timed = [&](const std::string& label) { return only_case.empty() || only_case == label; };

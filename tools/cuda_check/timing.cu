@@ -194,7 +194,8 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
   // (The variants that change the config below; the others only change the inputs.)
   const bool explicit_cfg = variant == PrefillVariant::kOAfter || variant == PrefillVariant::kFusedO ||
                             variant == PrefillVariant::kFusedSerial || variant == PrefillVariant::kCut ||
-                            variant == PrefillVariant::kParts || variant == PrefillVariant::kBf16Operands;
+                            variant == PrefillVariant::kParts || variant == PrefillVariant::kBf16Operands ||
+                            o.scan_cols > 0;
   if (variant == PrefillVariant::kOAfter || variant == PrefillVariant::kFusedO ||
       variant == PrefillVariant::kFusedSerial) {
     cfg.fuse_o = variant != PrefillVariant::kOAfter;  // (/seq: fwd_o after the chain)
@@ -224,6 +225,10 @@ void bench_prefill(const tools::PrefillCase& c, const std::string& label, Prefil
     cfg.fuse_o_serial = false;
   }
   if (variant == PrefillVariant::kBf16Operands) cfg.fp16_operands = false;
+  if (o.scan_cols > 0) {  // (heuristics.h: the narrowest slices that fit one block per SM)
+    if (variant == PrefillVariant::kFp32) return skipped("/scanNN with fp32 inputs (their fp16 copies)");
+    cfg.split_scan_cols = o.scan_cols;  // (fast_forward rejects anything but 8, 16 and 32)
+  }
   const size_t wsz = std::max(cuda::chunk_gated_delta_rule_workspace_size(in.p, 0),
                               explicit_cfg ? cuda::fast_workspace_size(in.p, cfg) : size_t(0));
   void* ws;
