@@ -146,7 +146,10 @@ void print_phases(const std::string& label, const ForwardArgs& f, const Exec& ex
 
 }  // namespace
 
-void bench_prefill(const tools::PrefillCase& c, const std::string& label, PrefillVariant variant, BenchOptions& o) {
+void bench_prefill(const tools::PrefillCase& c, const std::string& case_label, PrefillVariant variant,
+                   BenchOptions& o) {
+  // (--case LABEL/scanNN: check_main strips the suffix to find LABEL; the lines keep it.)
+  const std::string label = o.scan_cols > 0 ? case_label + "/scan" + std::to_string(o.scan_cols) : case_label;
   const std::vector<int64_t>& lens = c.lens;
   const int64_t N = lens.size(), HV = c.HV;
   std::vector<int64_t> cu(N + 1, 0);
