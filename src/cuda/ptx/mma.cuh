@@ -1,6 +1,6 @@
-// Warp-level tensor-core instructions (sm_80+, fine on sm_90a): ldmatrix, stmatrix and
-// mma.sync m16n8k16 (bf16 or fp16 in, fp32 accumulate) and m16n8k8 (tf32 in). Addresses are shared-state-space
-// (smem_u32).
+// Warp-level tensor-core instructions (sm_80+, fine on sm_90a): ldmatrix, stmatrix, mma.sync
+// m16n8k16 (bf16 or fp16 in, fp32 accumulate) and m16n8k8 (tf32 in). Addresses are
+// shared-state-space (smem_u32).
 #pragma once
 
 #include <cuda_bf16.h>
