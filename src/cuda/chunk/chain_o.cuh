@@ -452,5 +452,48 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E, EI>&
   // (Nothing left to wait for: the chain's epilogue barrier is its own.)
 }
 
+// kFusedO's warpgroup roles, split from the block's 384 threads (the chain kernel, fwd_h_wgmma.cuh):
+// the norm warpgroup (threads 256 .. 383) and the o warpgroup (128 .. 255) run theirs here and
+// return false; the chain warpgroup (0 .. 127) returns true with its registers raised and tb, the
+// part's first token, read back past the setmaxnreg.
+template <typename E, typename EI, int ST, int kKS, typename Sm>
+__device__ __forceinline__ bool chain_fused_roles(Sm& sm, const FastBufs<E, EI>& b, const OutRef& out, int64_t& tb,
+                                                  int64_t te, int64_t nch, int v0, int hv) {
+  constexpr bool kConvert = !std::is_same<E, EI>::value;
+  // Three warpgroups share the block's registers: launched at kLaunchRegs each (384 threads, the
+  // launch bounds' most), the norm warpgroup gives registers back to the block's pool and the
+  // chain and the o warpgroup take them from it. setmaxnreg.inc waits until the pool has them, so
+  // the three counts must sum to three times the launch count exactly (more: the inc never
+  // returns). (ptxas: the o warpgroup's code is the same at 232 and 240; 248 / 232 is the split
+  // measured, session 29.)
+  constexpr int kLaunchRegs = 65536 / 384 / 8 * 8;  // 168
+  // (fp16 operands: the norm warpgroup converts the ring's q and k too, at 40; the chain, without
+  // lo passes, at 232.)
+  constexpr int kNormRegs = kConvert ? 40 : 32, kORegs = 232;
+  constexpr int kChainRegs = 3 * kLaunchRegs - kNormRegs - kORegs;  // 240 (fp16 operands: 232)
+  static_assert(kChainRegs <= 256 && kChainRegs % 8 == 0 && kNormRegs >= 24, "setmaxnreg's counts");
+  // The part's first token read back from shared memory past each setmaxnreg: carried across
+  // it in a register, ptxas spilled it (one value, reloaded in the chain's loop). The barrier
+  // also orders the mbarriers' initialization before their first use.
+  __shared__ int64_t part_tb;
+  if (threadIdx.x == 0) part_tb = tb;
+  __syncthreads();
+  if (threadIdx.x >= 256) {  // the norm warpgroup (q's inverse norms for the o warpgroup)
+    setmaxnreg_dec<kNormRegs>();
+    // The part's tokens as its nch chunks see them (a part before the last: nch whole chunks).
+    const int64_t part_tokens = te - part_tb < nch * kChunkSize ? te - part_tb : nch * kChunkSize;
+    if (b.l2norm || kConvert) chain_norm_warpgroup<E, EI, ST, kKS>(sm, b, part_tokens, threadIdx.x - 256);
+    return false;
+  }
+  if (threadIdx.x >= 128) {  // the o warpgroup
+    setmaxnreg_inc<kORegs>();
+    chain_o_warpgroup<E, EI, ST, kKS>(sm, b, out, part_tb, te, nch, v0, hv);
+    return false;
+  }
+  setmaxnreg_inc<kChainRegs>();
+  tb = part_tb;
+  return true;
+}
+
 }  // namespace cuda
 }  // namespace gdn

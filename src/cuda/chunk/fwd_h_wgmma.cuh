@@ -40,10 +40,10 @@
 // and v_new (8 KB).
 //
 // Shared memory, its prefetch, the per-chunk synchronization and the modes: chain_layout.cuh.
-// This header: the kernel and launch_wg, in an anonymous namespace (a file that includes it emits
-// only the kernels it launches), instantiated by mode, each in one file: fwd_h_wgmma_store.cu
-// (kStoreBulk; launch_fwd_h_wgmma), fwd_h_wgmma_fused.cu (kFusedO; chain::launch_fused),
-// fwd_h_wgmma_summary.cu (kSummary; launch_fwd_h_wgmma_summary).
+// This header: the kernel, in an anonymous namespace (a file that includes it emits only the
+// kernels it launches); its steps (the part's state in and out, the products and fragments of a
+// chunk): chain_steps.cuh; kFusedO's other two warpgroups: chain_o.cuh; its launch and the files
+// that instantiate it, one mode each: fwd_h_wgmma_launch.cuh.
 // On chunks that decay weakly, W, vs and the fused o's h also as hi + lo: chain_precise.cuh.
 // The split's decisions (the negligible history of the summary pass, where part 1 of two begins):
 // split_cut.cuh.
@@ -52,6 +52,7 @@
 #include "cuda/chunk/chain_layout.cuh"
 #include "cuda/chunk/chain_o.cuh"
 #include "cuda/chunk/chain_precise.cuh"
+#include "cuda/chunk/chain_steps.cuh"
 
 #include "cuda/chunk/fwd_fast.cuh"
 #include "cuda/chunk/split_cut.cuh"
@@ -177,10 +178,6 @@ __global__ void __launch_bounds__(chain_threads(kMode, kDK), kMode == ChainMode:
   // ldmatrix / stmatrix lane roles for a 16 x 16 tile: matrix lm = lane / 8, row lr = lane % 8;
   // a tile's rows are (16 i + 8 (lm / 2) + lr), its 16-byte chunk of the slice 2 warp + lm % 2.
   const int lrow = 8 * ((lane / 8) / 2) + lane % 8, lch = 2 * warp + (lane / 8) % 2;
-  // The split's part states and summaries are [kW][kW] (the chain's width: K = V = 64 in the top
-  // left corner of 128, the rest never written nor read); the caller's states [kDK][kDK].
-  constexpr int kW = chain_width(kDK);
-  const int64_t DD = int64_t(kW) * kW, DDK = int64_t(kDK) * kDK;
 
   // The part's chunks (split.cuh), the last part up to the sequence's end.
   const int64_t cb = split_part_begin(part, sp.chunks_per_part, first_part);
@@ -198,39 +195,10 @@ __global__ void __launch_bounds__(chain_threads(kMode, kDK), kMode == ChainMode:
   const int64_t nch = negligible ? 0 : ce - cs;
   int64_t tb = sc.tb + cs * kC;
   const int64_t te = sc.te;
+  // kFusedO: the norm and the o warpgroups run their roles and leave here (chain_o.cuh); the part's
+  // first token read back past the setmaxnreg.
   if constexpr (kTwoWarpgroups) {
-    // Three warpgroups share the block's registers: launched at kLaunchRegs each (384 threads, the
-    // launch bounds' most), the norm warpgroup gives registers back to the block's pool and the
-    // chain and the o warpgroup take them from it. setmaxnreg.inc waits until the pool has them, so
-    // the three counts must sum to three times the launch count exactly (more: the inc never
-    // returns). (ptxas: the o warpgroup's code is the same at 232 and 240; 248 / 232 is the split
-    // measured, session 29.)
-    constexpr int kLaunchRegs = 65536 / 384 / 8 * 8;  // 168
-    // (fp16 operands: the norm warpgroup converts the ring's q and k too, at 40; the chain, without
-    // lo passes, at 232.)
-    constexpr int kNormRegs = kConvert ? 40 : 32, kORegs = 232;
-    constexpr int kChainRegs = 3 * kLaunchRegs - kNormRegs - kORegs;  // 240 (fp16 operands: 232)
-    static_assert(kChainRegs <= 256 && kChainRegs % 8 == 0 && kNormRegs >= 24, "setmaxnreg's counts");
-    // The part's first token read back from shared memory past each setmaxnreg: carried across
-    // it in a register, ptxas spilled it (one value, reloaded in the chain's loop). The barrier
-    // also orders the mbarriers' initialization before their first use.
-    __shared__ int64_t part_tb;
-    if (threadIdx.x == 0) part_tb = tb;
-    __syncthreads();
-    if (threadIdx.x >= 256) {  // the norm warpgroup (q's inverse norms for the o warpgroup)
-      setmaxnreg_dec<kNormRegs>();
-      // The part's tokens as its nch chunks see them (a part before the last: nch whole chunks).
-      const int64_t part_tokens = te - part_tb < nch * kC ? te - part_tb : nch * kC;
-      if (b.l2norm || kConvert) chain_norm_warpgroup<E, EI, ST, kKS>(sm, b, part_tokens, threadIdx.x - 256);
-      return;
-    }
-    if (threadIdx.x >= 128) {  // the o warpgroup; the rest of this kernel is the chain's
-      setmaxnreg_inc<kORegs>();
-      chain_o_warpgroup<E, EI, ST, kKS>(sm, b, out, part_tb, te, nch, v0, hv);
-      return;
-    }
-    setmaxnreg_inc<kChainRegs>();
-    tb = part_tb;
+    if (!chain_fused_roles<E, EI, ST, kKS>(sm, b, out, tb, te, nch, v0, hv)) return;
   }
   // The sequence past the warpgroups' split: read back from shared memory (carried across it in a
   // register, as a load's result, ptxas spilled it).
@@ -242,30 +210,8 @@ __global__ void __launch_bounds__(chain_threads(kMode, kDK), kMode == ChainMode:
   // full pass), zero (B_p) or the identity (M_p).
   constexpr int kSt = kDH / 2;  // the accumulator's floats a thread: m64n128 (m64n64 at K = V = 64)
   float st[kSt];
-  {
-    // The row: the caller's pool row (element type ck.dtype: converted here) or an fp32 part state.
-    const void* src = nullptr;
-    int64_t src_off = 0;
-    DType src_dt = DType::kFloat32;
-    bool base_kmajor = kmajor;
-    int base_d = kDK;  // its row length
-    if (part == 0 && cut < 0) {
-      const int64_t r = state_row(init, seq);
-      if (r >= 0) src = init.data, src_off = state_offset(init, r, hv, HV, DDK), src_dt = ck.dtype;
-    } else if (!kSummary) {
-      // S_p comes from the summary pass (and the scan). Launched as a programmatic dependent of
-      // the summary pass (no scan), this kernel's part 0 blocks run beside it; the others wait
-      // here for it to complete. (A no-op when launched in stream order.)
-      pdl_wait();
-      src = sp.part_state, src_off = ((seq * sp.max_parts + part) * HV + hv) * DD;
-      base_kmajor = true;
-      base_d = kW;
-    }
-    load_chain_state<kDH / 8>(st, src, src_off, src_dt, base_kmajor, base_d, kk0 + 2 * t, v0 + 16 * warp + g);
-    if (transition)
-      for_each_state_elem<kDH / 8>(v0 + 16 * warp + g, t,
-                                   [&](int i, int kk, int vv) { st[i] = kk + kk0 == vv && !negligible ? 1.f : 0.f; });
-  }
+  load_part_state<kSummary, kDK, kDH>(st, init, sp, ck.dtype, kmajor, part, cut, seq, hv, HV, transition, negligible,
+                                      kk0, t, v0 + 16 * warp + g);
 
   // Chunk c into ring stage s (chain_layout.cuh).
   // The serial chain reads the small rows' sources from shared memory at each prefetch: held from
@@ -377,40 +323,12 @@ __global__ void __launch_bounds__(chain_threads(kMode, kDK), kMode == ChainMode:
     // While the tensor cores run: the row scalings, v^T, the h store; then the wait. (The state's
     // decay below does not stay here: ptxas sinks its 64 FMUL into the v_new products' shadow
     // wherever the source puts it, pinned or before this issue; SASS, session 28.)
-    // sc[j][e]: exp(G_i) r_i of column token i = 8 j + 2 t + e of U^T (0 past len). Each lane
-    // forms tokens 2 lane, 2 lane + 1, the others come by shuffles; the same for the update's
-    // decays below. The exponentials come from kkt_solve (b.eg, from fp64 G): none in this loop,
-    // and no fp64 (ncu: the fp64 / conversion pipe throttled the fused chain, docs/perf.md).
+    // sc[j][e]: exp(G_i) r_i of column token i = 8 j + 2 t + e of U^T (0 past len).
     const float2* eg = sm.eg[s];
     float sc[8][2];
-    {
-      float s2[2];
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int i = 2 * lane + e;
-        const float x = eg[i].x * (b.l2norm ? sm.rk[s][i] : 1.f);
-        s2[e] = i < len ? x : 0.f;
-      }
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          sc[j][e] = __shfl_sync(0xffffffffu, s2[e], 4 * j + t);
-          pin(sc[j][e]);
-        }
-    }
-    // v^T of this slice, packed: vx[4 p + q] holds tokens 16 p + 8 (q / 2) + 2 t + {0, 1} of row
-    // vv = v0 + 16 warp + g + 8 (q % 2) (zeros for the identity's chain: v = 0 there).
-    uint32_t vx[16];
-    if (transition) {
-#pragma unroll
-      for (int i = 0; i < 16; ++i) vx[i] = 0u;
-    } else {
-      const uint32_t vsm = smem_u32(sm.vin[s]);
-#pragma unroll
-      for (int p = 0; p < 4; ++p)
-        ldsm_x4_t(vsm + sw128(16 * p + lrow, lch), vx[4 * p], vx[4 * p + 1], vx[4 * p + 2], vx[4 * p + 3]);
-    }
+    chain_row_factors<false>(sc, eg, sm.rk[s], b.l2norm, len, lane, t);
+    uint32_t vx[16];  // v^T of this slice (zeros for the identity's chain: v = 0 there)
+    load_v_fragments(vx, sm.vin[s], transition, lrow, lch);
     const float dl = eg[len - 1].x;  // exp(G_last)
     // A weakly decaying chunk: vs (precise) and W (precise_w) also as hi + lo parts below
     // (chain_precise.cuh).
@@ -428,25 +346,7 @@ __global__ void __launch_bounds__(chain_threads(kMode, kDK), kMode == ChainMode:
     wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < 32; ++i) pin(acc[i]);
-    if constexpr (kWG > 1) {
-      // -U^T = p_0 + p_1, the two K halves' partial products: each warpgroup's image [8][128][4]
-      // (a warp's float4 stores 512 contiguous bytes), a block barrier, the other's added. (The
-      // other's reads of an image end before its next write: B1 lies between.)
-      float4* const mine = reinterpret_cast<float4*>(sm.xch[wgx]) + tid;
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        mine[128 * j] = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
-      __syncthreads();
-      const float4* const other = reinterpret_cast<const float4*>(sm.xch[1 - wgx]) + tid;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const float4 x = other[128 * j];
-        acc[4 * j] += x.x;
-        acc[4 * j + 1] += x.y;
-        acc[4 * j + 2] += x.z;
-        acc[4 * j + 3] += x.w;
-      }
-    }
+    if constexpr (kWG > 1) exchange_k_halves(acc, sm.xch[wgx], sm.xch[1 - wgx], tid);  // -U^T = p_0 + p_1
 
     // 2. W^T = v^T - U^T diag(exp(G) r) -> A fragments (wa[4 ks + q]: tokens [16 ks, 16 ks + 16));
     //    v_new^T = W^T A_s^T with A_s = (I + L)^-1 diag(beta) (kkt_solve) as hi + lo parts:
@@ -455,38 +355,11 @@ __global__ void __launch_bounds__(chain_threads(kMode, kDK), kMode == ChainMode:
     //    A weakly decaying chunk also takes W's residual wl = E(W - E(W)) times A_s's hi part.
     float wf[32];  // W^T in fp32 (acc's layout)
     uint32_t wa[16], wl[16];
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int j = 2 * ks + q / 2;
-        const uint32_t x = vx[4 * ks + q];
-        wf[8 * ks + 2 * q] = fmaf(acc[8 * ks + 2 * q], sc[j][0], lo_f<EI>(x));  // (v in the inputs' dtype)
-        wf[8 * ks + 2 * q + 1] = fmaf(acc[8 * ks + 2 * q + 1], sc[j][1], hi_f<EI>(x));
-        wa[4 * ks + q] = pack2<E>(wf[8 * ks + 2 * q], wf[8 * ks + 2 * q + 1]);
-      }
-#pragma unroll
-    for (int i = 0; i < 16; ++i) pin(wa[i]);
+    form_w<E, EI>(wf, wa, acc, vx, sc);
     if (precise_w) lo_parts<E>(wl, wf, wa);
-    float left[16], right[16];  // v_new^T's columns i < 32 and i >= 32 (acc after the wait)
+    float left[16], right[16];  // v_new^T's columns i < 32 and i >= 32 (acc = [left | right] after the wait)
     wgmma_fence();
-    {
-      const uint32_t as = smem_u32(sm.a[s]);
-      // -25% of this product's tensor time: A_s is lower triangular:
-      // columns i < 32 need only the k-steps of tokens j < 32. Two m64n32 halves into their own
-      // accumulators (B of the second from row 32 = 4096 bytes), then acc = [left | right].
-      // (Suffixes of acc as n48 / n32 / n16 accumulators made ptxas serialize every wgmma: C7511.)
-      constexpr uint32_t kLo = kC * 128, kHalf = 32 * 128;  // the lo atom; B's row 32
-      const WgTile at = wg_tile(as, 16, 1024);
-#pragma unroll
-      for (int lo = 0; lo < 2; ++lo) {  // A_s's hi, then lo part
-#pragma unroll
-        for (int ks = 0; ks < 2; ++ks) wgmma_m64n32_rs<E>(left, &wa[4 * ks], at.at(lo * kLo + ks * 32), lo + ks > 0);
-#pragma unroll
-        for (int ks = 0; ks < 4; ++ks)
-          wgmma_m64n32_rs<E>(right, &wa[4 * ks], at.at(lo * kLo + kHalf + ks * 32), lo + ks > 0);
-      }
-    }
+    wgmma_v_new<E>(left, right, wa, smem_u32(sm.a[s]));
     wgmma_commit();
     // V(c): the o warpgroup's q k^T of chunk c goes to the tensor cores after these products, not
     // before them (it is not on the chain's critical path; they are).
@@ -495,22 +368,7 @@ __global__ void __launch_bounds__(chain_threads(kMode, kDK), kMode == ChainMode:
     // While the tensor cores run: the update's decays, the next prefetch.
     // dec[j][e]: decay of column token 8 j + 2 t + e of v_new^T (k_i's inverse norm folds in).
     float dec[8][2];
-    {
-      float d2[2];
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int i = 2 * lane + e;
-        const float x = eg[i].y * (b.l2norm ? sm.rk[s][i] : 1.f);  // exp(G_last - G_i) r_i
-        d2[e] = i < len ? x : 0.f;
-      }
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          dec[j][e] = __shfl_sync(0xffffffffu, d2[e], 4 * j + t);
-          pin(dec[j][e]);  // computed while the tensor cores run, not after the wait
-        }
-    }
+    chain_row_factors<true>(dec, eg, sm.rk[s], b.l2norm, len, lane, t);  // exp(G_last - G_i) r_i
     // kFusedO: F(c), the o warpgroup done with chunk c - 1 (its stage, refilled now, and the v
     // staging, rewritten below); one phase per chunk, the o warpgroup's first arrival being F(0).
     if constexpr (kTwoWarpgroups) mbarrier_wait(&sm.bar[2], c & 1);
@@ -535,16 +393,7 @@ __global__ void __launch_bounds__(chain_threads(kMode, kDK), kMode == ChainMode:
     // weakly decaying chunk also its residual vl = E(vs - E(vs)).
     float vf[32];  // vs^T in fp32
     uint32_t va[16], vl[16];
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int j = 2 * ks + q / 2;
-        vf[8 * ks + 2 * q] = acc[8 * ks + 2 * q] * dec[j][0];
-        vf[8 * ks + 2 * q + 1] = acc[8 * ks + 2 * q + 1] * dec[j][1];
-        va[4 * ks + q] = pack2<E>(vf[8 * ks + 2 * q], vf[8 * ks + 2 * q + 1]);
-      }
-    }
+    form_vs<E>(vf, va, acc, dec);
     // A weakly decaying chunk: S^T += vs_lo^T k first, waited for (chain_precise.cuh), so that vl
     // is dead while the update's hi pass, the v_new stores and B2 run (with vl live there, the storing
     // chain spilled once the split-overlap patch added its registers).
@@ -555,16 +404,8 @@ __global__ void __launch_bounds__(chain_threads(kMode, kDK), kMode == ChainMode:
       // stage (read into vx by every warp before its v_new products, which this wait completed; not
       // refilled before the next chunk's B1, which thread 0 passes only once the bulk copies below
       // have read it), in the v staging's layout.
-      if (kBulk && wgx == 0) {  // (kWG = 2: every warp read vin[s] before the exchange's barrier)
-        const uint32_t vls = smem_u32(sm.vin[s]);
-#pragma unroll
-        for (int ks = 0; ks < 4; ++ks) {
-          uint32_t hi[4];
-#pragma unroll
-          for (int q = 0; q < 4; ++q) hi[q] = pack2<E>(acc[8 * ks + 2 * q], acc[8 * ks + 2 * q + 1]);
-          stage_lo_x4<E>(vls + sw128(16 * ks + lrow, lch), &acc[8 * ks], hi);
-        }
-      }
+      if (kBulk && wgx == 0)  // (kWG = 2: every warp read vin[s] before the exchange's barrier)
+        stage_v_new<E, true>(acc, smem_u32(sm.vin[s]), lrow, lch);
     }
     // S^T += vs^T k (wgmma_state_update: B = k [token][kk] read MN-major).
 #pragma unroll
@@ -576,16 +417,7 @@ __global__ void __launch_bounds__(chain_threads(kMode, kDK), kMode == ChainMode:
     wgmma_commit();
     // v_new (E, as stored) -> v staging [token][vv], while the update runs (the summary pass
     // stores no v_new).
-    if (!kSummary && wgx == 0) {  // (kWG = 2: both hold the same v_new)
-      const uint32_t vs = smem_u32(sm.v[0]);
-#pragma unroll
-      for (int ks = 0; ks < 4; ++ks) {
-        uint32_t vn[4];
-#pragma unroll
-        for (int q = 0; q < 4; ++q) vn[q] = pack2<E>(acc[8 * ks + 2 * q], acc[8 * ks + 2 * q + 1]);
-        stsm_x4_t(vs + sw128(16 * ks + lrow, lch), vn[0], vn[1], vn[2], vn[3]);
-      }
-    }
+    if (!kSummary && wgx == 0) stage_v_new<E, false>(acc, smem_u32(sm.v[0]), lrow, lch);  // (kWG = 2: both hold it)
     if constexpr (kFused || kBulk) fence_proxy_async();  // the v staging -> wgmma of the o warpgroup / TMA
     // (kBulk: the h staging's bulk read is done before B2: stage_state rewrites it after B2.)
     if (kBulk && threadIdx.x == 0) bulk_wait_read<0>();
@@ -634,19 +466,11 @@ __global__ void __launch_bounds__(chain_threads(kMode, kDK), kMode == ChainMode:
   cp_async_wait<0>();
   if (kBulk && threadIdx.x == 0) bulk_wait<0>();  // the staging stays allocated until the copies are done
 
-  // The end state: a summary (S_1 from part 0, else B_p or M_p; K-major fp32), or the final
-  // state from the sequence's last part.
-  float* base = nullptr;
-  bool out_kmajor = kmajor;
-  int out_d = kDK;  // the row length of base
-  if (kSummary) {
-    float* dst = part == 0 ? sp.part_state + (n * sp.max_parts + 1) * HV * DD
-                           : (transition ? sp.summary_m : sp.summary_b) + (n * sp.max_parts + part) * HV * DD;
-    // A negligible M_p is flagged for the scan instead of stored (slice 2 writes the flag).
-    if (transition && sl == kVSlices && tid == 0) sp.m_negligible[(n * sp.max_parts + part) * HV + hv] = negligible;
-    base = transition && negligible ? nullptr : dst + hv * DD;
-    out_kmajor = true;
-    out_d = kW;  // (K = V = 64: rows kk < 64, the scan's d)
+  // The end state: a summary (S_1 from part 0, else B_p or M_p), or the final state from the
+  // sequence's last part.
+  if constexpr (kSummary) {
+    store_part_summary<kDK, kDH>(st, sp, n, part, hv, HV, transition, negligible, sl == kVSlices && tid == 0, kk0, t,
+                                 v0 + 16 * warp + g);
   } else {
     block_sync(0, nch & 1);  // last_part_flag, set before the loop, seen by every thread (of the chain)
     const int64_t r = last_part_flag ? state_row(fin, seq_shared) : -1;
@@ -656,73 +480,10 @@ __global__ void __launch_bounds__(chain_threads(kMode, kDK), kMode == ChainMode:
           ck.dtype, fin.data, state_elem(fin, r, hv, HV, kDK, kDK, kmajor, kk0 + 2 * t, v0 + 16 * warp + g), kmajor,
           st);
   }
-  if (base)
-    for_each_state_elem<kDH / 8>(v0 + 16 * warp + g, t, [&](int i, int kk, int vv) {
-      kk += kk0;
-      base[out_kmajor ? int64_t(kk) * out_d + vv : int64_t(vv) * out_d + kk] = st[i];
-    });
 #endif
-}
-
-// One head size's launch (launch_wg below picks kDK).
-template <int ST, ChainMode kMode, typename E, typename EI, int kDK>
-void launch_wg_d(const FastBufs<E, EI>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s,
-                 bool after_summary) {
-  constexpr bool kFused = kMode == ChainMode::kFusedO || kMode == ChainMode::kFusedSerial;
-  const size_t smem = sizeof(WgSmem<ST, kFused, E, chain_width(kDK)>) + 1024;  // + alignment slack
-  const int64_t blocks =
-      f.problem.num_seqs * sp.max_parts * b.HV * (kDK / kBV) * (kMode == ChainMode::kSummary ? 2 : 1);
-  // o in 16-byte row pieces when the caller's layout allows it (kFusedO), else element by element.
-  const OutRef out = {f.o.data, f.o.stride_token, f.o.stride_head, rows_in_16_byte_pieces(f.o)};
-  auto k = chunk_fwd_h_wgmma_kernel<ST, kMode, E, EI, kDK>;
-  allow_smem(k, smem);
-  const LaunchConfig lc(dim3(grid_1d(blocks, 1)), dim3(chain_threads(kMode, kDK)), smem, s, after_summary);
-  check(cudaLaunchKernelEx(&lc.cfg, k, b, sp, f.initial_state, f.final_state,
-                           f.problem.state_layout == StateLayout::kKMajor, out, checkpoint_out(f)),
-        kMode == ChainMode::kSummary  ? "chunk_fwd_h_wgmma_kernel (split summary)"
-        : kMode == ChainMode::kFusedO ? "chunk_fwd_h_wgmma_kernel (fused o)"
-        : kFused                      ? "chunk_fwd_h_wgmma_kernel (fused o, serial)"
-                                      : "chunk_fwd_h_wgmma_kernel");
-}
-
-// `after_summary`: launched as a programmatic dependent of the split's summary pass (split.cuh).
-// The head size b.dk becomes the kernel's kDK here, the one place (K = V = 64: the fused modes and
-// the summary; fast_forward's check_config refuses the store mode there).
-template <int ST, ChainMode kMode, typename E, typename EI>
-void launch_wg(const FastBufs<E, EI>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s,
-               bool after_summary = false) {
-  if constexpr (kMode != ChainMode::kStoreBulk) {
-    if (b.dk == 64) return launch_wg_d<ST, kMode, E, EI, 64>(b, sp, f, s, after_summary);
-  }
-  // K = V = 256: the store mode and the summary pass on 2 stages (fast_forward's check_config).
-  if constexpr ((kMode == ChainMode::kStoreBulk || (kMode == ChainMode::kSummary && ST == 2)) &&
-                std::is_same<E, EI>::value) {
-    if (b.dk == 256) return launch_wg_d<ST, kMode, E, EI, 256>(b, sp, f, s, after_summary);
-  }
-  // (fp16 operands for bf16 inputs at K = V = 128: built with GDN_FP16_OPERANDS_D128 only;
-  // fast_forward's check_config refuses them otherwise.)
-  if constexpr (std::is_same<E, EI>::value || kFp16OperandsD128)
-    launch_wg_d<ST, kMode, E, EI, kD>(b, sp, f, s, after_summary);
-  else
-    throw Error("chunk_fwd_h_wgmma_kernel: fp16 operands at K = V = 128 are built only with GDN_FP16_OPERANDS_D128");
 }
 
 }  // namespace
 
-namespace chain {
-
-// launch_fwd_h_wgmma's fused branch (fwd_h_wgmma_fused.cu): kFusedO with 3 stages and the o
-// warpgroup (~221 KiB with the h_lo image; one block per SM; o in EI). Instantiated for E = EI =
-// __nv_bfloat16 and __half, and for fp16 operands on bf16 inputs.
-template <typename E, typename EI>
-void launch_fused(const FastBufs<E, EI>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s,
-                  bool after_summary);
-// ... its serial form (fwd_h_wgmma_serial.cu, cfg.fuse_o_serial): kFusedSerial, one stage, one
-// warpgroup doing each chunk's chain and then its o (~108 KB: two blocks per SM).
-template <typename E, typename EI>
-void launch_fused_serial(const FastBufs<E, EI>& b, const SplitBufs& sp, const ForwardArgs& f, cudaStream_t s,
-                         bool after_summary);
-
-}  // namespace chain
 }  // namespace cuda
 }  // namespace gdn

@@ -1,6 +1,6 @@
 // The wgmma chain (fwd_h_wgmma.cuh) with o fused (kFusedO): launch_fwd_h_wgmma's branch for
 // cfg.fuse_o. Its kernels are instantiated here only.
-#include "cuda/chunk/fwd_h_wgmma.cuh"
+#include "cuda/chunk/fwd_h_wgmma_launch.cuh"
 
 namespace gdn {
 namespace cuda {

@@ -1,6 +1,6 @@
 // The wgmma chain (fwd_h_wgmma.cuh) with o fused in its serial form (kFusedSerial): launch_fwd_h_wgmma's
 // branch for cfg.fuse_o with cfg.fuse_o_serial. Its kernels are instantiated here only.
-#include "cuda/chunk/fwd_h_wgmma.cuh"
+#include "cuda/chunk/fwd_h_wgmma_launch.cuh"
 
 namespace gdn {
 namespace cuda {

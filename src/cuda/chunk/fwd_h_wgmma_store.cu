@@ -1,7 +1,7 @@
 // launch_fwd_h_wgmma (fwd_fast.cuh): the wgmma chain (fwd_h_wgmma.cuh) in its store mode, h and
 // v_new per chunk for fwd_o, which runs after it (kStoreBulk, ST = 2), or the fused modes'
 // launchers (fwd_h_wgmma_fused.cu, fwd_h_wgmma_serial.cu). The store kernels are instantiated here only.
-#include "cuda/chunk/fwd_h_wgmma.cuh"
+#include "cuda/chunk/fwd_h_wgmma_launch.cuh"
 
 namespace gdn {
 namespace cuda {

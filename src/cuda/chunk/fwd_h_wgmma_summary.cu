@@ -1,6 +1,6 @@
 // launch_fwd_h_wgmma_summary (fwd_fast.cuh): the wgmma chain (fwd_h_wgmma.cuh) as the exact split's
 // summary pass (kSummary, split.cuh). Its kernels are instantiated here only.
-#include "cuda/chunk/fwd_h_wgmma.cuh"
+#include "cuda/chunk/fwd_h_wgmma_launch.cuh"
 
 namespace gdn {
 namespace cuda {
