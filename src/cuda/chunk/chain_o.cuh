@@ -455,10 +455,10 @@ __device__ __forceinline__ void chain_o_warpgroup(Sm& sm, const FastBufs<E, EI>&
 // kFusedO's warpgroup roles, split from the block's 384 threads (the chain kernel, fwd_h_wgmma.cuh):
 // the norm warpgroup (threads 256 .. 383) and the o warpgroup (128 .. 255) run theirs here and
 // return false; the chain warpgroup (0 .. 127) returns true with its registers raised and tb, the
-// part's first token, read back past the setmaxnreg.
+// part's first token, read back past the setmaxnreg from part_tb (the kernel's, in shared memory).
 template <typename E, typename EI, int ST, int kKS, typename Sm>
 __device__ __forceinline__ bool chain_fused_roles(Sm& sm, const FastBufs<E, EI>& b, const OutRef& out, int64_t& tb,
-                                                  int64_t te, int64_t nch, int v0, int hv) {
+                                                  int64_t& part_tb, int64_t te, int64_t nch, int v0, int hv) {
   constexpr bool kConvert = !std::is_same<E, EI>::value;
   // Three warpgroups share the block's registers: launched at kLaunchRegs each (384 threads, the
   // launch bounds' most), the norm warpgroup gives registers back to the block's pool and the
@@ -475,7 +475,6 @@ __device__ __forceinline__ bool chain_fused_roles(Sm& sm, const FastBufs<E, EI>&
   // The part's first token read back from shared memory past each setmaxnreg: carried across
   // it in a register, ptxas spilled it (one value, reloaded in the chain's loop). The barrier
   // also orders the mbarriers' initialization before their first use.
-  __shared__ int64_t part_tb;
   if (threadIdx.x == 0) part_tb = tb;
   __syncthreads();
   if (threadIdx.x >= 256) {  // the norm warpgroup (q's inverse norms for the o warpgroup)

@@ -198,7 +198,8 @@ __global__ void __launch_bounds__(chain_threads(kMode, kDK), kMode == ChainMode:
   // kFusedO: the norm and the o warpgroups run their roles and leave here (chain_o.cuh); the part's
   // first token read back past the setmaxnreg.
   if constexpr (kTwoWarpgroups) {
-    if (!chain_fused_roles<E, EI, ST, kKS>(sm, b, out, tb, te, nch, v0, hv)) return;
+    __shared__ int64_t part_tb;  // (declared here: the block's other shared scalars' order as before)
+    if (!chain_fused_roles<E, EI, ST, kKS>(sm, b, out, tb, part_tb, te, nch, v0, hv)) return;
   }
   // The sequence past the warpgroups' split: read back from shared memory (carried across it in a
   // register, as a load's result, ptxas spilled it).
