@@ -66,9 +66,12 @@ __device__ __forceinline__ void store_part_summary(const float (&st)[kDH / 2], c
   float* dst = part == 0 ? sp.part_state + (n * sp.max_parts + 1) * HV * DD
                          : (transition ? sp.summary_m : sp.summary_b) + (n * sp.max_parts + part) * HV * DD;
   if (transition && flag_writer) sp.m_negligible[(n * sp.max_parts + part) * HV + hv] = negligible;
-  if (transition && negligible) return;
-  float* base = dst + hv * DD;
-  for_each_state_elem<kDH / 8>(vv0, t, [&](int i, int kk, int vv) { base[int64_t(kk + kk0) * kW + vv] = st[i]; });
+  float* const base = transition && negligible ? nullptr : dst + hv * DD;
+  if (base)
+    for_each_state_elem<kDH / 8>(vv0, t, [&](int i, int kk, int vv) {
+      kk += kk0;
+      base[int64_t(kk) * kW + vv] = st[i];
+    });
 }
 
 // Per-token row factors of chunk rows i < len, one pair (x: exp(G_i), the -U^T scaling; y:
