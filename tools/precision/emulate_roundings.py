@@ -15,6 +15,10 @@ deleted: D = 64 now runs the a_last form on the wgmma chain): w and u stored in 
     u = E(A_s v);  w = E(A_s diag(exp(G) r) k)                                  (u, w)
     v_new = u - w h  (h = E(S): h_U)
 and the rest as above.
+With --form lookahead (a chain not yet built, docs/perf.md "Session 50"): each chunk's U from the
+state at the previous chunk's start, so that the state's update leaves the chain's critical path:
+    U_c = exp(G_last,c-1) k_c h_{c-1} + E(k_c k_{c-1}^T) vs_{c-1}   (h_{c-1} = E(S_{c-1}): h_U; kk)
+(chunk 0: k_0 E(S_0)) and the rest as above.
 Each named rounding can be "bf16" (as the kernels), "hilo" (a second bf16 part: the cost of one
 more product), "fp16", "fp16col" (fp16 after a power-of-two scale per column: v_new's operand
 with bf16's range), "hilo16" (fp16 hi + lo parts) or "fp32" (none). The reference is the float64 recurrence of the tests
@@ -31,7 +35,8 @@ kernel, beta = sigmoid(randn), g = logsigmoid(randn) ("normal") or 0 ("zero"), S
     [--rule last|tail]                 (with --adaptive: which chunks take the lo parts, emulate())
     [--base bf16|fp16]                 (the roundings --set leaves alone; fp16: the fp16 kernels)
     [--tiers "1:W=hilo,vs=hilo,h_o=hilo;32:W=hilo"]  (lo passes by tier of G_last; --strong: all tiers)
-    [--dim 128|64] [--form a_last|wy]  (the head size; the chain's form: D = 128's, or D = 64's)
+    [--dim 128|64] [--form a_last|wy|lookahead]  (the head size; the chain's form: D = 128's, D = 64's
+        before session 37, or the look-ahead U)
 Session 16's table (T = 4096 and 32768): docs/perf.md.
 """
 from __future__ import annotations
@@ -47,7 +52,7 @@ import gdn_ref  # noqa: E402  (the float64 oracle of the tests)
 
 K = V = 128  # --dim sets both
 C = 64
-ROUNDINGS = ("h_U", "h_o", "W", "vs", "vnew_o", "o", "u", "w", "P")
+ROUNDINGS = ("h_U", "h_o", "W", "vs", "vnew_o", "o", "u", "w", "P", "kk")
 
 
 def bf16(x):
@@ -137,6 +142,7 @@ def emulate(q, k, v, g, beta, S0, modes, adaptive=None, rule="last", base="bf16"
     rq_all = (1 / np.sqrt((q**2).sum(1) + eps)).astype(f32)
     strict, incl = np.tril(np.ones((C, C), bool), -1), np.tril(np.ones((C, C), bool))
     prev = True  # chunk -1 counts as weakly decaying (the kernels stage h_0's lo part)
+    last = None  # form lookahead: the previous chunk's (state at its start, exp(G_last), raw k, vs)
     for c0 in range(0, T, C):
         sl = slice(c0, min(c0 + C, T))
         n = sl.stop - sl.start
@@ -168,6 +174,11 @@ def emulate(q, k, v, g, beta, S0, modes, adaptive=None, rule="last", base="bf16"
             u = rnd(A_s @ vv, m["u"])
             w = rnd(A_s @ ((np.exp(G) * rk)[:, None] * kr), m["w"])
             v_new = u - partner(w, m["h_U"]) @ rnd(S, m["h_U"])
+        elif form == "lookahead" and last is not None:
+            S_prev, decay_prev, k_prev, vs_prev = last
+            U = decay_prev * (partner(kr, m["h_U"]) @ rnd(S_prev, m["h_U"])) + rnd(kr @ k_prev.T, m["kk"]) @ vs_prev
+            W = rnd(vv - (np.exp(G) * rk)[:, None] * U, m["W"])
+            v_new = A_s @ W
         else:
             U = partner(kr, m["h_U"]) @ rnd(S, m["h_U"])
             W = rnd(vv - (np.exp(G) * rk)[:, None] * U, m["W"])
@@ -176,6 +187,7 @@ def emulate(q, k, v, g, beta, S0, modes, adaptive=None, rule="last", base="bf16"
         qh = (partner(qr, m["h_o"]) @ rnd(S, m["h_o"])) * (np.exp(G) * rq)[:, None]
         o[sl] = rnd(scale * (qh + P @ rnd(v_new, m["vnew_o"])), m["o"])
         vs = rnd((np.exp(G[-1] - G) * rk)[:, None] * v_new, m["vs"])
+        last = (S, np.exp(G[-1]).astype(f32), kr, vs)
         S = np.exp(G[-1]) * S + partner(kr, m["vs"]).T @ vs
     return o, S
 
@@ -205,8 +217,9 @@ def main():
     ap.add_argument("--tiers", default="", help="A1:NAME=MODE,...;A2:NAME=MODE,... (A ascending): a chunk "
                     "takes the first tier whose G_last > -A (the --strong modes under every tier); replaces --set and --adaptive")
     ap.add_argument("--dim", type=int, default=128, help="K = V (128 or 64)")
-    ap.add_argument("--form", default="a_last", choices=["a_last", "wy"],
-                    help="a_last: D = 128's chain (A applied last); wy: D = 64's (u - w h)")
+    ap.add_argument("--form", default="a_last", choices=["a_last", "wy", "lookahead"],
+                    help="a_last: D = 128's chain (A applied last); wy: D = 64's before session 37 (u - w h); "
+                    "lookahead: U from the previous chunk's state (not built)")
     args = ap.parse_args()
     global K, V
     K = V = args.dim
