@@ -105,12 +105,12 @@ for line in open(sys.argv[1]):
         if w[0] not in sides: sides.append(w[0])
         if w[1] not in cases: cases.append(w[1])
 pairs = [p.split("/") for p in sys.argv[2:]]
-print(f"{'case':13s}" + "".join(f" {s:>8s}" for s in sides) + "".join(f" {'base/' + s:>9s}" for s in sides[1:])
+print(f"{'case':13s}" + "".join(f" {s:>8s}" for s in sides) + "".join(f" {'base/' + s:>9s}" for s in sides[1:]) +
       "".join(f" {a + '/' + b:>9s}" for a, b in pairs))
 for c in cases:
     ms = {s: sum(t[(c, s)]) / len(t[(c, s)]) for s in sides if t[(c, s)]}
     r = lambda a, b: f" {ms[a] / ms[b]:9.3f}" if a in ms and b in ms else f" {'-':>9s}"
-    print(f"{c:13s}" + "".join(f" {ms.get(s, 0):8.3f}" for s in sides) + "".join(r("base", s) for s in sides[1:])
+    print(f"{c:13s}" + "".join(f" {ms.get(s, 0):8.3f}" for s in sides) + "".join(r("base", s) for s in sides[1:]) +
           "".join(r(a, b) for a, b in pairs))
 PY
 }
