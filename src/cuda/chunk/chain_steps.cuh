@@ -56,7 +56,9 @@ __device__ __forceinline__ void load_part_state(float (&st)[kDH / 2], const Stat
 
 // The summary pass's end state (split.cuh), K-major fp32 [kW][kW]: part 0's S_1 into the part
 // states, else B_p or M_p into the summaries. A negligible M_p is flagged for the scan instead of
-// stored (flag_writer: the one thread of its first M slice that writes the flag).
+// stored (flag_writer: the one thread of its first M slice that writes the flag). (The null base
+// is tested as the kernel tested it before this function: returning early instead, ptxas
+// rescheduled the summary kernels' loops; SASS, session 50.)
 template <int kDK, int kDH>
 __device__ __forceinline__ void store_part_summary(const float (&st)[kDH / 2], const SplitBufs& sp, int64_t n,
                                                    int64_t part, int hv, int HV, bool transition, bool negligible,
