@@ -171,14 +171,8 @@ ab_suite_report() {
   done
 }
 
-# The suites given (test_forward ...), FILTER and LIMIT s each, one after another, each reported.
-ab_gpu_suites() {
-  local filter=$1 limit=$2 t
-  shift 2
-  for t in "$@"; do ab_run_suite "$filter" "$limit" "$t"; ab_suite_report "$t"; done
-}
-
-# The same, all at once in the background (they only check; `wait`, then ab_suite_report).
+# The suites given (test_forward ...), FILTER and LIMIT s each, all at once in the background
+# (they only check; `wait`, then ab_suite_report).
 ab_gpu_suites_started() {
   local filter=$1 limit=$2 t
   shift 2

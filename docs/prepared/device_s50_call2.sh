@@ -11,5 +11,6 @@ ab_build | tail -2 | tee -a "$R"
 SIDES=(base new)
 ab_smoke 1x32k
 AB_PHASES=1 ab_time $((GDN_BUDGET_S - 5)) 1x32k model-tp4-1x32k tp8-1x32k 256x64 4x8k 8x1k 64x256
-grep -E "^(base|new)" "$OUT/ab.log" | sed -E 's/bench [^ ]+ +T=[0-9]+ +//; s/Mtok.s +phases [^ ]+//; s/Mtok.s//' | tee -a "$R"
+ab_table
+grep -E "^(base|new) .*phases" "$OUT/ab.log" | cut -c1-200 >> "$R"  # (round 1's phases)
 echo "[$SECONDS s] done" | tee -a "$R"

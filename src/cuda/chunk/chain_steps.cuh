@@ -103,6 +103,8 @@ __device__ __forceinline__ void chain_row_factors(float (&f)[8][2], const float2
 
 // v^T of the slice from the ring's v stage, packed: vx[4 p + q] holds tokens 16 p + 8 (q / 2) +
 // 2 t + {0, 1} of row vv = v0 + 16 warp + g + 8 (q % 2); zeros for the identity's chain (v = 0).
+// (The stage's address is formed inside the load branch, as the kernel formed it: formed before
+// the branch, it changed the summary kernels' code.)
 template <typename T>
 __device__ __forceinline__ void load_v_fragments(uint32_t (&vx)[16], const T* vin, bool zero, int lrow, int lch) {
   if (zero) {
