@@ -26,21 +26,20 @@ constexpr int kSmem = 64 * 1024;  // four 16 KB tiles: B of U / the update (k), 
 
 // The groups. Each test's body runs once per iteration; `kTests` names them for the report.
 enum Test {
-  kU,          // -U^T = -E(S^T) k^T: 8 x m64n64k16, A from registers, B K-major
-  kVNew,       // v_new^T = W^T A_s^T: 12 x m64n32k16 (two accumulators)
-  kUpdate,     // S^T += vs^T k: 4 x m64n128k16, B MN-major
-  kCorr,       // the look-ahead's correction vs^T (k_c k_{c+1}^T): 4 x m64n64k16, B MN-major
-  kCorrHiLo,   // the same with kk's lo part: 8
-  kKK,         // k_{c+1} k_c^T: 8 x m64n64k16, both from shared memory
-  kPathToday,  // U, wait, v_new, wait, update, wait: today's tensor path, no ALU
+  kU,            // -U^T = -E(S^T) k^T: 8 x m64n64k16, A from registers, B K-major
+  kVNew,         // v_new^T = W^T A_s^T: 12 x m64n32k16 (two accumulators)
+  kUpdate,       // S^T += vs^T k: 4 x m64n128k16, B MN-major
+  kCorr,         // the look-ahead's correction vs^T (k_c k_{c+1}^T): 4 x m64n64k16, B MN-major
+  kCorrHiLo,     // the same with kk's lo part: 8
+  kKK,           // k_{c+1} k_c^T: 8 x m64n64k16, both from shared memory
+  kPathToday,    // U, wait, v_new, wait, update, wait: today's tensor path, no ALU
   kUpdThenCorr,  // the update and then the correction issued as two groups; time to the correction's end
   kPathAhead,    // corr, wait, v_new, wait (the look-ahead's path) with the update + U behind v_new
   kTests
 };
-const char* kNames[kTests] = {"U (8 m64n64k16 rs)",      "v_new (12 m64n32k16 rs)",  "update (4 m64n128k16 tb)",
-                              "corr (4 m64n64k16 tb)",    "corr hi+lo (8)",           "kk (8 m64n64k16 ss)",
-                              "path today: U|vnew|upd",   "upd then corr: corr done",
-                              "ahead: corr|vnew, upd+U behind"};
+const char* kNames[kTests] = {"U (8 m64n64k16 rs)",     "v_new (12 m64n32k16 rs)",  "update (4 m64n128k16 tb)",
+                              "corr (4 m64n64k16 tb)",  "corr hi+lo (8)",           "kk (8 m64n64k16 ss)",
+                              "path today: U|vnew|upd", "upd then corr: corr done", "ahead: corr|vnew, upd+U behind"};
 
 template <int kTest>
 __global__ void __launch_bounds__(128, 1) probe_kernel(long long* cycles, float* sink) {
@@ -69,11 +68,13 @@ __global__ void __launch_bounds__(128, 1) probe_kernel(long long* cycles, float*
   const WgTile ktb = wg_tile(k_s, 8192, 1024), qt = wg_tile(q_s, 16, 1024);
   auto issue_u = [&] {
 #pragma unroll
-    for (int ks = 0; ks < 8; ++ks) wgmma_m64n64_rs<E, true>(acc, &fa[4 * (ks % 4)], kt.at((ks / 4) * 8192 + (ks % 4) * 32), ks > 0);
+    for (int ks = 0; ks < 8; ++ks)
+      wgmma_m64n64_rs<E, true>(acc, &fa[4 * (ks % 4)], kt.at((ks / 4) * 8192 + (ks % 4) * 32), ks > 0);
   };
   auto issue_u2 = [&] {
 #pragma unroll
-    for (int ks = 0; ks < 8; ++ks) wgmma_m64n64_rs<E, true>(acc2, &fa[4 * (ks % 4)], kt.at((ks / 4) * 8192 + (ks % 4) * 32), ks > 0);
+    for (int ks = 0; ks < 8; ++ks)
+      wgmma_m64n64_rs<E, true>(acc2, &fa[4 * (ks % 4)], kt.at((ks / 4) * 8192 + (ks % 4) * 32), ks > 0);
   };
   auto pin_acc = [&] {
 #pragma unroll
@@ -85,7 +86,8 @@ __global__ void __launch_bounds__(128, 1) probe_kernel(long long* cycles, float*
 #pragma unroll
       for (int ks = 0; ks < 2; ++ks) wgmma_m64n32_rs<E>(left, &fa[4 * ks], at.at(lo * 8192 + ks * 32), lo + ks > 0);
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) wgmma_m64n32_rs<E>(right, &fa[4 * ks], at.at(lo * 8192 + 4096 + ks * 32), lo + ks > 0);
+      for (int ks = 0; ks < 4; ++ks)
+        wgmma_m64n32_rs<E>(right, &fa[4 * ks], at.at(lo * 8192 + 4096 + ks * 32), lo + ks > 0);
     }
   };
   auto issue_update = [&] {
@@ -100,7 +102,8 @@ __global__ void __launch_bounds__(128, 1) probe_kernel(long long* cycles, float*
   auto issue_kk = [&] {
 #pragma unroll
     for (int ks = 0; ks < 8; ++ks)
-      wgmma_m64n64_ss<E, 0>(acc, qt.at((ks / 4) * 8192 + (ks % 4) * 32), kt.at((ks / 4) * 8192 + (ks % 4) * 32), ks > 0);
+      wgmma_m64n64_ss<E, 0>(acc, qt.at((ks / 4) * 8192 + (ks % 4) * 32), kt.at((ks / 4) * 8192 + (ks % 4) * 32),
+                            ks > 0);
   };
   long long t0 = 0;
   for (int it = -16; it < kIters; ++it) {  // (16 warm-up iterations)
@@ -186,9 +189,8 @@ void run(int sms, int per_sm, int clock_khz) {
   long long mx = 0, sum = 0;
   for (long long x : c) mx = x > mx ? x : mx, sum += x;
   const double per = double(sum) / blocks / kIters;
-  std::printf("%-34s %d/SM  %7.1f cycles/iter (max block %7.1f)  %6.3f us/iter by events  (err: %s)\n",
-              kNames[kTest], per_sm, per, double(mx) / kIters, 1e3 * ms / kIters,
-              cudaGetErrorString(cudaGetLastError()));
+  std::printf("%-34s %d/SM  %7.1f cycles/iter (max block %7.1f)  %6.3f us/iter by events  (err: %s)\n", kNames[kTest],
+              per_sm, per, double(mx) / kIters, 1e3 * ms / kIters, cudaGetErrorString(cudaGetLastError()));
   (void)clock_khz;
   cudaFree(cycles), cudaFree(sink);
 }
@@ -207,6 +209,7 @@ int main() {
   cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0);
   std::printf("%s, %d SMs, clock %d MHz (reported); %d iterations a block\n", p.name, p.multiProcessorCount,
               clock_khz / 1000, kIters);
-  for (int per_sm : {1, 2}) run_all(p.multiProcessorCount, per_sm, clock_khz, std::make_integer_sequence<int, kTests>{});
+  for (int per_sm : {1, 2})
+    run_all(p.multiProcessorCount, per_sm, clock_khz, std::make_integer_sequence<int, kTests>{});
   return 0;
 }
