@@ -35,14 +35,29 @@ enum Test {
   kPathToday,    // U, wait, v_new, wait, update, wait: today's tensor path, no ALU
   kUpdThenCorr,  // the update and then the correction issued as two groups; time to the correction's end
   kPathAhead,    // corr, wait, v_new, wait (the look-ahead's path) with the update + U behind v_new
+  // The chunk's schedules with the chain's ALU stretches emulated (alu(): independent FFMA, about
+  // the instructions a warp issues there in today's SASS: W 82, vs 49, E(S) staging 40, the row
+  // factors 34 in U's shadow, the update's decays 64 in v_new's; __syncthreads for the barrier):
+  kChunkToday,      // U | factors | wait | W | v_new | decays | wait | vs | update | wait | E(S) | barrier
+  kChunkAhead,      // corr, update_{c-1} | wait<1> | W | v_new | wait<1> | E(S) | U_{c+1}, kk | wait<1> | vs
+  kChunkAheadNoKK,  // the same without kk's product (kk formed elsewhere)
   kTests
 };
-const char* kNames[kTests] = {"U (8 m64n64k16 rs)",     "v_new (12 m64n32k16 rs)",  "update (4 m64n128k16 tb)",
-                              "corr (4 m64n64k16 tb)",  "corr hi+lo (8)",           "kk (8 m64n64k16 ss)",
-                              "path today: U|vnew|upd", "upd then corr: corr done", "ahead: corr|vnew, upd+U behind"};
+const char* kNames[kTests] = {"U (8 m64n64k16 rs)",
+                              "v_new (12 m64n32k16 rs)",
+                              "update (4 m64n128k16 tb)",
+                              "corr (4 m64n64k16 tb)",
+                              "corr hi+lo (8)",
+                              "kk (8 m64n64k16 ss)",
+                              "path today: U|vnew|upd",
+                              "upd then corr: corr done",
+                              "ahead: corr|vnew, upd+U behind",
+                              "chunk today (ALU emulated)",
+                              "chunk ahead (ALU emulated)",
+                              "chunk ahead, no kk"};
 
 template <int kTest>
-__global__ void __launch_bounds__(128, 1) probe_kernel(long long* cycles, float* sink) {
+__global__ void __launch_bounds__(128, 1) probe_kernel(long long* cycles, float* sink, uint32_t mask) {
   extern __shared__ __align__(16) char smem_raw[];
   const uint32_t base = smem_u32(smem_raw) + align_1024_offset(smem_raw);
   const int tid = threadIdx.x;
@@ -105,6 +120,27 @@ __global__ void __launch_bounds__(128, 1) probe_kernel(long long* cycles, float*
       wgmma_m64n64_ss<E, 0>(acc, qt.at((ks / 4) * 8192 + (ks % 4) * 32), kt.at((ks / 4) * 8192 + (ks % 4) * 32),
                             ks > 0);
   };
+  // n instructions of ALU work a warp, as the chain's stretches between its wgmma groups issue,
+  // on data dependences that ptxas keeps (pins order only nvcc's code): the stretch starts from
+  // `seed` (a value the wait before it completed) and, with `feed`, the A fragments of every later
+  // product depend on its result (mask is 0 at run time: the values do not change).
+  float x[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) x[i] = 0.001f * (tid + i);
+  auto alu = [&](auto n, float seed, bool feed) {
+    x[0] += seed;
+#pragma unroll
+    for (int i = 0; i < decltype(n)::value; ++i) x[i % 8] = fmaf(x[i % 8], x[(i + 1) % 8], 1e-7f);
+    if (feed) {
+#pragma unroll
+      for (int i = 0; i < 16; ++i) fa[i] ^= __float_as_uint(x[i % 8]) & mask;
+    }
+  };
+  using A34 = std::integral_constant<int, 34>;
+  using A40 = std::integral_constant<int, 40>;
+  using A49 = std::integral_constant<int, 49>;
+  using A64 = std::integral_constant<int, 64>;
+  using A82 = std::integral_constant<int, 82>;
   long long t0 = 0;
   for (int it = -16; it < kIters; ++it) {  // (16 warm-up iterations)
     if (it == 0) {
@@ -145,7 +181,56 @@ __global__ void __launch_bounds__(128, 1) probe_kernel(long long* cycles, float*
 #pragma unroll
       for (int i = 0; i < 16; ++i) pin(left[i]), pin(right[i]);
     }
-    if constexpr (kTest != kPathAhead) {
+    if constexpr (kTest == kChunkToday) {
+      issue_u(), wgmma_commit();
+      alu(A34{}, 0.f, false);  // the row factors (no dependence on the products)
+      wgmma_wait<0>(), pin_acc();
+      alu(A82{}, acc[0], true);  // W
+      wgmma_fence(), issue_vnew(), wgmma_commit();
+      alu(A64{}, 0.f, false);  // the decays
+      wgmma_wait<0>();
+#pragma unroll
+      for (int i = 0; i < 16; ++i) pin(left[i]), pin(right[i]);
+      alu(A49{}, left[0] + right[0], true);  // vs
+      wgmma_fence(), issue_update(), wgmma_commit(), wgmma_wait<0>();
+#pragma unroll
+      for (int i = 0; i < 64; ++i) pin(st[i]);
+      alu(A40{}, st[0], true);  // E(S)
+      __syncthreads();
+    } else if constexpr (kTest == kChunkAhead || kTest == kChunkAheadNoKK) {
+      // (U_{c+1} into acc2; kk into acc, dead once W is formed: a third accumulator made ptxas
+      // serialize every wgmma, C7512, and the kernel has less room still)
+      wgmma_wait<0>();
+#pragma unroll
+      for (int i = 0; i < 32; ++i) pin(acc2[i]);
+      alu(A34{}, acc2[0], false);            // acc = exp(G_last) U_{c+1} (32 FMUL)
+      if constexpr (kTest == kChunkAhead) {  // kk -> hi + lo -> its shared-memory image, fenced
+        alu(A82{}, acc[0], false);
+        if ((__float_as_uint(x[0]) & mask) != 0u) sink[0] = x[1];  // (the image's stores)
+        fence_proxy_async();
+        __syncwarp();
+      }
+      acc[0] += x[0] * __uint_as_float(mask);  // (the correction accumulates on what they formed)
+      wgmma_fence(), issue_corr(1), wgmma_commit();
+      issue_update(), wgmma_commit();
+      alu(A34{}, 0.f, false);  // the row factors
+      wgmma_wait<1>(), pin_acc();
+      alu(A82{}, acc[0], true);  // W
+      wgmma_fence(), issue_vnew(), wgmma_commit();
+      alu(A64{}, 0.f, false);  // the decays
+      wgmma_wait<1>();
+#pragma unroll
+      for (int i = 0; i < 64; ++i) pin(st[i]);
+      alu(A40{}, st[0], true);  // E(S_c): U_{c+1}'s A
+      wgmma_fence(), issue_u2();
+      if constexpr (kTest == kChunkAhead) issue_kk();
+      wgmma_commit();
+      wgmma_wait<1>();
+#pragma unroll
+      for (int i = 0; i < 16; ++i) pin(left[i]), pin(right[i]);
+      alu(A49{}, left[0] + right[0], true);  // vs: the next correction's and update's A
+    }
+    if constexpr (kTest < kPathAhead) {
       pin_acc();
 #pragma unroll
       for (int i = 0; i < 16; ++i) pin(left[i]), pin(right[i]);
@@ -159,6 +244,8 @@ __global__ void __launch_bounds__(128, 1) probe_kernel(long long* cycles, float*
   float s = 0.f;
 #pragma unroll
   for (int i = 0; i < 32; ++i) s += acc[i] + acc2[i];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) s += x[i];
 #pragma unroll
   for (int i = 0; i < 16; ++i) s += left[i] + right[i];
 #pragma unroll
@@ -177,9 +264,9 @@ void run(int sms, int per_sm, int clock_khz) {
   cudaFuncSetAttribute(probe_kernel<kTest>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   cudaEvent_t a, b;
   cudaEventCreate(&a), cudaEventCreate(&b);
-  probe_kernel<kTest><<<blocks, 128, smem>>>(cycles, sink);  // warm-up
+  probe_kernel<kTest><<<blocks, 128, smem>>>(cycles, sink, 0u);  // warm-up
   cudaEventRecord(a);
-  probe_kernel<kTest><<<blocks, 128, smem>>>(cycles, sink);
+  probe_kernel<kTest><<<blocks, 128, smem>>>(cycles, sink, 0u);
   cudaEventRecord(b);
   cudaEventSynchronize(b);
   float ms = 0.f;
