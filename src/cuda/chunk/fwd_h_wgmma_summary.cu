@@ -1,6 +1,11 @@
 // launch_fwd_h_wgmma_summary (fwd_fast.cuh): the wgmma chain (fwd_h_wgmma.cuh) as the exact split's
-// summary pass (kSummary, split.cuh). Its kernels are instantiated here only.
+// summary pass (kSummary, split.cuh). Its kernels are instantiated here only. Built with
+// GDN_SUMMARY_AHEAD (experimental), K = V = 128 with E = EI runs the look-ahead U's summary pass
+// instead (summary_ahead.cuh).
 #include "cuda/chunk/fwd_h_wgmma_launch.cuh"
+#ifdef GDN_SUMMARY_AHEAD
+#include "cuda/chunk/summary_ahead.cuh"
+#endif
 
 namespace gdn {
 namespace cuda {
@@ -8,6 +13,11 @@ namespace cuda {
 template <typename E, typename EI>
 void launch_fwd_h_wgmma_summary(const FastBufs<E, EI>& b, const SplitBufs& sp, const ForwardArgs& f,
                                 const ChunkForwardConfig& cfg, cudaStream_t s) {
+#ifdef GDN_SUMMARY_AHEAD
+  if constexpr (std::is_same<E, EI>::value) {
+    if (b.dk == kD) return launch_summary_ahead(b, sp, f, s);
+  }
+#endif
   if (cfg.split_summary_stages == 4)
     launch_wg<4, ChainMode::kSummary>(b, sp, f, s);
   else

@@ -137,6 +137,15 @@ __device__ __forceinline__ void wgmma_m64n128_tb(float (&d)[64], const uint32_t*
 }
 #undef GDN_WG_TEXT
 
+// D[64x128] += A[64x16] B[16x128], both T from shared memory: A K-major, B MN-major (trans-b).
+#define GDN_WG_TEXT(TY) \
+  "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " GDN_WG_D64 ", %64, %65, 1, 1, 1, 0, 1;\n"
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n128_ss_tb(float (&d)[64], uint64_t a_desc, uint64_t b_desc) {
+  GDN_WGMMA_BY_TYPE(T, GDN_WG_TEXT, : GDN_WG_ACC64(d) : "l"(a_desc), "l"(b_desc));
+}
+#undef GDN_WG_TEXT
+
 // D[64x64] (+)= A[64x16] B[16x64], both T from shared memory, A K-major; B K-major (kTransB = 0)
 // or MN-major (kTransB = 1). accumulate = false overwrites D (scale-d 0).
 #define GDN_WG_TEXT(TY)                        \
