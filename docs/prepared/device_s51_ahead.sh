@@ -11,6 +11,10 @@
 # SPEC's gates: 2 chunks a part).
 : "${GDN_BUDGET_S:=420}"
 source docs/prepared/ab_lib.sh  # (set -u; OUT, GDN_COMMIT = $1, R)
+# The wgmma groups' latencies first (tools/wgmma_probe, ~30 s): one and two warpgroups an SM.
+nvcc -std=c++17 -arch=sm_90a -O3 -I include -I src --expt-relaxed-constexpr tools/wgmma_probe/wgmma_probe.cu \
+  -o /tmp/wgmma_probe && timeout 60 /tmp/wgmma_probe > "$OUT/wgmma_probe.txt" 2>&1
+cut -c1-150 "$OUT/wgmma_probe.txt"
 GDN_CMAKE_FLAGS=-DGDN_SUMMARY_AHEAD=ON ab_build | tail -2 | tee -a "$R"
 SIDES=(base new)
 ab_smoke model-tp4-1x32k g0-1x32k tp8-1x32k
