@@ -197,7 +197,7 @@ if has ncu && [[ -x $CHECK ]]; then
   # prep / h (summary) / scan / h / o launches of the warm-up): the full set, with source-level warp-stall sampling
   # summarized per SASS instruction (scripts/ncu_stalls.py -> ncu_stalls.txt). --clock-control
   # none: the card's clocks stay as they are.
-  timeout 300 ncu --clock-control none -k regex:'kkt_solve|fwd_(prep|h|o)|split_scan' -c 4 --set full --import-source no \
+  timeout 300 ncu --clock-control none -k regex:'kkt_solve|fwd_(prep|h|o)|split_scan|summary_ahead' -c 4 --set full --import-source no \
     -f -o /tmp/gdn_ncu $CHECK --bench --no-check --case "${GDN_NCU_CASE:-1x32k}" >"$OUT/ncu.log" 2>&1
   note "ncu: rc=$?"
   if [[ -f /tmp/gdn_ncu.ncu-rep ]]; then
