@@ -14,8 +14,10 @@ template <typename E, typename EI>
 void launch_fwd_h_wgmma_summary(const FastBufs<E, EI>& b, const SplitBufs& sp, const ForwardArgs& f,
                                 const ChunkForwardConfig& cfg, cudaStream_t s) {
 #ifdef GDN_SUMMARY_AHEAD
+  // (fp16 with l2norm stays on the summary mode: KK rounds a product of raw k rows to E, and
+  // fp16's range does not hold it at row norms above ~256 or resolve it below ~1e-2.)
   if constexpr (std::is_same<E, EI>::value) {
-    if (b.dk == kD) return launch_summary_ahead(b, sp, f, s);
+    if (b.dk == kD && (std::is_same<E, __nv_bfloat16>::value || !b.l2norm)) return launch_summary_ahead(b, sp, f, s);
   }
 #endif
   if (cfg.split_summary_stages == 4)
