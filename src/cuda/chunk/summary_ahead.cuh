@@ -81,8 +81,7 @@ __device__ __forceinline__ void stage_hi_lo(const float (&x)[32], uint32_t hi, u
   for (int i = 0; i < 16; ++i) h[i] = pack2<E>(x[2 * i], x[2 * i + 1]);
   stage_rows_x16(hi, h, warp, lane);
   if (with_lo) {
-#pragma unroll
-    for (int i = 0; i < 16; ++i) l[i] = lo_part<E>(x[2 * i], x[2 * i + 1], h[i]);
+    lo_parts<E>(l, x, h);
     stage_rows_x16(lo, l, warp, lane);
   }
 }
@@ -212,10 +211,8 @@ __global__ void __launch_bounds__(256, 1)
       const WgTile kt = wg_tile(smem_u32(sm.k[s]), kC * 128, 1024);
 #pragma unroll
       for (int i = 0; i < 64; ++i) st[i] *= dl;
-#pragma unroll
-      for (int part_lo = 1; part_lo >= 0; --part_lo) {
-        if (part_lo == 1 && !precise) continue;
-        const WgTile vt = wg_tile(smem_u32(sm.vs[c % 2][part_lo]), 16, 1024);
+      auto update_from = [&](const E* vs_image) {
+        const WgTile vt = wg_tile(smem_u32(vs_image), 16, 1024);
 #pragma unroll
         for (int i = 0; i < 64; ++i) pin(st[i]);
         wgmma_fence();
@@ -223,7 +220,9 @@ __global__ void __launch_bounds__(256, 1)
         for (int ks = 0; ks < 4; ++ks) wgmma_m64n128_ss_tb<E>(st, vt.at(ks * 32), kt.at(ks * 2048));
         wgmma_commit();
         wgmma_wait<0>();
-      }
+      };
+      if (precise) update_from(sm.vs[c % 2][1]);
+      update_from(sm.vs[c % 2][0]);
 #pragma unroll
       for (int i = 0; i < 64; ++i) pin(st[i]);
       if (c + 2 < nch) landed(c + 2), form_u_base(c + 2);
@@ -238,8 +237,8 @@ __global__ void __launch_bounds__(256, 1)
                                v0 + 16 * warp + g);
   } else {
     // ---- The chain warpgroup: W, v_new and vs (the summary mode's steps, chain_steps.cuh).
-    uint32_t va[16], vl[16];  // vs_{c-1}^T (the correction's A), its lo part
-    bool prev_precise = false, after_precise = true;
+    uint32_t va[16], vl[16];    // vs_{c-1}^T (the correction's A), its lo part
+    bool after_precise = true;  // (past chunk 0: chunk c - 1's precise_state_chunk)
     for (int c = 0; c < nch; ++c) {
       const int s = c % ST, len = len_of(c);
       mbarrier_wait(&sm.full[s], (static_cast<uint32_t>(c) / ST) & 1u);
@@ -264,7 +263,7 @@ __global__ void __launch_bounds__(256, 1)
         for (int ks = 0; ks < 4; ++ks) wgmma_m64n64_rs<E, true>(acc, &va[4 * ks], kh.at(ks * 32), true);
         wgmma_commit();
         wgmma_wait<0>();
-        if (prev_precise) {
+        if (after_precise) {
           wgmma_fence();
 #pragma unroll
           for (int ks = 0; ks < 4; ++ks) wgmma_m64n64_rs<E, true>(acc, &vl[4 * ks], kh.at(ks * 32), true);
@@ -305,7 +304,6 @@ __global__ void __launch_bounds__(256, 1)
       if (precise) stage_rows_x16(smem_u32(sm.vs[c % 2][1]), vl, warp, lane);
       fence_proxy_async();  // the vs image -> the state warpgroup's wgmma
       mbarrier_arrive(&sm.vs_ready[c % 2]);
-      prev_precise = precise;
       after_precise = precise;
     }
   }
